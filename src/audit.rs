@@ -1,0 +1,1 @@
+//! Rule text to verdict.

@@ -1,0 +1,11 @@
+//! Rule-file text → syntax tree ([`ast::RuleFile`]) with spans.
+//!
+//! `lexer` splits the text into tokens (statements end at newlines outside
+//! parentheses), `parser` builds the tree and collects every syntax error.
+//! Nothing here knows about data or schemas.
+
+pub mod ast;
+pub mod lexer;
+pub mod parser;
+
+pub use parser::parse;

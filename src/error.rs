@@ -1,0 +1,56 @@
+//! The library's error type and its mapping to the contract's exit codes.
+
+use crate::diagnostic::{self, Diagnostic};
+use crate::exec::input::InputError;
+use crate::runkey::RunKeyError;
+
+/// Everything that can stop a command, grouped by the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad command-line use (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    RunKey(#[from] RunKeyError),
+    /// The rule file does not parse or check (exit 2). Rendered with carets.
+    #[error("{}", diagnostic::render(.file, .source_text, .diagnostics))]
+    Rules {
+        file: String,
+        source_text: String,
+        diagnostics: Vec<Diagnostic>,
+    },
+    /// The staged data could not be audited (exit 3).
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The engine failed while auditing (exit 3), with what it was doing.
+    #[error("{context}: {source}")]
+    Engine {
+        context: String,
+        #[source]
+        source: datafusion::error::DataFusionError,
+    },
+    /// Something else stopped the audit (exit 3).
+    #[error("{0}")]
+    Audit(String),
+    /// Publish refused or failed; carries its own exit code.
+    #[error(transparent)]
+    Publish(#[from] crate::publish::PublishError),
+}
+
+impl Error {
+    /// The exit code of the contract (`cli-and-verdict.md`).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Usage(_) | Error::RunKey(_) | Error::Rules { .. } => 2,
+            Error::Input(_) | Error::Engine { .. } | Error::Audit(_) => 3,
+            Error::Publish(e) => e.exit_code(),
+        }
+    }
+
+    pub fn engine(context: impl Into<String>, source: datafusion::error::DataFusionError) -> Self {
+        Error::Engine {
+            context: context.into(),
+            source,
+        }
+    }
+}

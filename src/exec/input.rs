@@ -1,0 +1,302 @@
+//! The staged partition as files: discovery, footers, schema and fingerprint.
+//!
+//! Discovery follows the contract: every file under the staged directory whose
+//! name ends in `.parquet`, recursively, skipping files and directories whose
+//! names start with `_` or `.` (Spark's `_temporary/`, `_SUCCESS`, editors'
+//! dot files). Each file's footer is read once; it gives the schema, the row
+//! count and the statistics, and it goes into the fingerprint that lets
+//! `publish` and `verify` prove that the audited files are the published ones.
+
+use std::fs::{self, File};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::parquet::arrow::parquet_to_arrow_schema;
+use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use sha2::{Digest, Sha256};
+
+/// Why staged files could not be audited (exit code 3).
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("staged directory `{0}` does not exist")]
+    MissingDir(String),
+    #[error("`{0}` is not a directory")]
+    NotADir(String),
+    #[error("no Parquet files under `{0}` (names starting with `_` or `.` are ignored)")]
+    NoFiles(String),
+    #[error("cannot read `{path}`: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{path}` is a symbolic link; staged files must be regular files inside the staged directory")]
+    Symlink { path: String },
+    #[error("`{path}` is not a valid Parquet file: {reason}")]
+    Corrupt { path: String, reason: String },
+    #[error("the schema of `{path}` disagrees with `{first}`: {detail}")]
+    SchemaMismatch {
+        path: String,
+        first: String,
+        detail: String,
+    },
+}
+
+/// One staged data file.
+#[derive(Debug, Clone)]
+pub struct StagedFile {
+    /// Path relative to the staged directory, `/`-separated.
+    pub path: String,
+    pub abs_path: PathBuf,
+    pub bytes: u64,
+    /// The decoded footer.
+    pub metadata: Arc<ParquetMetaData>,
+}
+
+impl StagedFile {
+    pub fn row_count(&self) -> u64 {
+        self.metadata.file_metadata().num_rows().max(0) as u64
+    }
+}
+
+/// The staged partition: its files sorted by relative path, their common
+/// schema and the fingerprint over them.
+#[derive(Debug, Clone)]
+pub struct StagedInput {
+    pub dir: PathBuf,
+    pub files: Vec<StagedFile>,
+    pub schema: SchemaRef,
+    /// `sha256:<hex>` over each file's relative path, size and footer bytes.
+    pub fingerprint: String,
+}
+
+impl StagedInput {
+    /// Discovers, reads the footers of and fingerprints the staged directory.
+    pub fn open(dir: &Path) -> Result<StagedInput, InputError> {
+        let shown = dir.display().to_string();
+        let meta = fs::symlink_metadata(dir).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => InputError::MissingDir(shown.clone()),
+            _ => InputError::Io {
+                path: shown.clone(),
+                source: e,
+            },
+        })?;
+        if !meta.is_dir() {
+            return Err(InputError::NotADir(shown));
+        }
+        let paths = list_parquet_files(dir)?;
+        if paths.is_empty() {
+            return Err(InputError::NoFiles(shown));
+        }
+        let mut hasher = Sha256::new();
+        let mut files = Vec::with_capacity(paths.len());
+        for (rel, abs) in paths {
+            let (bytes, footer) = read_footer(&abs, &rel)?;
+            let metadata = ParquetMetaDataReader::decode_metadata(&footer[..footer.len() - 8])
+                .map_err(|e| corrupt(&rel, e))?;
+            fingerprint_entry(&mut hasher, &rel, bytes, &footer);
+            files.push(StagedFile {
+                path: rel,
+                abs_path: abs,
+                bytes,
+                metadata: Arc::new(metadata),
+            });
+        }
+        let schema = common_schema(&files)?;
+        Ok(StagedInput {
+            dir: dir.to_path_buf(),
+            files,
+            schema,
+            fingerprint: format!("sha256:{}", hex(&hasher.finalize())),
+        })
+    }
+
+    pub fn row_count(&self) -> u64 {
+        self.files.iter().map(StagedFile::row_count).sum()
+    }
+}
+
+/// Recomputes only the fingerprint of a directory (for `publish`'s re-check
+/// just before the swap, and for `verify`).
+pub fn fingerprint_dir(dir: &Path) -> Result<String, InputError> {
+    let mut hasher = Sha256::new();
+    for (rel, abs) in list_parquet_files(dir)? {
+        let (bytes, footer) = read_footer(&abs, &rel)?;
+        fingerprint_entry(&mut hasher, &rel, bytes, &footer);
+    }
+    Ok(format!("sha256:{}", hex(&hasher.finalize())))
+}
+
+fn fingerprint_entry(hasher: &mut Sha256, rel: &str, bytes: u64, footer: &[u8]) {
+    hasher.update(rel.as_bytes());
+    hasher.update([0]);
+    hasher.update(bytes.to_le_bytes());
+    hasher.update((footer.len() as u64).to_le_bytes());
+    hasher.update(footer);
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn corrupt(rel: &str, e: impl std::fmt::Display) -> InputError {
+    InputError::Corrupt {
+        path: rel.to_string(),
+        reason: e.to_string(),
+    }
+}
+
+/// All candidate data files under `dir`, sorted by relative path.
+pub fn list_parquet_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, InputError> {
+    let mut out = Vec::new();
+    walk(dir, "", &mut out)?;
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn walk(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(), InputError> {
+    let io = |path: &Path, e| InputError::Io {
+        path: path.display().to_string(),
+        source: e,
+    };
+    for entry in fs::read_dir(dir).map_err(|e| io(dir, e))? {
+        let entry = entry.map_err(|e| io(dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue; // not UTF-8: cannot be a name we publish; ignored like hidden files
+        };
+        if name.starts_with('_') || name.starts_with('.') {
+            continue;
+        }
+        let rel = format!("{prefix}{name}");
+        let path = entry.path();
+        let ft = entry.file_type().map_err(|e| io(&path, e))?;
+        if ft.is_symlink() {
+            if name.ends_with(".parquet") || path.is_dir() {
+                return Err(InputError::Symlink { path: rel });
+            }
+            continue;
+        }
+        if ft.is_dir() {
+            walk(&path, &format!("{rel}/"), out)?;
+        } else if name.ends_with(".parquet") {
+            if !ft.is_file() {
+                return Err(corrupt(&rel, "not a regular file"));
+            }
+            out.push((rel, path));
+        }
+    }
+    Ok(())
+}
+
+/// Reads a file's size and its footer: the Thrift metadata plus the 8-byte
+/// trailer (length and `PAR1`).
+fn read_footer(path: &Path, rel: &str) -> Result<(u64, Vec<u8>), InputError> {
+    let io = |e| InputError::Io {
+        path: rel.to_string(),
+        source: e,
+    };
+    let mut f = File::open(path).map_err(io)?;
+    let size = f.metadata().map_err(io)?.len();
+    if size < 12 {
+        return Err(corrupt(rel, format!("file is only {size} bytes long")));
+    }
+    let mut head = [0u8; 4];
+    f.read_exact(&mut head).map_err(io)?;
+    let mut tail = [0u8; 8];
+    f.seek(SeekFrom::End(-8)).map_err(io)?;
+    f.read_exact(&mut tail).map_err(io)?;
+    if &tail[4..] == b"PARE" {
+        return Err(corrupt(rel, "encrypted footers are not supported"));
+    }
+    if &head != b"PAR1" || &tail[4..] != b"PAR1" {
+        return Err(corrupt(
+            rel,
+            "missing the PAR1 magic bytes (truncated or not Parquet)",
+        ));
+    }
+    let len = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) as u64;
+    if len + 12 > size {
+        return Err(corrupt(
+            rel,
+            format!("footer length {len} exceeds the file size {size} (truncated?)"),
+        ));
+    }
+    let mut footer = vec![0u8; len as usize + 8];
+    f.seek(SeekFrom::End(-(len as i64) - 8)).map_err(io)?;
+    f.read_exact(&mut footer).map_err(io)?;
+    Ok((size, footer))
+}
+
+/// The Arrow schema all files share. Field names and types must agree;
+/// nullability and metadata may differ (writers disagree on them harmlessly),
+/// and the result is nullable wherever any file is.
+fn common_schema(files: &[StagedFile]) -> Result<SchemaRef, InputError> {
+    let mut first: Option<(String, Schema)> = None;
+    for f in files {
+        let md = f.metadata.file_metadata();
+        let schema = parquet_to_arrow_schema(md.schema_descr(), md.key_value_metadata())
+            .map_err(|e| corrupt(&f.path, e))?;
+        match &mut first {
+            None => first = Some((f.path.clone(), schema)),
+            Some((first_path, base)) => {
+                if let Some(detail) = schema_difference(base, &schema) {
+                    return Err(InputError::SchemaMismatch {
+                        path: f.path.clone(),
+                        first: first_path.clone(),
+                        detail,
+                    });
+                }
+                if schema
+                    .fields()
+                    .iter()
+                    .zip(base.fields().iter())
+                    .any(|(a, b)| a.is_nullable() && !b.is_nullable())
+                {
+                    let fields: Vec<_> = base
+                        .fields()
+                        .iter()
+                        .zip(schema.fields().iter())
+                        .map(|(b, a)| {
+                            b.as_ref()
+                                .clone()
+                                .with_nullable(a.is_nullable() || b.is_nullable())
+                        })
+                        .collect();
+                    *base = Schema::new(fields);
+                }
+            }
+        }
+    }
+    let (_, schema) = first.expect("at least one file");
+    Ok(Arc::new(Schema::new(schema.fields().clone())))
+}
+
+fn schema_difference(a: &Schema, b: &Schema) -> Option<String> {
+    let names = |s: &Schema| {
+        s.fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect::<Vec<_>>()
+    };
+    if names(a) != names(b) {
+        return Some(format!(
+            "columns [{}] versus [{}]",
+            names(b).join(", "),
+            names(a).join(", ")
+        ));
+    }
+    for (fa, fb) in a.fields().iter().zip(b.fields().iter()) {
+        if fa.data_type() != fb.data_type() {
+            return Some(format!(
+                "column `{}` is {} here but {} there",
+                fa.name(),
+                fb.data_type(),
+                fa.data_type()
+            ));
+        }
+    }
+    None
+}

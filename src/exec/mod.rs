@@ -1,0 +1,3 @@
+//! Staged files → DataFusion session → observed metric values.
+
+pub mod input;

@@ -1,0 +1,35 @@
+//! dqgate: a data-quality gate for staged Parquet partitions.
+//!
+//! ```text
+//!  rule file ──dsl::parse──▶ RuleFile (AST, spans)
+//!                               │  + Arrow schema of the staged files
+//!                         check::check
+//!                               ▼
+//!                          CheckedRules (names and types resolved)
+//!                               │
+//!                          plan::plan ──▶ AuditPlan (fused DataFusion plans)
+//!                               │
+//!  staged dir ──exec::StagedInput──▶ exec::execute ──▶ Observations
+//!                               │
+//!                        verdict::judge ──▶ Verdict ──▶ JSON / text
+//!                               │ (only a PassedVerdict)
+//!                        publish::publish ──▶ atomic swap into ROOT/k=v
+//! ```
+//!
+//! [`audit`] runs the stages from rule text to verdict; the CLI (`cli`) is a
+//! thin layer over it.
+
+pub mod audit;
+pub mod check;
+pub mod cli;
+pub mod diagnostic;
+pub mod dsl;
+pub mod error;
+pub mod exec;
+pub mod plan;
+pub mod publish;
+pub mod runkey;
+pub mod value;
+pub mod verdict;
+
+pub use error::Error;

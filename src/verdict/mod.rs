@@ -1,0 +1,151 @@
+//! Observations + thresholds → [`Verdict`]; its stable JSON and text forms.
+//!
+//! A verdict never acts. `publish` accepts only a [`PassedVerdict`], which
+//! only [`Verdict::into_passed`] can construct.
+
+pub mod json;
+pub mod text;
+
+use crate::dsl::ast::Severity;
+use crate::value::Value;
+
+/// `pass`, `fail` or `skipped` for one statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Pass,
+    Fail,
+    Skipped,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "fail",
+            Status::Skipped => "skipped",
+        }
+    }
+}
+
+/// One offending key (or value, or row shape) and how many rows carry it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Column name and value, in the statement's column order.
+    pub key: Vec<(String, Value)>,
+    pub rows: u64,
+}
+
+/// How a metric was obtained: from Parquet footers alone, or by a scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Metadata,
+    Scan,
+}
+
+/// The outcome of one statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckResult {
+    pub line: usize,
+    pub name: String,
+    pub severity: Severity,
+    pub metric: String,
+    pub value: Value,
+    /// The expectation with references evaluated, e.g. `< 0.02`.
+    pub expected: String,
+    pub status: Status,
+    /// Offending keys, on failed checks that collect them.
+    pub samples: Option<Vec<Sample>>,
+    /// Why a check was skipped, or a remark on how it was judged.
+    pub note: Option<String>,
+    pub source: Source,
+}
+
+/// A staged data file as the verdict lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    /// Relative to the staged directory, `/`-separated.
+    pub path: String,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputSummary {
+    pub row_count: u64,
+    pub files: Vec<InputFile>,
+    pub fingerprint: String,
+}
+
+/// The audit's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub table: String,
+    /// The run key, in `partitioned by` order.
+    pub partition: Vec<(String, String)>,
+    /// The rule file's path as given (relative), or its file name.
+    pub rules_path: String,
+    pub rules_sha256: String,
+    pub input: InputSummary,
+    pub checks: Vec<CheckResult>,
+    /// The fingerprint of the published version that `published.*` checks
+    /// were computed against; `None` when nothing was published.
+    pub compared_against: Option<String>,
+}
+
+/// Disjoint counts that add up to the number of checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Summary {
+    pub checks: usize,
+    pub passed: usize,
+    pub failed: usize,
+    pub warned: usize,
+    pub skipped: usize,
+}
+
+impl Verdict {
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary {
+            checks: self.checks.len(),
+            ..Summary::default()
+        };
+        for c in &self.checks {
+            match (c.status, c.severity) {
+                (Status::Pass, _) => s.passed += 1,
+                (Status::Skipped, _) => s.skipped += 1,
+                (Status::Fail, Severity::Check) => s.failed += 1,
+                (Status::Fail, Severity::Warn) => s.warned += 1,
+            }
+        }
+        s
+    }
+
+    /// True when no `check` statement failed.
+    pub fn passed(&self) -> bool {
+        self.summary().failed == 0
+    }
+
+    /// The only way to obtain a [`PassedVerdict`].
+    pub fn into_passed(self) -> Result<PassedVerdict, Verdict> {
+        if self.passed() {
+            Ok(PassedVerdict(self))
+        } else {
+            Err(self)
+        }
+    }
+}
+
+/// A verdict that passed: the only kind `publish` accepts.
+#[derive(Debug, Clone)]
+pub struct PassedVerdict(Verdict);
+
+impl PassedVerdict {
+    pub fn verdict(&self) -> &Verdict {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for PassedVerdict {
+    type Target = Verdict;
+    fn deref(&self) -> &Verdict {
+        &self.0
+    }
+}

@@ -1,0 +1,1 @@
+//! Text verdict (filled in below).
