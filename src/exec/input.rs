@@ -119,12 +119,23 @@ impl StagedInput {
 }
 
 /// Recomputes only the fingerprint of a directory (for `publish`'s re-check
-/// just before the swap, and for `verify`).
+/// just before the swap).
 pub fn fingerprint_dir(dir: &Path) -> Result<String, InputError> {
+    let files = list_parquet_files(dir)?;
+    fingerprint_of(files.iter().map(|(rel, abs)| (rel.as_str(), abs.as_path())))
+}
+
+/// The fingerprint of files given as `(name, path)`: `name` is what enters the
+/// hash (the staged relative path), `path` where the file is now. `verify` uses
+/// it to fingerprint published files under their staged names. The entries
+/// must be sorted by name, as [`list_parquet_files`] returns them.
+pub fn fingerprint_of<'a>(
+    files: impl IntoIterator<Item = (&'a str, &'a Path)>,
+) -> Result<String, InputError> {
     let mut hasher = Sha256::new();
-    for (rel, abs) in list_parquet_files(dir)? {
-        let (bytes, footer) = read_footer(&abs, &rel)?;
-        fingerprint_entry(&mut hasher, &rel, bytes, &footer);
+    for (rel, abs) in files {
+        let (bytes, footer) = read_footer(abs, rel)?;
+        fingerprint_entry(&mut hasher, rel, bytes, &footer);
     }
     Ok(format!("sha256:{}", hex(&hasher.finalize())))
 }
