@@ -1,1 +1,281 @@
-//! Rule text to verdict.
+//! Rule text → verdict: the stages run in order, with their errors.
+//!
+//! Parse errors stop before the staged files are opened; name and type errors
+//! stop after only their footers were read (exit 2, nothing scanned). Then the
+//! fused plans run, `published.*` metrics are computed over the published
+//! version when there is one, and the judge produces the verdict.
+
+use std::path::{Path, PathBuf};
+
+use datafusion::prelude::SessionContext;
+use sha2::{Digest, Sha256};
+
+use crate::check::{self, CheckInput, CheckedRules, Metric, SampleSpec};
+use crate::dsl::{self, ast::RuleFile};
+use crate::engine::{self, EngineOptions};
+use crate::error::Error;
+use crate::exec::{self, input::StagedInput, Observations};
+use crate::plan::{self, Atom, AuditPlan};
+use crate::runkey::RunKey;
+use crate::value::Value;
+use crate::verdict::judge::{self, Measurements, MetricValues, RunInfo};
+use crate::verdict::{InputFile, InputSummary, Sample, Source, Verdict};
+
+/// A rule file read from disk.
+#[derive(Debug, Clone)]
+pub struct RuleSource {
+    /// The path as the verdict shows it: as given when relative, else the
+    /// file name (a verdict carries no absolute path).
+    pub display: String,
+    pub text: String,
+    pub sha256: String,
+}
+
+impl RuleSource {
+    pub fn read(path: &Path) -> Result<RuleSource, Error> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::Usage(format!("cannot read rule file `{}`: {e}", path.display()))
+        })?;
+        let text = String::from_utf8(bytes.clone()).map_err(|_| {
+            Error::Usage(format!("rule file `{}` is not UTF-8 text", path.display()))
+        })?;
+        let display = if path.is_absolute() {
+            path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        } else {
+            path.to_string_lossy().replace('\\', "/")
+        };
+        Ok(RuleSource {
+            display,
+            text,
+            sha256: crate::exec::input::hex(&Sha256::digest(&bytes)),
+        })
+    }
+
+    /// Parses; any syntax error is an [`Error::Rules`].
+    pub fn parse(&self) -> Result<RuleFile, Error> {
+        let (file, diagnostics) = dsl::parse(&self.text);
+        if diagnostics.is_empty() {
+            Ok(file)
+        } else {
+            Err(self.rules_error(diagnostics))
+        }
+    }
+
+    pub fn rules_error(&self, diagnostics: Vec<crate::diagnostic::Diagnostic>) -> Error {
+        Error::Rules {
+            file: self.display.clone(),
+            source_text: self.text.clone(),
+            diagnostics,
+        }
+    }
+}
+
+/// The published version a run compares against.
+#[derive(Debug, Clone)]
+pub enum Published {
+    /// No `--table` given: `published.*` checks are skipped.
+    NotGiven,
+    /// Nothing is published for the run key yet.
+    Absent,
+    /// The version readers see now.
+    Version { dir: PathBuf, fingerprint: String },
+}
+
+/// A parsed, checked and planned audit, ready to run.
+pub struct Prepared {
+    pub rules: RuleSource,
+    pub checked: CheckedRules,
+    pub run_key: RunKey,
+    pub input: StagedInput,
+    pub plan: AuditPlan,
+    pub ctx: SessionContext,
+}
+
+/// Parses the rule file, validates the run key, reads the staged footers and
+/// checks names and types. No data page is read.
+pub fn prepare(
+    rules: RuleSource,
+    staged: &Path,
+    partition_args: &[String],
+    require_partition: bool,
+    engine_opts: &EngineOptions,
+) -> Result<Prepared, Error> {
+    let file = rules.parse()?;
+    let partitioned_by: Vec<String> = file.partitioned_by.iter().map(|i| i.name.clone()).collect();
+    let run_key = if partition_args.is_empty() && !require_partition {
+        None
+    } else {
+        Some(RunKey::parse(partition_args, &partitioned_by)?)
+    };
+    if require_partition && partitioned_by.is_empty() {
+        return Err(Error::Usage(
+            "this command needs a run key, but the rule file has no `partitioned by`".into(),
+        ));
+    }
+    let input = StagedInput::open(staged)?;
+    let ctx = engine::session(engine_opts).map_err(|e| Error::engine("starting the engine", e))?;
+    let checked = check::check(&CheckInput {
+        source: &rules.text,
+        file: &file,
+        schema: Some(&input.schema),
+        run_key: run_key.as_ref(),
+        ctx: &ctx,
+    })
+    .map_err(|d| rules.rules_error(d))?;
+    let plan = AuditPlan::for_rules(&checked);
+    Ok(Prepared {
+        rules,
+        checked,
+        run_key: run_key.unwrap_or_default(),
+        input,
+        plan,
+        ctx,
+    })
+}
+
+/// Checks a rule file without data (`lint` without `--staged`): syntax, run-key
+/// references, literals and threshold arithmetic.
+pub fn lint_without_data(rules: &RuleSource) -> Result<(), Error> {
+    let file = rules.parse()?;
+    let ctx = SessionContext::new();
+    let diags = match check::check(&CheckInput {
+        source: &rules.text,
+        file: &file,
+        schema: None,
+        run_key: None,
+        ctx: &ctx,
+    }) {
+        Ok(_) => Vec::new(),
+        Err(d) => d,
+    };
+    if diags.is_empty() {
+        Ok(())
+    } else {
+        Err(rules.rules_error(diags))
+    }
+}
+
+impl Prepared {
+    /// Runs the plans and judges. `published` says what `published.*` refers to.
+    pub async fn run(&self, published: &Published) -> Result<Verdict, Error> {
+        let obs = exec::observe(&self.ctx, &self.input, &self.plan).await?;
+        let staged = metric_values(
+            &self
+                .checked
+                .statements
+                .iter()
+                .map(|s| s.metric.clone())
+                .collect::<Vec<_>>(),
+            &self.input,
+            &obs,
+        );
+        let (published_values, absent, compared_against) = self.published_values(published).await?;
+        let duplicates = |keys: &[String]| {
+            obs.duplicates
+                .get(keys)
+                .map(|d| d.samples.clone())
+                .unwrap_or_default()
+        };
+        let source = |_: &Metric| Source::Scan;
+        let measurements = Measurements {
+            staged: &staged,
+            published: published_values.as_ref(),
+            published_absent: absent,
+            duplicates: &duplicates,
+            source: &source,
+        };
+        let mut verdict = judge::judge(
+            &self.checked,
+            &measurements,
+            self.run_info(compared_against),
+        );
+        for (i, spec) in judge::row_sample_requests(&self.checked, &verdict) {
+            if let SampleSpec::Rows { filter, columns } = spec {
+                let rows = exec::row_samples(&self.ctx, &self.input, filter, columns).await?;
+                verdict.checks[i].samples = Some(
+                    rows.into_iter()
+                        .map(|(values, rows)| Sample {
+                            key: columns.iter().cloned().zip(values).collect(),
+                            rows,
+                        })
+                        .collect(),
+                );
+            }
+        }
+        Ok(verdict)
+    }
+
+    async fn published_values(
+        &self,
+        published: &Published,
+    ) -> Result<(Option<MetricValues>, &'static str, Option<String>), Error> {
+        let metrics = self.checked.published_metrics();
+        match published {
+            Published::NotGiven => Ok((
+                None,
+                "no --table given, so published.* cannot be resolved",
+                None,
+            )),
+            Published::Absent => Ok((None, "nothing is published for this run key yet", None)),
+            Published::Version { dir, fingerprint } => {
+                if metrics.is_empty() {
+                    return Ok((None, "", Some(fingerprint.clone())));
+                }
+                let input = StagedInput::open(dir)
+                    .map_err(|e| Error::Audit(format!("reading the published version: {e}")))?;
+                let plan = AuditPlan::for_metrics(&metrics);
+                let obs = exec::observe(&self.ctx, &input, &plan)
+                    .await
+                    .map_err(|e| Error::Audit(format!("computing published metrics: {e}")))?;
+                Ok((
+                    Some(metric_values(&metrics, &input, &obs)),
+                    "",
+                    Some(fingerprint.clone()),
+                ))
+            }
+        }
+    }
+
+    fn run_info(&self, compared_against: Option<String>) -> RunInfo {
+        RunInfo {
+            partition: self.run_key.pairs().to_vec(),
+            rules_path: self.rules.display.clone(),
+            rules_sha256: self.rules.sha256.clone(),
+            input: InputSummary {
+                row_count: self.input.row_count(),
+                files: self
+                    .input
+                    .files
+                    .iter()
+                    .map(|f| InputFile {
+                        path: f.path.clone(),
+                        bytes: f.bytes,
+                    })
+                    .collect(),
+                fingerprint: self.input.fingerprint.clone(),
+            },
+            compared_against,
+        }
+    }
+
+    /// The plans this audit runs, as `dqgate explain` prints them.
+    pub async fn explain(&self) -> Result<String, Error> {
+        crate::plan::explain::explain(&self.ctx, &self.input, &self.checked, &self.plan).await
+    }
+}
+
+fn metric_values(metrics: &[Metric], input: &StagedInput, obs: &Observations) -> MetricValues {
+    let atom = |a: &Atom| obs.atoms.get(a).cloned().unwrap_or(Value::Null);
+    let dups = |k: &[String]| {
+        obs.duplicates
+            .get(k)
+            .map_or(Value::Null, |d| Value::Int(d.keys as i128))
+    };
+    metrics
+        .iter()
+        .map(|m| (m.clone(), plan::derive(m, &input.schema, &atom, &dups)))
+        .collect()
+}

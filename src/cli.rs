@@ -1,1 +1,380 @@
-//! Command line.
+//! The command line: subcommands over the library, results mapped to exit codes.
+//!
+//! Verdicts go to stdout (text or JSON); diagnostics, errors and timings go to
+//! stderr. With `--format json` an error also prints `{"verdict": "error"}` on
+//! stdout, so a pipeline that archives stdout always has a record.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::audit::{self, Published, RuleSource};
+use crate::engine::EngineOptions;
+use crate::error::Error;
+use crate::publish::{PublishOptions, PublishOutcome, Table};
+use crate::runkey::{self, RunKey};
+use crate::verdict::{json, text, Verdict};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "dqgate",
+    version,
+    about = "Audit a staged Parquet partition against a rule file; publish it atomically only if it passes."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// The rule file (.dq).
+    pub rules: PathBuf,
+    /// The staged partition directory (Parquet files, searched recursively).
+    #[arg(long)]
+    pub staged: PathBuf,
+    /// The run key, KEY=VALUE, once per `partitioned by` column.
+    #[arg(long = "partition", value_name = "KEY=VALUE")]
+    pub partition: Vec<String>,
+    /// Output format of the verdict.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Threads for scanning (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Memory bound for the engine, e.g. 2GiB; larger work spills to disk.
+    #[arg(long, value_parser = parse_size)]
+    pub memory_limit: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Audit the staged files and print the verdict. Writes nothing.
+    Check {
+        #[command(flatten)]
+        audit: AuditArgs,
+        /// The published table root, to resolve `published.*` references.
+        #[arg(long)]
+        table: Option<PathBuf>,
+    },
+    /// Audit, and on pass atomically publish the staged partition into the table.
+    Publish {
+        #[command(flatten)]
+        audit: AuditArgs,
+        /// The published table root.
+        #[arg(long)]
+        table: PathBuf,
+        /// How many displaced versions to keep for rollback.
+        #[arg(long, default_value_t = 3)]
+        keep: usize,
+    },
+    /// Recompute a published partition's fingerprint and compare it with its audit record.
+    Verify {
+        root: PathBuf,
+        #[arg(long = "partition", value_name = "KEY=VALUE", required = true)]
+        partition: Vec<String>,
+    },
+    /// Atomically restore the version the last publish displaced.
+    Rollback {
+        root: PathBuf,
+        #[arg(long = "partition", value_name = "KEY=VALUE", required = true)]
+        partition: Vec<String>,
+    },
+    /// Clean leftovers of interrupted publishes under a table root.
+    Gc { root: PathBuf },
+    /// Parse and type-check a rule file (against the staged schema with --staged), reading no data.
+    Lint {
+        rules: PathBuf,
+        #[arg(long)]
+        staged: Option<PathBuf>,
+    },
+    /// Print the plans the rule file compiles to.
+    Explain {
+        rules: PathBuf,
+        #[arg(long)]
+        staged: PathBuf,
+        #[arg(long = "partition", value_name = "KEY=VALUE")]
+        partition: Vec<String>,
+    },
+}
+
+/// Parses `2GiB`, `512MB`, `1g`, `1048576`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size like 2GiB"))?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" | "tib" => 1024f64.powi(4),
+        other => return Err(format!("unknown size unit `{other}`")),
+    };
+    Ok((n * mult) as usize)
+}
+
+/// Runs the command line; returns the exit code.
+pub fn run(cli: Cli) -> u8 {
+    let format = match &cli.command {
+        Command::Check { audit, .. } | Command::Publish { audit, .. } => audit.format,
+        _ => Format::Text,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("dqgate: cannot start the runtime: {e}");
+            return 3;
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            report_error(&e, format);
+            e.exit_code()
+        }
+    }
+}
+
+fn report_error(e: &Error, format: Format) {
+    match e {
+        Error::Rules { .. } => eprint!("{e}"),
+        _ => eprintln!("dqgate: error: {e}"),
+    }
+    if format == Format::Json {
+        let msg = match e {
+            Error::Rules {
+                diagnostics, file, ..
+            } => format!(
+                "invalid rule file {file}: {}",
+                diagnostics
+                    .iter()
+                    .map(|d| d.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            other => other.to_string(),
+        };
+        print_stdout(&json::error_json(&msg));
+    }
+}
+
+fn print_stdout(s: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes());
+    let _ = out.flush();
+}
+
+async fn dispatch(command: Command) -> Result<u8, Error> {
+    match command {
+        Command::Check { audit, table } => check(audit, table).await,
+        Command::Publish { audit, table, keep } => publish(audit, table, keep).await,
+        Command::Verify { root, partition } => verify(root, partition),
+        Command::Rollback { root, partition } => {
+            let key = free_run_key(&partition)?;
+            let version = Table::open(&root)?.rollback(&key)?;
+            println!("rolled back {} to version {version}", key.rel_dir());
+            Ok(0)
+        }
+        Command::Gc { root } => {
+            let removed = Table::open(&root)?.gc()?;
+            for r in &removed {
+                println!("removed {r}");
+            }
+            println!("{} leftover(s) removed", removed.len());
+            Ok(0)
+        }
+        Command::Lint { rules, staged } => lint(rules, staged),
+        Command::Explain {
+            rules,
+            staged,
+            partition,
+        } => {
+            let prepared = audit::prepare(
+                RuleSource::read(&rules)?,
+                &staged,
+                &partition,
+                false,
+                &EngineOptions::default(),
+            )?;
+            print_stdout(&prepared.explain().await?);
+            Ok(0)
+        }
+    }
+}
+
+fn engine_options(a: &AuditArgs) -> EngineOptions {
+    EngineOptions {
+        threads: a.threads,
+        memory_limit: a.memory_limit,
+    }
+}
+
+fn emit(v: &Verdict, format: Format) {
+    match format {
+        Format::Json => print_stdout(&json::to_json(v)),
+        Format::Text => print_stdout(&text::render(v)),
+    }
+}
+
+async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
+    let started = Instant::now();
+    let prepared = audit::prepare(
+        RuleSource::read(&a.rules)?,
+        &a.staged,
+        &a.partition,
+        false,
+        &engine_options(&a),
+    )?;
+    let published = match (&table, prepared.run_key.is_empty()) {
+        (None, _) => Published::NotGiven,
+        (Some(root), _) => current_version(&Table::open(root)?, &prepared.run_key)?,
+    };
+    let verdict = prepared.run(&published).await?;
+    emit(&verdict, a.format);
+    timing(&prepared, started);
+    Ok(if verdict.passed() { 0 } else { 1 })
+}
+
+fn current_version(table: &Table, key: &RunKey) -> Result<Published, Error> {
+    Ok(match table.current(key)? {
+        None => Published::Absent,
+        Some(v) => Published::Version {
+            dir: v.dir,
+            fingerprint: v.fingerprint,
+        },
+    })
+}
+
+fn timing(p: &audit::Prepared, started: Instant) {
+    eprintln!(
+        "dqgate: audited {} file(s), {} row(s) in {:.2} s ({} pass(es))",
+        p.input.files.len(),
+        p.input.row_count(),
+        started.elapsed().as_secs_f64(),
+        p.plan.scans()
+    );
+}
+
+async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> {
+    let started = Instant::now();
+    let table = Table::open(&root)?;
+    let prepared = audit::prepare(
+        RuleSource::read(&a.rules)?,
+        &a.staged,
+        &a.partition,
+        true,
+        &engine_options(&a),
+    )?;
+    let published = current_version(&table, &prepared.run_key)?;
+    let audited_against = match &published {
+        Published::Version { fingerprint, .. } => Some(fingerprint.clone()),
+        _ => None,
+    };
+    let verdict = prepared.run(&published).await?;
+    emit(&verdict, a.format);
+    timing(&prepared, started);
+    let passed = match verdict.into_passed() {
+        Ok(p) => p,
+        Err(_) => {
+            eprintln!("dqgate: verdict failed; nothing was published");
+            return Ok(1);
+        }
+    };
+    let opts = PublishOptions {
+        keep_versions: keep,
+    };
+    match table.publish(
+        &prepared.run_key,
+        &a.staged,
+        &passed,
+        audited_against.as_deref(),
+        &opts,
+    )? {
+        PublishOutcome::Published { version, displaced } => {
+            let shown = displaced.map_or(String::new(), |d| format!(", displacing {d}"));
+            eprintln!(
+                "dqgate: published {} as version {version}{shown}",
+                prepared.run_key.rel_dir()
+            );
+        }
+        PublishOutcome::AlreadyPublished { version } => {
+            eprintln!("dqgate: already published: {} is version {version} with the same files; nothing changed", prepared.run_key.rel_dir());
+        }
+    }
+    Ok(0)
+}
+
+/// A run key without a rule file (verify, rollback): validated, in the order given.
+fn free_run_key(args: &[String]) -> Result<RunKey, Error> {
+    let keys = args
+        .iter()
+        .map(|a| runkey::parse_pair(a).map(|(k, _)| k))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RunKey::parse(args, &keys)?)
+}
+
+fn verify(root: PathBuf, partition: Vec<String>) -> Result<u8, Error> {
+    let key = free_run_key(&partition)?;
+    let report = Table::open(&root)?.verify(&key)?;
+    if report.differences.is_empty() {
+        println!(
+            "verified: {} is version {} ({})",
+            key.rel_dir(),
+            report.version,
+            report.fingerprint
+        );
+        Ok(0)
+    } else {
+        println!(
+            "NOT verified: {} differs from its audit record:",
+            key.rel_dir()
+        );
+        for d in &report.differences {
+            println!("  {d}");
+        }
+        Ok(1)
+    }
+}
+
+fn lint(rules: PathBuf, staged: Option<PathBuf>) -> Result<u8, Error> {
+    let source = RuleSource::read(&rules)?;
+    let shown = source.display.clone();
+    match staged {
+        None => audit::lint_without_data(&source)?,
+        Some(dir) => {
+            audit::prepare(source, &dir, &[], false, &EngineOptions::default())?;
+        }
+    }
+    println!("{shown}: ok");
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("512mb"), Ok(512 << 20));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert!(parse_size("lots").is_err());
+    }
+}

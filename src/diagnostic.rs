@@ -66,6 +66,7 @@ pub mod codes {
     pub const TYPE: &str = "E301";
     pub const PREDICATE: &str = "E302";
     pub const LITERAL: &str = "E303";
+    pub const RUN_KEY: &str = "E401";
 }
 
 /// 1-based line and column (in characters) of a byte offset.

@@ -24,11 +24,13 @@ pub mod check;
 pub mod cli;
 pub mod diagnostic;
 pub mod dsl;
+pub mod engine;
 pub mod error;
 pub mod exec;
 pub mod plan;
 pub mod publish;
 pub mod runkey;
+pub mod scalar;
 pub mod value;
 pub mod verdict;
 

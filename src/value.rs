@@ -326,3 +326,105 @@ mod format_tests {
         assert_eq!(serde_json::to_string(&Value::Null).unwrap(), "null");
     }
 }
+
+/// Threshold arithmetic: exact on integers and decimals while it fits in 128
+/// bits, floating otherwise; division is floating. Null propagates; non-numbers
+/// give null (the checker rejects them before any data is read).
+pub fn arith(op: crate::dsl::ast::ArithOp, a: &Value, b: &Value) -> Value {
+    use crate::dsl::ast::ArithOp::*;
+    if a.is_null() || b.is_null() || !a.is_numeric() || !b.is_numeric() {
+        return Value::Null;
+    }
+    if let (Some(x), Some(y)) = (a.as_exact(), b.as_exact()) {
+        if let Some(v) = exact_arith(op, x, y) {
+            return v;
+        }
+    }
+    let (x, y) = (
+        a.as_f64().unwrap_or(f64::NAN),
+        b.as_f64().unwrap_or(f64::NAN),
+    );
+    Value::Float(match op {
+        Add => x + y,
+        Sub => x - y,
+        Mul => x * y,
+        Div => x / y,
+    })
+}
+
+fn exact_arith(op: crate::dsl::ast::ArithOp, x: (i128, i8), y: (i128, i8)) -> Option<Value> {
+    use crate::dsl::ast::ArithOp::*;
+    if x.1 < 0 || y.1 < 0 {
+        return None;
+    }
+    let (v, scale) = match op {
+        Add | Sub => {
+            let scale = x.1.max(y.1);
+            let xs = 10i128.checked_pow((scale - x.1) as u32)?.checked_mul(x.0)?;
+            let ys = 10i128.checked_pow((scale - y.1) as u32)?.checked_mul(y.0)?;
+            let v = if op == Add {
+                xs.checked_add(ys)?
+            } else {
+                xs.checked_sub(ys)?
+            };
+            (v, scale)
+        }
+        Mul => (
+            x.0.checked_mul(y.0)?,
+            x.1.checked_add(y.1).filter(|s| *s <= 38)?,
+        ),
+        Div => return None,
+    };
+    Some(if scale == 0 {
+        Value::Int(v)
+    } else {
+        Value::Decimal { value: v, scale }
+    })
+}
+
+/// Negation, exact where possible.
+pub fn negate(a: &Value) -> Value {
+    match a {
+        Value::Int(i) => i
+            .checked_neg()
+            .map_or(Value::Float(-(*i as f64)), Value::Int),
+        Value::Decimal { value, scale } => {
+            value.checked_neg().map_or(Value::Null, |v| Value::Decimal {
+                value: v,
+                scale: *scale,
+            })
+        }
+        Value::Float(f) => Value::Float(-f),
+        _ => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod arith_tests {
+    use super::*;
+    use crate::dsl::ast::ArithOp;
+
+    #[test]
+    fn exact_where_possible() {
+        let half = Value::Decimal { value: 5, scale: 1 };
+        assert_eq!(
+            arith(ArithOp::Mul, &half, &Value::Int(7)),
+            Value::Decimal {
+                value: 35,
+                scale: 1
+            }
+        );
+        assert_eq!(
+            arith(ArithOp::Add, &Value::Int(1), &Value::Int(2)),
+            Value::Int(3)
+        );
+        assert_eq!(
+            arith(ArithOp::Div, &Value::Int(1), &Value::Int(4)),
+            Value::Float(0.25)
+        );
+        assert_eq!(
+            arith(ArithOp::Add, &Value::Null, &Value::Int(2)),
+            Value::Null
+        );
+    }
+}

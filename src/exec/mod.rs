@@ -1,3 +1,156 @@
 //! Staged files → DataFusion session → observed metric values.
+//!
+//! The staged files are registered as one table over exactly the discovered
+//! file list (so the fingerprint covers exactly what is scanned), then the
+//! plans of `plan` run: the fused scalar aggregate once, each key set's grouped
+//! aggregate once, and a filtered grouped pass for the samples of a failing
+//! row check.
 
 pub mod input;
+pub mod topk;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::ScalarValue;
+use datafusion::dataframe::DataFrame;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
+use datafusion::logical_expr::Expr;
+use datafusion::prelude::SessionContext;
+use futures::StreamExt;
+
+use crate::error::Error;
+use crate::plan::{self, Atom, AuditPlan};
+use crate::value::Value;
+use input::StagedInput;
+use topk::TopK;
+
+/// How many samples a failed check shows.
+pub const SAMPLES: usize = 5;
+
+/// The result of a key set's grouped pass.
+#[derive(Debug, Clone, Default)]
+pub struct Duplicates {
+    /// Distinct keys occurring in more than one row.
+    pub keys: u64,
+    /// The most frequent duplicated keys, values in key-set (sorted) order.
+    pub samples: Vec<(Vec<Value>, u64)>,
+}
+
+/// Metric ingredients observed over one partition.
+#[derive(Debug, Clone, Default)]
+pub struct Observations {
+    pub atoms: HashMap<Atom, Value>,
+    pub duplicates: HashMap<Vec<String>, Duplicates>,
+}
+
+/// The staged files as a DataFusion table.
+pub fn table(ctx: &SessionContext, input: &StagedInput) -> Result<DataFrame, Error> {
+    let urls = input
+        .files
+        .iter()
+        .map(|f| {
+            let abs = std::path::absolute(&f.abs_path)
+                .map_err(|e| Error::Audit(format!("{}: {e}", f.path)))?;
+            let url = url::Url::from_file_path(&abs)
+                .map_err(|_| Error::Audit(format!("{}: not a usable path", f.path)))?;
+            ListingTableUrl::try_new(url, None)
+                .map_err(|e| Error::engine(format!("registering {}", f.path), e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let options =
+        ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    let config = ListingTableConfig::new_with_multi_paths(urls)
+        .with_listing_options(options)
+        .with_schema(input.schema.clone());
+    let table = ListingTable::try_new(config)
+        .map_err(|e| Error::engine("registering the staged files", e))?;
+    ctx.read_table(Arc::new(table))
+        .map_err(|e| Error::engine("registering the staged files", e))
+}
+
+/// Runs the audit plan: the fused aggregate, then each key set's pass.
+pub async fn observe(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    plan: &AuditPlan,
+) -> Result<Observations, Error> {
+    let mut obs = Observations::default();
+    if !plan.atoms.is_empty() {
+        let frame = plan::scalar_frame(table(ctx, input)?, plan)
+            .map_err(|e| Error::engine("planning the scan", e))?;
+        let batches = frame
+            .collect()
+            .await
+            .map_err(|e| Error::engine("scanning the staged files", e))?;
+        let row = single_row(&batches)?;
+        for (atom, value) in plan.atoms.iter().zip(row) {
+            obs.atoms.insert(atom.clone(), value);
+        }
+    }
+    for keys in &plan.key_sets {
+        let frame = plan::duplicates_frame(table(ctx, input)?, keys)
+            .map_err(|e| Error::engine("planning a key check", e))?;
+        let top = grouped_top(frame, keys.len()).await?;
+        obs.duplicates.insert(
+            keys.clone(),
+            Duplicates {
+                keys: top.groups,
+                samples: top.best,
+            },
+        );
+    }
+    Ok(obs)
+}
+
+/// The most frequent value combinations of `columns` among rows matching
+/// `filter`, for a failed row check.
+pub async fn row_samples(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    filter: &Expr,
+    columns: &[String],
+) -> Result<Vec<(Vec<Value>, u64)>, Error> {
+    let frame = plan::rows_frame(table(ctx, input)?, filter.clone(), columns)
+        .map_err(|e| Error::engine("planning samples", e))?;
+    Ok(grouped_top(frame, columns.len()).await?.best)
+}
+
+/// Streams a grouped result (`key columns..., ROWS`) and keeps the count of
+/// groups and the top [`SAMPLES`] by count descending, key ascending.
+async fn grouped_top(frame: DataFrame, key_columns: usize) -> Result<topk::Top, Error> {
+    let schema: Schema = frame.schema().as_arrow().clone();
+    let mut top =
+        TopK::new(&schema, key_columns, SAMPLES).map_err(|e| Error::Audit(e.to_string()))?;
+    let mut stream = frame
+        .execute_stream()
+        .await
+        .map_err(|e| Error::engine("running a grouped check", e))?;
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(|e| Error::engine("running a grouped check", e))?;
+        top.push(&batch).map_err(|e| Error::Audit(e.to_string()))?;
+    }
+    top.finish().map_err(|e| Error::Audit(e.to_string()))
+}
+
+fn single_row(batches: &[RecordBatch]) -> Result<Vec<Value>, Error> {
+    let batch = batches
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .ok_or_else(|| Error::Audit("the aggregate returned no row".into()))?;
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            let s = ScalarValue::try_from_array(c, 0)
+                .map_err(|e| Error::engine("reading a metric", e))?;
+            crate::scalar::from_scalar(&s)
+                .ok_or_else(|| Error::Audit(format!("unsupported metric type {}", c.data_type())))
+        })
+        .collect()
+}

@@ -1,1 +1,262 @@
-//! plan stage.
+//! Checked rules → DataFusion plans, fused into as few scans as possible.
+//!
+//! Every metric is lowered to *atoms*: aggregate expressions such as
+//! `count(*)`, `count(c)`, `min(c)` or `count(*) FILTER (WHERE p)`. Equal atoms
+//! are computed once, and all of them go into **one** aggregate over one scan
+//! of only the columns they read. Key checks (`unique`, `primary_key`,
+//! `duplicate_count`) need a grouped aggregate; each distinct key *set* gets one,
+//! shared by every statement over the same columns in any order.
+
+pub mod explain;
+
+use std::collections::BTreeSet;
+
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::dataframe::DataFrame;
+use datafusion::error::Result;
+use datafusion::functions_aggregate::count::count_all;
+use datafusion::functions_aggregate::expr_fn::{count, count_distinct, max, min, sum};
+use datafusion::logical_expr::{cast, Expr, ExprFunctionExt};
+use datafusion::prelude::{col, ident, lit};
+
+use crate::check::{CheckedRules, Metric};
+use crate::value::Value;
+
+/// The name of the row count column in grouped plans.
+pub const ROWS: &str = "__dqgate_rows";
+
+/// One aggregate expression of the fused scan.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Atom {
+    RowCount,
+    NonNull(String),
+    Distinct(String),
+    Min(String),
+    Max(String),
+    Sum(String),
+    /// Rows where the expression is TRUE.
+    CountIf(Expr),
+}
+
+/// What one run computes: the atoms of the fused scan and the key sets.
+#[derive(Debug, Clone, Default)]
+pub struct AuditPlan {
+    /// Deduplicated, in first-use order.
+    pub atoms: Vec<Atom>,
+    /// Distinct key sets (columns sorted by name) needing a grouped pass.
+    pub key_sets: Vec<Vec<String>>,
+}
+
+impl AuditPlan {
+    /// Plans the metrics of every statement of `rules`.
+    pub fn for_rules(rules: &CheckedRules) -> AuditPlan {
+        let metrics: Vec<Metric> = rules.statements.iter().map(|s| s.metric.clone()).collect();
+        AuditPlan::for_metrics(&metrics)
+    }
+
+    /// Plans a list of metrics (also used for `published.*` references).
+    pub fn for_metrics(metrics: &[Metric]) -> AuditPlan {
+        let mut plan = AuditPlan::default();
+        for m in metrics {
+            for a in atoms_of(m) {
+                if !plan.atoms.contains(&a) {
+                    plan.atoms.push(a);
+                }
+            }
+            if let Some(k) = key_set_of(m) {
+                if !plan.key_sets.contains(&k) {
+                    plan.key_sets.push(k);
+                }
+            }
+        }
+        plan
+    }
+
+    /// How many passes over the data a run costs (before samples).
+    pub fn scans(&self) -> usize {
+        usize::from(!self.atoms.is_empty()) + self.key_sets.len()
+    }
+}
+
+/// The atoms a metric is derived from.
+pub fn atoms_of(m: &Metric) -> Vec<Atom> {
+    match m {
+        Metric::RowCount => vec![Atom::RowCount],
+        Metric::NullCount(c) | Metric::NullRate(c) => {
+            vec![Atom::RowCount, Atom::NonNull(c.clone())]
+        }
+        Metric::DistinctCount(c) => vec![Atom::Distinct(c.clone())],
+        Metric::DuplicateCount(_) => vec![],
+        Metric::PrimaryKeyViolations(k) => vec![Atom::CountIf(any_null(k))],
+        Metric::Min(c) => vec![Atom::Min(c.clone())],
+        Metric::Max(c) => vec![Atom::Max(c.clone())],
+        Metric::Sum(c) => vec![Atom::Sum(c.clone())],
+        Metric::Avg(c) => vec![Atom::Sum(c.clone()), Atom::NonNull(c.clone())],
+        Metric::CountWhere(f) => vec![Atom::CountIf(f.expr.clone())],
+        Metric::RateWhere(f) => vec![Atom::RowCount, Atom::CountIf(f.expr.clone())],
+    }
+}
+
+/// The sorted key set a metric needs a grouped pass for.
+pub fn key_set_of(m: &Metric) -> Option<Vec<String>> {
+    match m {
+        Metric::DuplicateCount(k) | Metric::PrimaryKeyViolations(k) => Some(sorted(k)),
+        _ => None,
+    }
+}
+
+pub fn sorted(k: &[String]) -> Vec<String> {
+    k.iter()
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+fn any_null(keys: &[String]) -> Expr {
+    keys.iter()
+        .map(|k| ident(k).is_null())
+        .reduce(Expr::or)
+        .unwrap_or_else(|| lit(false))
+}
+
+impl Atom {
+    /// The aggregate expression, typed for `schema`.
+    pub fn expr(&self, schema: &Schema) -> Expr {
+        let value_col = |c: &str| {
+            // Aggregate dictionary-encoded columns over their values.
+            match schema.field_with_name(c).map(|f| f.data_type().clone()) {
+                Ok(DataType::Dictionary(_, v)) => cast(ident(c), *v),
+                _ => ident(c),
+            }
+        };
+        match self {
+            Atom::RowCount => count_all(),
+            Atom::NonNull(c) => count(ident(c)),
+            Atom::Distinct(c) => count_distinct(value_col(c)),
+            Atom::Min(c) => min(value_col(c)),
+            Atom::Max(c) => max(value_col(c)),
+            Atom::Sum(c) => {
+                let ty = schema
+                    .field_with_name(c)
+                    .map(|f| f.data_type().clone())
+                    .ok();
+                if ty.as_ref().is_some_and(DataType::is_integer) {
+                    // Exact: integer sums cannot overflow 38 digits.
+                    sum(cast(ident(c), DataType::Decimal128(38, 0)))
+                } else {
+                    sum(ident(c))
+                }
+            }
+            Atom::CountIf(p) => count_all()
+                .filter(p.clone())
+                .build()
+                .unwrap_or_else(|_| count_all()),
+        }
+    }
+}
+
+/// The fused scalar aggregate: one row, one column per atom (`a0`, `a1`, ...).
+pub fn scalar_frame(table: DataFrame, plan: &AuditPlan) -> Result<DataFrame> {
+    let schema = table.schema().as_arrow().clone();
+    let exprs: Vec<Expr> = plan
+        .atoms
+        .iter()
+        .enumerate()
+        .map(|(i, a)| a.expr(&schema).alias(format!("a{i}")))
+        .collect();
+    table.aggregate(vec![], exprs)
+}
+
+/// Keys occurring in more than one row, with their row counts in [`ROWS`]:
+/// rows with a null key part are left out, as in a SQL UNIQUE constraint.
+pub fn duplicates_frame(table: DataFrame, keys: &[String]) -> Result<DataFrame> {
+    let not_null = keys
+        .iter()
+        .map(|k| ident(k).is_not_null())
+        .reduce(Expr::and)
+        .unwrap_or_else(|| lit(true));
+    table
+        .filter(not_null)?
+        .aggregate(
+            keys.iter().map(ident).collect(),
+            vec![count_all().alias(ROWS)],
+        )?
+        .filter(col(ROWS).gt(lit(1i64)))
+}
+
+/// Rows matching `filter`, grouped by `columns`, with their counts in [`ROWS`].
+pub fn rows_frame(table: DataFrame, filter: Expr, columns: &[String]) -> Result<DataFrame> {
+    table
+        .filter(filter)?
+        .aggregate(
+            columns.iter().map(ident).collect(),
+            vec![count_all().alias(ROWS)],
+        )?
+        .filter(col(ROWS).gt(lit(0i64)))
+}
+
+/// Derives a metric's value from atom values and duplicate-key counts.
+pub fn derive(
+    m: &Metric,
+    schema: &Schema,
+    atom: &dyn Fn(&Atom) -> Value,
+    duplicates: &dyn Fn(&[String]) -> Value,
+) -> Value {
+    let rows = || atom(&Atom::RowCount);
+    match m {
+        Metric::RowCount => rows(),
+        Metric::NullCount(c) => null_count(rows(), atom(&Atom::NonNull(c.clone()))),
+        Metric::NullRate(c) => rate(null_count(rows(), atom(&Atom::NonNull(c.clone()))), rows()),
+        Metric::DistinctCount(c) => atom(&Atom::Distinct(c.clone())),
+        Metric::DuplicateCount(k) => duplicates(&sorted(k)),
+        Metric::PrimaryKeyViolations(k) => {
+            let d = duplicates(&sorted(k));
+            let n = atom(&Atom::CountIf(any_null(k)));
+            crate::value::arith(crate::dsl::ast::ArithOp::Add, &d, &n)
+        }
+        Metric::Min(c) => atom(&Atom::Min(c.clone())),
+        Metric::Max(c) => atom(&Atom::Max(c.clone())),
+        Metric::Sum(c) => integer_sum(atom(&Atom::Sum(c.clone())), schema, c),
+        Metric::Avg(c) => avg(atom(&Atom::Sum(c.clone())), atom(&Atom::NonNull(c.clone()))),
+        Metric::CountWhere(f) => atom(&Atom::CountIf(f.expr.clone())),
+        Metric::RateWhere(f) => rate(atom(&Atom::CountIf(f.expr.clone())), rows()),
+    }
+}
+
+fn null_count(rows: Value, non_null: Value) -> Value {
+    match (rows, non_null) {
+        (Value::Int(r), Value::Int(n)) => Value::Int(r - n),
+        _ => Value::Null,
+    }
+}
+
+/// `part / whole`, 0 when there are no rows.
+fn rate(part: Value, whole: Value) -> Value {
+    match (part, whole) {
+        (_, Value::Int(0)) => Value::Float(0.0),
+        (Value::Int(p), Value::Int(w)) => Value::Float(p as f64 / w as f64),
+        _ => Value::Null,
+    }
+}
+
+fn integer_sum(v: Value, schema: &Schema, c: &str) -> Value {
+    let is_int = schema
+        .field_with_name(c)
+        .is_ok_and(|f| f.data_type().is_integer());
+    match v {
+        Value::Decimal { value, scale: 0 } if is_int => Value::Int(value),
+        other => other,
+    }
+}
+
+fn avg(sum: Value, n: Value) -> Value {
+    let Value::Int(n) = n else { return Value::Null };
+    if n == 0 || sum.is_null() {
+        return Value::Null;
+    }
+    match sum.as_f64() {
+        Some(s) => Value::Float(s / n as f64),
+        None => Value::Null,
+    }
+}

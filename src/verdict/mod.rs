@@ -4,6 +4,7 @@
 //! only [`Verdict::into_passed`] can construct.
 
 pub mod json;
+pub mod judge;
 pub mod text;
 
 use crate::dsl::ast::Severity;

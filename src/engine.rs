@@ -1,0 +1,42 @@
+//! The one DataFusion session configuration every stage shares.
+//!
+//! Rule-file semantics fix a few settings: column names are case-sensitive
+//! (so SQL identifier normalisation is off), a timestamp without offset is UTC
+//! (so the session time zone is UTC), and results must not depend on the host.
+
+use std::sync::Arc;
+
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+/// Engine settings a run may change.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// Threads for scans and aggregates; `None` = all cores.
+    pub threads: Option<usize>,
+    /// Bound on DataFusion's memory pool in bytes; operators that can spill
+    /// (grouped aggregates, sorts) spill to disk beyond it.
+    pub memory_limit: Option<usize>,
+}
+
+/// A fresh session with dqgate's settings.
+pub fn session(opts: &EngineOptions) -> Result<SessionContext, datafusion::error::DataFusionError> {
+    let threads = opts
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let mut config = SessionConfig::new()
+        .with_target_partitions(threads)
+        .with_information_schema(false)
+        .set_bool("datafusion.sql_parser.enable_ident_normalization", false)
+        .set_bool("datafusion.execution.collect_statistics", true);
+    config.options_mut().execution.time_zone = Some("+00:00".to_string());
+    let mut runtime = RuntimeEnvBuilder::new();
+    if let Some(limit) = opts.memory_limit {
+        runtime = runtime.with_memory_limit(limit, 1.0);
+    }
+    Ok(SessionContext::new_with_config_rt(
+        config,
+        Arc::new(runtime.build()?),
+    ))
+}

@@ -1,0 +1,107 @@
+//! `dqgate explain`: the plans a rule file compiles to, and what they cost.
+
+use std::fmt::Write as _;
+
+use datafusion::physical_plan::displayable;
+use datafusion::prelude::SessionContext;
+
+use super::{duplicates_frame, key_set_of, scalar_frame, AuditPlan};
+use crate::check::{CheckedRules, SampleSpec};
+use crate::error::Error;
+use crate::exec::{self, input::StagedInput};
+
+/// Renders every pass of the audit with DataFusion's optimized logical plan
+/// and physical plan.
+pub async fn explain(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    rules: &CheckedRules,
+    plan: &AuditPlan,
+) -> Result<String, Error> {
+    let mut out = String::new();
+    let bytes: u64 = input.files.iter().map(|f| f.bytes).sum();
+    let _ = writeln!(
+        out,
+        "{} statement(s) compile to {} pass(es) over {} file(s), {} row(s), {} byte(s)",
+        rules.statements.len(),
+        plan.scans(),
+        input.files.len(),
+        input.row_count(),
+        bytes
+    );
+    let mut pass = 0;
+    if !plan.atoms.is_empty() {
+        pass += 1;
+        let users: Vec<String> = rules
+            .statements
+            .iter()
+            .filter(|s| key_set_of(&s.metric).is_none() || !super::atoms_of(&s.metric).is_empty())
+            .map(|s| format!("line {}", s.line))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\npass {pass}: one fused aggregate, {} aggregate expression(s), for {}",
+            plan.atoms.len(),
+            users.join(", ")
+        );
+        let frame = scalar_frame(exec::table(ctx, input)?, plan)
+            .map_err(|e| Error::engine("planning", e))?;
+        render(&mut out, frame).await?;
+    }
+    for keys in &plan.key_sets {
+        pass += 1;
+        let users: Vec<String> = rules
+            .statements
+            .iter()
+            .filter(|s| key_set_of(&s.metric).as_ref() == Some(keys))
+            .map(|s| format!("line {}", s.line))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\npass {pass}: duplicate keys over ({}), for {}",
+            keys.join(", "),
+            users.join(", ")
+        );
+        let frame = duplicates_frame(exec::table(ctx, input)?, keys)
+            .map_err(|e| Error::engine("planning", e))?;
+        render(&mut out, frame).await?;
+    }
+    let sampled: Vec<String> = rules
+        .statements
+        .iter()
+        .filter(|s| matches!(s.samples, Some(SampleSpec::Rows { .. })))
+        .map(|s| format!("line {}", s.line))
+        .collect();
+    if !sampled.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nonly if they fail: one filtered pass each to collect samples, for {}",
+            sampled.join(", ")
+        );
+    }
+    Ok(out)
+}
+
+async fn render(out: &mut String, frame: datafusion::dataframe::DataFrame) -> Result<(), Error> {
+    let logical = frame
+        .clone()
+        .into_optimized_plan()
+        .map_err(|e| Error::engine("optimizing", e))?;
+    let physical = frame
+        .create_physical_plan()
+        .await
+        .map_err(|e| Error::engine("planning", e))?;
+    let _ = writeln!(out, "  logical plan:");
+    for line in logical.display_indent().to_string().lines() {
+        let _ = writeln!(out, "    {line}");
+    }
+    let _ = writeln!(out, "  physical plan:");
+    for line in displayable(physical.as_ref())
+        .indent(true)
+        .to_string()
+        .lines()
+    {
+        let _ = writeln!(out, "    {line}");
+    }
+    Ok(())
+}

@@ -1,0 +1,7 @@
+//! dqgate's integration tests, built as one test binary.
+//!
+//! Fixtures live in `testdata/` (Parquet data written by
+//! `cargo run --example gen_fixtures`, golden cases) and `rules/`.
+
+mod golden;
+mod support;

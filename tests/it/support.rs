@@ -1,0 +1,23 @@
+//! Shared helpers: paths and running the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn data(name: &str) -> PathBuf {
+    repo().join("testdata/data").join(name)
+}
+
+/// Runs `dqgate` with `args` in `cwd`.
+pub fn dqgate(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .args(args)
+        .current_dir(cwd)
+        .env("TZ", "Pacific/Chatham")
+        .env("LC_ALL", "de_DE.UTF-8")
+        .output()
+        .expect("run dqgate")
+}
