@@ -1,12 +1,1004 @@
 //! Tokens → [`RuleFile`], collecting every syntax error.
+//!
+//! A hand-written recursive-descent parser over the [`lexer`]'s tokens. Each
+//! statement is parsed on its own: when it has an error, the error is recorded,
+//! the rest of the statement (up to the next newline at parenthesis depth 0) is
+//! skipped and parsing continues, so an analyst sees every error of a file at
+//! once. SQL predicates are not parsed here: their source text is cut out
+//! between the matching parentheses and handed on (DataFusion parses them).
+//! Value expressions are the only recursive part; their nesting is capped at
+//! [`MAX_DEPTH`] so that no input can overflow the stack.
 
-use super::ast::RuleFile;
-use crate::diagnostic::Diagnostic;
+use super::ast::{
+    ArithOp, Assertion, CmpOp, Comparison, Ident, Literal, Metric, MetricKind, Predicate, RuleFile,
+    Severity, Statement, ValueExpr, ValueKind,
+};
+use super::lexer::{self, Sym, Token, TokenKind};
+use crate::diagnostic::{codes, line_col, suggest, Diagnostic, Span};
+
+/// How deeply value expressions (parentheses, unary minus) may nest.
+pub const MAX_DEPTH: usize = 64;
+
+/// Metric names, usable in `METRIC CMP` and after `published.`.
+const METRICS: [&str; 11] = [
+    "row_count",
+    "null_count",
+    "null_rate",
+    "distinct_count",
+    "duplicate_count",
+    "min",
+    "max",
+    "sum",
+    "avg",
+    "count",
+    "rate",
+];
+
+/// Assertions that are not `METRIC CMP`.
+const ASSERTIONS: [&str; 4] = ["unique", "primary_key", "values", "all"];
+
+/// Metrics over exactly one column.
+const ONE_COLUMN: [&str; 8] = [
+    "null_count",
+    "null_rate",
+    "distinct_count",
+    "min",
+    "max",
+    "sum",
+    "avg",
+    "values",
+];
+
+const KEYWORDS: [&str; 15] = [
+    "table",
+    "partitioned",
+    "by",
+    "check",
+    "warn",
+    "between",
+    "and",
+    "in",
+    "not",
+    "where",
+    "as",
+    "date",
+    "timestamp",
+    "partition",
+    "published",
+];
 
 /// Parses a rule file. Returns the tree of what parsed (statements with errors
-/// are left out) and every diagnostic found; the file is valid only when the
-/// list is empty.
+/// are left out) and every diagnostic found, in source order; the file is
+/// valid only when the list is empty. A missing `table` header is reported and
+/// leaves an empty table name.
+///
+/// ```
+/// let (file, diags) = dqgate::dsl::parse("table t\ncheck row_count > 0\n");
+/// assert!(diags.is_empty());
+/// assert_eq!(file.table.name, "t");
+/// assert_eq!(file.statements[0].source_text, "row_count > 0");
+/// ```
 pub fn parse(source: &str) -> (RuleFile, Vec<Diagnostic>) {
-    let _ = source;
-    todo!("parser")
+    let lexed = lexer::lex(source);
+    let mut parser = Parser::new(source, lexed.tokens, lexed.comments);
+    let file = parser.file();
+    let mut diags = lexed.diagnostics;
+    diags.append(&mut parser.diags);
+    diags.sort_by_key(|d| d.span.start);
+    (file, diags)
+}
+
+/// Collapses whitespace runs outside `'strings'` and `"names"` to one space
+/// and trims the result; used for [`Statement::source_text`].
+pub fn collapse_whitespace(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quote: Option<char> = None;
+    let mut blank = false;
+    for ch in text.chars() {
+        if quote.is_none() && ch.is_whitespace() {
+            blank = true;
+            continue;
+        }
+        if blank && !out.is_empty() {
+            out.push(' ');
+        }
+        blank = false;
+        match quote {
+            Some(q) if q == ch => quote = None,
+            None if ch == '\'' || ch == '"' => quote = Some(ch),
+            _ => {}
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// The error has been recorded (or was a lexical error already reported).
+struct Failed;
+
+type PResult<T> = Result<T, Failed>;
+
+struct Parser<'a> {
+    src: &'a str,
+    toks: Vec<Token>,
+    comments: Vec<Span>,
+    pos: usize,
+    /// Current value-expression nesting.
+    depth: usize,
+    /// Code for syntax errors: `HEADER` while parsing the header.
+    code: &'static str,
+    diags: Vec<Diagnostic>,
+    table: Option<Ident>,
+    partitioned_by: Vec<Ident>,
+    /// The `table` keyword, once seen.
+    table_kw: Option<Span>,
+    /// The first token of the first statement, when it came before `table`.
+    early: Option<Span>,
+}
+
+// File and header.
+impl<'a> Parser<'a> {
+    fn new(src: &'a str, toks: Vec<Token>, comments: Vec<Span>) -> Self {
+        Parser {
+            src,
+            toks,
+            comments,
+            pos: 0,
+            depth: 0,
+            code: codes::SYNTAX,
+            diags: Vec::new(),
+            table: None,
+            partitioned_by: Vec::new(),
+            table_kw: None,
+            early: None,
+        }
+    }
+
+    fn file(&mut self) -> RuleFile {
+        let mut statements = Vec::new();
+        loop {
+            self.skip_newlines();
+            let tok = self.peek().clone();
+            if tok.kind == TokenKind::Eof {
+                break;
+            } else if tok.is_word("table") {
+                self.table_line();
+            } else if tok.is_word("partitioned") {
+                self.misplaced_partitioned(tok.span);
+            } else {
+                if self.table_kw.is_none() && self.early.is_none() {
+                    self.early = Some(tok.span);
+                }
+                let result = self.statement();
+                statements.extend(self.recover(result));
+            }
+        }
+        self.report_missing_header();
+        RuleFile {
+            table: self.table.take().unwrap_or_else(|| Ident {
+                name: String::new(),
+                span: Span::new(0, 0),
+                quoted: false,
+            }),
+            partitioned_by: std::mem::take(&mut self.partitioned_by),
+            statements,
+        }
+    }
+
+    fn report_missing_header(&mut self) {
+        if self.table_kw.is_some() {
+            return;
+        }
+        let span = self.early.unwrap_or_default();
+        let msg = if self.early.is_some() {
+            "missing `table` header: a rule file starts with `table NAME`"
+        } else {
+            "empty rule file: expected `table NAME`"
+        };
+        self.diags.push(
+            Diagnostic::new(codes::HEADER, span, msg)
+                .with_help("name the checked table on the first line, e.g. `table daily_sales`"),
+        );
+    }
+
+    fn table_line(&mut self) {
+        let kw = self.peek().span;
+        if let Some(first) = self.table_kw {
+            let (line, _) = line_col(self.src, first.start);
+            let d = Diagnostic::new(
+                codes::HEADER,
+                kw,
+                format!("second `table` line: the table is already named on line {line}"),
+            )
+            .with_help("a rule file checks one table; put rules for another table in its own file");
+            self.diags.push(d);
+            return self.skip_statement();
+        }
+        self.table_kw = Some(kw);
+        if let Some(first) = self.early {
+            let d = Diagnostic::new(
+                codes::HEADER,
+                first,
+                "statement before the `table` header: `table NAME` must come first",
+            )
+            .with_help("move the `table` line to the top of the file");
+            self.diags.push(d);
+        }
+        self.code = codes::HEADER;
+        let result = self.header();
+        self.recover(result);
+        self.code = codes::SYNTAX;
+    }
+
+    /// `table NAME [partitioned by ...]`, `partitioned by` possibly on the
+    /// next line.
+    fn header(&mut self) -> PResult<()> {
+        self.bump();
+        self.table = Some(self.name("a table name", "table")?);
+        if self.peek().is_word("partitioned") {
+            self.partitioned_by = self.partitioned()?;
+            return self.expect_end("the `partitioned by` columns");
+        }
+        self.expect_end("the table name")?;
+        self.skip_newlines();
+        if self.peek().is_word("partitioned") {
+            self.partitioned_by = self.partitioned()?;
+            self.expect_end("the `partitioned by` columns")?;
+        }
+        Ok(())
+    }
+
+    /// `partitioned by col, ...`
+    fn partitioned(&mut self) -> PResult<Vec<Ident>> {
+        self.bump();
+        if !self.peek().is_word("by") {
+            return Err(self.expected("`by`", "partitioned"));
+        }
+        self.bump();
+        self.names("partitioned by")
+    }
+
+    fn misplaced_partitioned(&mut self, span: Span) {
+        let msg = if self.table_kw.is_some() {
+            "`partitioned by` must directly follow the `table` line"
+        } else {
+            "`partitioned by` without a `table` line before it"
+        };
+        self.diags.push(
+            Diagnostic::new(codes::HEADER, span, msg)
+                .with_help("write `table NAME partitioned by KEY` at the top of the file"),
+        );
+        self.skip_statement();
+    }
+}
+
+// Statements and assertions.
+impl Parser<'_> {
+    fn statement(&mut self) -> PResult<Statement> {
+        let start = self.peek().clone();
+        let severity = match &start.kind {
+            TokenKind::Ident(w) if w == "check" => Severity::Check,
+            TokenKind::Ident(w) if w == "warn" => Severity::Warn,
+            _ => return Err(self.bad_statement_start(&start)),
+        };
+        self.bump();
+        let body_start = self.peek().span.start;
+        let assertion = self.assertion()?;
+        let body = Span::new(body_start, self.prev_end());
+        let label = self.label()?;
+        self.expect_end(&self.text(body))?;
+        Ok(Statement {
+            severity,
+            assertion,
+            label,
+            source_text: self.text(body),
+            span: Span::new(start.span.start, self.prev_end()),
+        })
+    }
+
+    fn bad_statement_start(&mut self, tok: &Token) -> Failed {
+        let found = self.describe(tok);
+        let msg = format!("expected `check` or `warn` at the start of a statement, found {found}");
+        let mut d = Diagnostic::new(codes::SYNTAX, tok.span, msg);
+        if let TokenKind::Ident(w) = &tok.kind {
+            let lower = w.to_lowercase();
+            if KEYWORDS.contains(&lower.as_str()) {
+                d = d.with_help(format!("keywords are lower case: write `{lower}`"));
+            } else if let Some(s) = suggest(w, ["check", "warn"]) {
+                d = d.with_help(format!("did you mean `{s}`?"));
+            } else if METRICS.contains(&w.as_str()) || ASSERTIONS.contains(&w.as_str()) {
+                d = d.with_help("start the statement with `check` (blocks) or `warn` (reports)");
+            }
+        }
+        self.fail(d)
+    }
+
+    /// `as 'label'`, if present.
+    fn label(&mut self) -> PResult<Option<String>> {
+        if !self.peek().is_word("as") {
+            return Ok(None);
+        }
+        self.bump();
+        match self.peek().kind.clone() {
+            TokenKind::Str(s) => {
+                self.bump();
+                Ok(Some(s))
+            }
+            _ => {
+                let e = self.expected("a quoted label", "as");
+                Err(self.help(e, "write the label in single quotes: as 'my check'"))
+            }
+        }
+    }
+
+    fn assertion(&mut self) -> PResult<Assertion> {
+        let tok = self.peek().clone();
+        let name = match &tok.kind {
+            TokenKind::Ident(n) => n.clone(),
+            _ => return Err(self.expected_assertion(&tok)),
+        };
+        match name.as_str() {
+            "unique" | "primary_key" => self.keys_assertion(&name),
+            "values" => self.values(),
+            "all" => self.all(),
+            n if METRICS.contains(&n) => {
+                let metric = self.metric()?;
+                let cmp = self.comparison(&metric)?;
+                Ok(Assertion::Compare { metric, cmp })
+            }
+            _ => Err(self.expected_assertion(&tok)),
+        }
+    }
+
+    fn expected_assertion(&mut self, tok: &Token) -> Failed {
+        let found = self.describe(tok);
+        let msg = format!(
+            "expected an assertion such as `row_count`, `null_rate(col)` or `all(condition)`, found {found}"
+        );
+        let mut d = Diagnostic::new(codes::SYNTAX, tok.span, msg);
+        if let TokenKind::Ident(w) = &tok.kind {
+            let names = METRICS.iter().chain(ASSERTIONS.iter()).copied();
+            if let Some(s) = suggest(w, names) {
+                d = d.with_help(format!("did you mean `{s}`?"));
+            }
+        }
+        self.fail(d)
+    }
+
+    /// `unique(k, ...)` or `primary_key(k, ...)`.
+    fn keys_assertion(&mut self, name: &str) -> PResult<Assertion> {
+        let start = self.bump().span;
+        let keys = self.key_list(name)?;
+        let span = start.to(self.prev_span());
+        Ok(if name == "unique" {
+            Assertion::Unique { keys, span }
+        } else {
+            Assertion::PrimaryKey { keys, span }
+        })
+    }
+
+    /// `values(c) [not] in (v, ...)`
+    fn values(&mut self) -> PResult<Assertion> {
+        let start = self.bump().span;
+        let column = self.column_arg("values")?;
+        let negated = self.peek().is_word("not");
+        if negated {
+            self.bump();
+        }
+        if !self.peek().is_word("in") {
+            let after = if negated { "not" } else { "values(...)" };
+            return Err(self.expected("`in` or `not in`", after));
+        }
+        self.bump();
+        let list = self.value_list()?;
+        let span = start.to(self.prev_span());
+        Ok(Assertion::Values {
+            column,
+            negated,
+            list,
+            span,
+        })
+    }
+
+    /// `(v, ...)` after `in`, at least one value.
+    fn value_list(&mut self) -> PResult<Vec<ValueExpr>> {
+        let open = self.open("in")?;
+        let mut list = Vec::new();
+        loop {
+            list.push(self.value()?);
+            if self.peek().is_sym(Sym::Comma) {
+                self.bump();
+            } else {
+                self.close(open, "the value list")?;
+                return Ok(list);
+            }
+        }
+    }
+
+    /// `all(P)`
+    fn all(&mut self) -> PResult<Assertion> {
+        let start = self.bump().span;
+        let open = self.open("all")?;
+        let predicate = self.predicate("all(")?;
+        self.close(open, "all(")?;
+        let span = start.to(self.prev_span());
+        Ok(Assertion::All { predicate, span })
+    }
+}
+
+// Metrics, comparisons, predicates.
+impl Parser<'_> {
+    /// A metric: `row_count`, `null_rate(c)`, `count(where P)`, ...
+    fn metric(&mut self) -> PResult<Metric> {
+        let tok = self.peek().clone();
+        let name = match &tok.kind {
+            TokenKind::Ident(n) if METRICS.contains(&n.as_str()) => n.clone(),
+            _ => return Err(self.expected_metric(&tok)),
+        };
+        self.bump();
+        let kind = match name.as_str() {
+            "row_count" => self.row_count()?,
+            "duplicate_count" => MetricKind::DuplicateCount(self.key_list(&name)?),
+            "count" => MetricKind::CountWhere(self.where_predicate(&name)?),
+            "rate" => MetricKind::RateWhere(self.where_predicate(&name)?),
+            _ => one_column_metric(&name, self.column_arg(&name)?),
+        };
+        Ok(Metric {
+            kind,
+            span: tok.span.to(self.prev_span()),
+        })
+    }
+
+    fn row_count(&mut self) -> PResult<MetricKind> {
+        if self.peek().is_sym(Sym::LParen) {
+            let span = self.peek().span;
+            let d = Diagnostic::new(codes::SYNTAX, span, "`row_count` takes no arguments")
+                .with_help("write `row_count` without parentheses");
+            return Err(self.fail(d));
+        }
+        Ok(MetricKind::RowCount)
+    }
+
+    fn expected_metric(&mut self, tok: &Token) -> Failed {
+        let found = self.describe(tok);
+        let msg = format!("expected a metric such as `row_count` or `null_rate(col)` after `published.`, found {found}");
+        let mut d = Diagnostic::new(codes::SYNTAX, tok.span, msg);
+        if let TokenKind::Ident(w) = &tok.kind {
+            if ASSERTIONS.contains(&w.as_str()) {
+                d = d.with_help(format!("`{w}` is an assertion, not a metric"));
+            } else if let Some(s) = suggest(w, METRICS) {
+                d = d.with_help(format!("did you mean `{s}`?"));
+            }
+        }
+        self.fail(d)
+    }
+
+    /// `(where P)` of `count` and `rate`.
+    fn where_predicate(&mut self, name: &str) -> PResult<Predicate> {
+        let open = self.open(name)?;
+        if !self.peek().is_word("where") {
+            let e = self.expected("`where`", &format!("{name}("));
+            let help = format!("`{name}` takes a condition, e.g. `{name}(where amount > 0)`");
+            return Err(self.help(e, &help));
+        }
+        self.bump();
+        let predicate = self.predicate(&format!("{name}(where"))?;
+        self.close(open, &format!("{name}("))?;
+        Ok(predicate)
+    }
+
+    /// The raw SQL text up to the `)` that closes the enclosing parenthesis
+    /// (left unconsumed). Strings and quoted names are single tokens, so their
+    /// parentheses do not count.
+    fn predicate(&mut self, after: &str) -> PResult<Predicate> {
+        let first = self.pos;
+        let mut depth = 0usize;
+        loop {
+            match self.peek().kind {
+                TokenKind::Sym(Sym::RParen) if depth == 0 => break,
+                TokenKind::Sym(Sym::RParen) => depth -= 1,
+                TokenKind::Sym(Sym::LParen) => depth += 1,
+                TokenKind::Invalid => return Err(Failed),
+                TokenKind::Newline | TokenKind::Eof => {
+                    return Err(self.expected("`)` closing the condition", after))
+                }
+                _ => {}
+            }
+            self.pos += 1;
+        }
+        if self.pos == first {
+            let e = self.expected("a SQL condition", after);
+            return Err(self.help(e, "for example `amount > 0 and currency = 'EUR'`"));
+        }
+        let span = Span::new(self.toks[first].span.start, self.prev_end());
+        Ok(Predicate {
+            sql: lexer::blank_comments(self.src, span, &self.comments),
+            span,
+            partition_refs: partition_refs(&self.toks[first..self.pos]),
+        })
+    }
+
+    /// `CMP`: an operator and a value, or `between V and V`.
+    fn comparison(&mut self, metric: &Metric) -> PResult<Comparison> {
+        let tok = self.peek().clone();
+        let op = match &tok.kind {
+            TokenKind::Sym(s) => cmp_op(*s),
+            _ => None,
+        };
+        if let Some(op) = op {
+            self.bump();
+            let rhs = self.value()?;
+            return Ok(Comparison::Op { op, rhs });
+        }
+        if tok.is_word("between") {
+            return self.between();
+        }
+        let after = self.text(metric.span);
+        let e = self.expected("a comparison (`=`, `<`, `between` ...)", &after);
+        Err(match &tok.kind {
+            TokenKind::Other(o) if o == "<>" => self.help(e, "write `!=` for \"not equal\""),
+            _ => e,
+        })
+    }
+
+    fn between(&mut self) -> PResult<Comparison> {
+        self.bump();
+        let low = self.value()?;
+        if !self.peek().is_word("and") {
+            let after = format!("between {}", self.text(low.span));
+            let e = self.expected("`and`", &after);
+            return Err(self.help(e, "write `between LOW and HIGH`"));
+        }
+        self.bump();
+        let high = self.value()?;
+        Ok(Comparison::Between { low, high })
+    }
+}
+
+// Value expressions.
+impl Parser<'_> {
+    /// A value: `+ -` over `* /` over unary minus over primaries.
+    fn value(&mut self) -> PResult<ValueExpr> {
+        self.nested(|p| p.sum())
+    }
+
+    fn sum(&mut self) -> PResult<ValueExpr> {
+        let mut lhs = self.product()?;
+        while let Some(op) = self.arith_op(&[Sym::Plus, Sym::Minus]) {
+            let rhs = self.product()?;
+            lhs = binary(op, lhs, rhs);
+        }
+        Ok(lhs)
+    }
+
+    fn product(&mut self) -> PResult<ValueExpr> {
+        let mut lhs = self.unary()?;
+        while let Some(op) = self.arith_op(&[Sym::Star, Sym::Slash]) {
+            let rhs = self.unary()?;
+            lhs = binary(op, lhs, rhs);
+        }
+        Ok(lhs)
+    }
+
+    /// Consumes and returns the next token's operator if it is one of `syms`.
+    fn arith_op(&mut self, syms: &[Sym]) -> Option<ArithOp> {
+        let sym = syms.iter().find(|s| self.peek().is_sym(**s))?;
+        self.bump();
+        Some(match sym {
+            Sym::Plus => ArithOp::Add,
+            Sym::Minus => ArithOp::Sub,
+            Sym::Star => ArithOp::Mul,
+            _ => ArithOp::Div,
+        })
+    }
+
+    fn unary(&mut self) -> PResult<ValueExpr> {
+        if !self.peek().is_sym(Sym::Minus) {
+            return self.postfix();
+        }
+        let minus = self.bump().span;
+        let inner = self.nested(|p| p.unary())?;
+        Ok(ValueExpr {
+            span: minus.to(inner.span),
+            kind: ValueKind::Neg(Box::new(inner)),
+        })
+    }
+
+    /// A primary; a `%` after anything but a number literal is an error.
+    fn postfix(&mut self) -> PResult<ValueExpr> {
+        let value = self.primary()?;
+        if self.peek().is_sym(Sym::Percent) {
+            let span = self.peek().span;
+            let d = if matches!(self.toks[self.pos - 1].kind, TokenKind::Number(_)) {
+                Diagnostic::new(codes::SYNTAX, span, "`%` must directly follow the number")
+                    .with_help("write the percentage without a space, e.g. `2%`")
+            } else {
+                Diagnostic::new(codes::SYNTAX, span, "`%` can only follow a number")
+                    .with_help("a percentage is a number literal such as `2%` or `0.5%`")
+            };
+            return Err(self.fail(d));
+        }
+        Ok(value)
+    }
+
+    fn primary(&mut self) -> PResult<ValueExpr> {
+        let tok = self.peek().clone();
+        match &tok.kind {
+            TokenKind::Number(text) => Ok(self.number(text.clone(), tok.span)),
+            TokenKind::Str(s) => {
+                self.bump();
+                Ok(literal(Literal::String(s.clone()), tok.span))
+            }
+            TokenKind::Sym(Sym::LParen) => self.parenthesized(),
+            TokenKind::Ident(w) if w == "date" || w == "timestamp" => self.typed_literal(w),
+            TokenKind::Ident(w) if w == "partition" => self.partition_ref(),
+            TokenKind::Ident(w) if w == "published" => self.published_ref(),
+            _ => Err(self.expected_value(&tok)),
+        }
+    }
+
+    fn number(&mut self, text: String, span: Span) -> ValueExpr {
+        self.bump();
+        let next = self.peek();
+        let percent = next.is_sym(Sym::Percent) && next.span.start == span.end;
+        let span = if percent {
+            span.to(self.bump().span)
+        } else {
+            span
+        };
+        literal(Literal::Number { text, percent }, span)
+    }
+
+    fn parenthesized(&mut self) -> PResult<ValueExpr> {
+        let open = self.bump().span;
+        let inner = self.value()?;
+        self.close(open, "(")?;
+        Ok(ValueExpr {
+            kind: inner.kind,
+            span: open.to(self.prev_span()),
+        })
+    }
+
+    /// `date '...'` or `timestamp '...'`.
+    fn typed_literal(&mut self, word: &str) -> PResult<ValueExpr> {
+        let start = self.bump().span;
+        let TokenKind::Str(text) = self.peek().kind.clone() else {
+            let e = self.expected("a quoted literal", word);
+            let example = if word == "date" {
+                "date '2025-03-05'"
+            } else {
+                "timestamp '2025-03-05 12:00:00'"
+            };
+            return Err(self.help(e, &format!("for example `{example}`")));
+        };
+        let end = self.bump().span;
+        let lit = if word == "date" {
+            Literal::Date(text)
+        } else {
+            Literal::Timestamp(text)
+        };
+        Ok(literal(lit, start.to(end)))
+    }
+
+    /// `partition.KEY`
+    fn partition_ref(&mut self) -> PResult<ValueExpr> {
+        let start = self.bump().span;
+        self.dot("partition")?;
+        let key = self.name("a partition key", "partition.")?;
+        Ok(ValueExpr {
+            span: start.to(key.span),
+            kind: ValueKind::PartitionRef(key),
+        })
+    }
+
+    /// `published.METRIC`
+    fn published_ref(&mut self) -> PResult<ValueExpr> {
+        let start = self.bump().span;
+        self.dot("published")?;
+        let metric = self.metric()?;
+        Ok(ValueExpr {
+            span: start.to(metric.span),
+            kind: ValueKind::PublishedRef(Box::new(metric)),
+        })
+    }
+
+    fn dot(&mut self, after: &str) -> PResult<()> {
+        if !self.peek().is_sym(Sym::Dot) {
+            return Err(self.expected("`.`", after));
+        }
+        self.bump();
+        Ok(())
+    }
+
+    fn expected_value(&mut self, tok: &Token) -> Failed {
+        let what = "a value (a number, a 'string', `partition.KEY` or `published.METRIC`)";
+        let after = self.toks[..self.pos]
+            .last()
+            .map_or(String::new(), |t| self.text(t.span));
+        let e = self.expected(what, &after);
+        let TokenKind::Ident(w) = &tok.kind else {
+            return e;
+        };
+        if METRICS.contains(&w.as_str()) {
+            let help = format!("to compare with the published partition write `published.{w}`");
+            return self.help(e, &help);
+        }
+        match suggest(w, ["partition", "published", "date", "timestamp"]) {
+            Some(s) => self.help(e, &format!("did you mean `{s}`?")),
+            None => e,
+        }
+    }
+
+    /// Runs `f` one nesting level deeper, refusing beyond [`MAX_DEPTH`].
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
+        if self.depth >= MAX_DEPTH {
+            let span = self.peek().span;
+            let msg = format!("expression nested too deeply (more than {MAX_DEPTH} levels)");
+            return Err(self.fail(Diagnostic::new(codes::SYNTAX, span, msg)));
+        }
+        self.depth += 1;
+        let result = f(self);
+        self.depth -= 1;
+        result
+    }
+}
+
+// Names and parentheses.
+impl Parser<'_> {
+    /// A plain or `"quoted"` name.
+    fn name(&mut self, what: &str, after: &str) -> PResult<Ident> {
+        let tok = self.peek().clone();
+        let (name, quoted) = match tok.kind {
+            TokenKind::Ident(n) => (n, false),
+            TokenKind::QuotedIdent(n) if !n.is_empty() => (n, true),
+            _ => return Err(self.expected(what, after)),
+        };
+        self.bump();
+        Ok(Ident {
+            name,
+            span: tok.span,
+            quoted,
+        })
+    }
+
+    /// `name, name, ...` (at least one).
+    fn names(&mut self, after: &str) -> PResult<Vec<Ident>> {
+        let mut names = vec![self.name("a column name", after)?];
+        while self.peek().is_sym(Sym::Comma) {
+            self.bump();
+            names.push(self.name("a column name", ",")?);
+        }
+        Ok(names)
+    }
+
+    /// `(k, ...)` after `name`.
+    fn key_list(&mut self, name: &str) -> PResult<Vec<Ident>> {
+        let open = self.open(name)?;
+        let keys = self.names(&format!("{name}("))?;
+        self.close(open, &format!("{name}("))?;
+        Ok(keys)
+    }
+
+    /// `(c)` after `name`: exactly one column.
+    fn column_arg(&mut self, name: &str) -> PResult<Ident> {
+        let open = self.open(name)?;
+        let column = self.name("a column name", &format!("{name}("))?;
+        if self.peek().is_sym(Sym::Comma) {
+            let span = self.peek().span;
+            let msg = format!("`{name}` takes exactly one column");
+            return Err(self.fail(Diagnostic::new(codes::SYNTAX, span, msg)));
+        }
+        self.close(open, &format!("{name}("))?;
+        Ok(column)
+    }
+
+    /// Expects `(`, returning its span.
+    fn open(&mut self, after: &str) -> PResult<Span> {
+        if !self.peek().is_sym(Sym::LParen) {
+            return Err(self.expected("`(`", after));
+        }
+        Ok(self.bump().span)
+    }
+
+    /// Expects the `)` matching the `(` at `open`.
+    fn close(&mut self, open: Span, what: &str) -> PResult<()> {
+        if self.peek().is_sym(Sym::RParen) {
+            self.bump();
+            return Ok(());
+        }
+        let (line, col) = line_col(self.src, open.start);
+        let e = self.expected(&format!("`)` to close `{what}`"), &self.prev_text());
+        Err(self.help(
+            e,
+            &format!("the `(` at line {line}, column {col} is not closed"),
+        ))
+    }
+
+    fn expect_end(&mut self, after: &str) -> PResult<()> {
+        if self.peek().is_end() {
+            return Ok(());
+        }
+        let e = self.expected("end of line", after);
+        Err(self.help(
+            e,
+            "each statement is one line; write further checks as new statements",
+        ))
+    }
+}
+
+// Token access and diagnostics.
+impl Parser<'_> {
+    fn peek(&self) -> &Token {
+        let last = self.toks.len() - 1;
+        &self.toks[self.pos.min(last)]
+    }
+
+    fn bump(&mut self) -> Token {
+        let tok = self.peek().clone();
+        if tok.kind != TokenKind::Eof {
+            self.pos += 1;
+        }
+        tok
+    }
+
+    fn prev_span(&self) -> Span {
+        self.toks[..self.pos]
+            .last()
+            .map_or_else(Span::default, |t| t.span)
+    }
+
+    fn prev_end(&self) -> usize {
+        self.prev_span().end
+    }
+
+    fn prev_text(&self) -> String {
+        self.text(self.prev_span())
+    }
+
+    fn skip_newlines(&mut self) {
+        while self.peek().kind == TokenKind::Newline {
+            self.pos += 1;
+        }
+    }
+
+    fn skip_statement(&mut self) {
+        while !self.peek().is_end() {
+            self.pos += 1;
+        }
+    }
+
+    fn recover<T>(&mut self, result: PResult<T>) -> Option<T> {
+        result.map_err(|_| self.skip_statement()).ok()
+    }
+
+    /// Source text of `span`, comments removed and whitespace collapsed.
+    fn text(&self, span: Span) -> String {
+        collapse_whitespace(&lexer::blank_comments(self.src, span, &self.comments))
+    }
+
+    /// How a token is named in messages.
+    fn describe(&self, tok: &Token) -> String {
+        let raw = &self.src[tok.span.start..tok.span.end];
+        let short: String = raw.chars().take(30).collect();
+        let short = if short.len() < raw.len() {
+            format!("{short}…")
+        } else {
+            short
+        };
+        match tok.kind {
+            TokenKind::Newline => "end of line".into(),
+            TokenKind::Eof => "end of file".into(),
+            TokenKind::Str(_) => format!("string `{short}`"),
+            TokenKind::Number(_) => format!("number `{short}`"),
+            _ => format!("`{short}`"),
+        }
+    }
+
+    /// Records "expected WHAT after `AFTER`, found X" at the current token.
+    /// An [`TokenKind::Invalid`] token was already reported: nothing is added.
+    fn expected(&mut self, what: &str, after: &str) -> Failed {
+        let tok = self.peek().clone();
+        if tok.kind == TokenKind::Invalid {
+            return Failed;
+        }
+        let found = self.describe(&tok);
+        let after = if after.is_empty() {
+            String::new()
+        } else {
+            format!(" after `{after}`")
+        };
+        let code = match tok.kind {
+            TokenKind::Other(_) => codes::LEX,
+            _ => self.code,
+        };
+        let msg = format!("expected {what}{after}, found {found}");
+        self.fail(Diagnostic::new(code, tok.span, msg))
+    }
+
+    fn fail(&mut self, d: Diagnostic) -> Failed {
+        let code = if d.code == codes::SYNTAX {
+            self.code
+        } else {
+            d.code
+        };
+        self.diags.push(Diagnostic { code, ..d });
+        Failed
+    }
+
+    /// Adds help to the diagnostic just recorded by `failed`.
+    fn help(&mut self, failed: Failed, help: &str) -> Failed {
+        if let Some(d) = self.diags.last_mut() {
+            if d.help.is_none() {
+                d.help = Some(help.to_string());
+            }
+        }
+        failed
+    }
+}
+
+fn one_column_metric(name: &str, c: Ident) -> MetricKind {
+    debug_assert!(ONE_COLUMN.contains(&name));
+    match name {
+        "null_count" => MetricKind::NullCount(c),
+        "null_rate" => MetricKind::NullRate(c),
+        "distinct_count" => MetricKind::DistinctCount(c),
+        "min" => MetricKind::Min(c),
+        "max" => MetricKind::Max(c),
+        "sum" => MetricKind::Sum(c),
+        _ => MetricKind::Avg(c),
+    }
+}
+
+fn cmp_op(sym: Sym) -> Option<CmpOp> {
+    Some(match sym {
+        Sym::Eq | Sym::EqEq => CmpOp::Eq,
+        Sym::Ne => CmpOp::Ne,
+        Sym::Lt => CmpOp::Lt,
+        Sym::Le => CmpOp::Le,
+        Sym::Gt => CmpOp::Gt,
+        Sym::Ge => CmpOp::Ge,
+        _ => return None,
+    })
+}
+
+fn literal(lit: Literal, span: Span) -> ValueExpr {
+    ValueExpr {
+        kind: ValueKind::Literal(lit),
+        span,
+    }
+}
+
+fn binary(op: ArithOp, lhs: ValueExpr, rhs: ValueExpr) -> ValueExpr {
+    ValueExpr {
+        span: lhs.span.to(rhs.span),
+        kind: ValueKind::Binary {
+            op,
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+        },
+    }
+}
+
+/// Every `partition . KEY` token sequence in a predicate's tokens.
+fn partition_refs(toks: &[Token]) -> Vec<(Ident, Span)> {
+    let mut refs = Vec::new();
+    let mut i = 0;
+    while i + 2 < toks.len() {
+        let key = match &toks[i + 2].kind {
+            TokenKind::Ident(n) => Some((n.clone(), false)),
+            TokenKind::QuotedIdent(n) => Some((n.clone(), true)),
+            _ => None,
+        };
+        match key {
+            Some((name, quoted))
+                if toks[i].is_word("partition") && toks[i + 1].is_sym(Sym::Dot) =>
+            {
+                let span = toks[i + 2].span;
+                refs.push((Ident { name, span, quoted }, toks[i].span.to(span)));
+                i += 3;
+            }
+            _ => i += 1,
+        }
+    }
+    refs
 }

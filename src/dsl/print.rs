@@ -1,0 +1,282 @@
+//! [`RuleFile`] → rule-language text, the inverse of [`parse`](super::parse).
+//!
+//! The printed text parses back to the same tree except for spans and
+//! [`Statement::source_text`] (which follows the printed layout):
+//! `normalized(parse(print(f))) == normalized(f)` for every file `f` the parser
+//! produced. Layout is canonical (one space around operators, `, ` between list
+//! items, minimal parentheses), so printing is also a formatter. Predicates are
+//! printed as their `sql` text.
+
+use std::fmt::Write as _;
+
+use super::ast::{
+    ArithOp, Assertion, Comparison, Ident, Literal, Metric, MetricKind, Predicate, RuleFile,
+    Severity, Statement, ValueExpr, ValueKind,
+};
+use super::parser::collapse_whitespace;
+use crate::diagnostic::Span;
+
+/// Prints a rule file: the header, then one statement per line.
+///
+/// ```
+/// let src = "table t  partitioned by d\ncheck   null_rate(x)<2%  as 'few'\n";
+/// let (file, _) = dqgate::dsl::parse(src);
+/// assert_eq!(
+///     dqgate::dsl::print::print(&file),
+///     "table t\npartitioned by d\n\ncheck null_rate(x) < 2% as 'few'\n"
+/// );
+/// ```
+pub fn print(file: &RuleFile) -> String {
+    let mut out = format!("table {}\n", ident(&file.table));
+    if !file.partitioned_by.is_empty() {
+        let keys: Vec<_> = file.partitioned_by.iter().map(ident).collect();
+        let _ = writeln!(out, "partitioned by {}", keys.join(", "));
+    }
+    if !file.statements.is_empty() {
+        out.push('\n');
+    }
+    for s in &file.statements {
+        out.push_str(&statement(s));
+        out.push('\n');
+    }
+    out
+}
+
+/// One statement, without a line break.
+pub fn statement(s: &Statement) -> String {
+    let severity = match s.severity {
+        Severity::Check => "check",
+        Severity::Warn => "warn",
+    };
+    let mut out = format!("{severity} {}", assertion(&s.assertion));
+    if let Some(label) = &s.label {
+        let _ = write!(out, " as {}", string(label));
+    }
+    out
+}
+
+/// An assertion as written after the severity word.
+pub fn assertion(a: &Assertion) -> String {
+    match a {
+        Assertion::Compare { metric: m, cmp } => format!("{} {}", metric(m), comparison(cmp)),
+        Assertion::Unique { keys, .. } => format!("unique({})", idents(keys)),
+        Assertion::PrimaryKey { keys, .. } => format!("primary_key({})", idents(keys)),
+        Assertion::Values {
+            column,
+            negated,
+            list,
+            ..
+        } => {
+            let items: Vec<_> = list.iter().map(value).collect();
+            let not = if *negated { "not " } else { "" };
+            format!("values({}) {not}in ({})", ident(column), items.join(", "))
+        }
+        Assertion::All { predicate, .. } => format!("all({})", predicate.sql),
+    }
+}
+
+/// A metric, e.g. `null_rate(sku)` or `count(where x > 0)`.
+pub fn metric(m: &Metric) -> String {
+    let one = |name: &str, c: &Ident| format!("{name}({})", ident(c));
+    match &m.kind {
+        MetricKind::RowCount => "row_count".into(),
+        MetricKind::NullCount(c) => one("null_count", c),
+        MetricKind::NullRate(c) => one("null_rate", c),
+        MetricKind::DistinctCount(c) => one("distinct_count", c),
+        MetricKind::DuplicateCount(keys) => format!("duplicate_count({})", idents(keys)),
+        MetricKind::Min(c) => one("min", c),
+        MetricKind::Max(c) => one("max", c),
+        MetricKind::Sum(c) => one("sum", c),
+        MetricKind::Avg(c) => one("avg", c),
+        MetricKind::CountWhere(p) => format!("count(where {})", p.sql),
+        MetricKind::RateWhere(p) => format!("rate(where {})", p.sql),
+    }
+}
+
+fn comparison(c: &Comparison) -> String {
+    match c {
+        Comparison::Op { op, rhs } => format!("{} {}", op.symbol(), value(rhs)),
+        Comparison::Between { low, high } => {
+            format!("between {} and {}", value(low), value(high))
+        }
+    }
+}
+
+/// A value expression with the fewest parentheses that keep its shape.
+pub fn value(v: &ValueExpr) -> String {
+    match &v.kind {
+        ValueKind::Literal(l) => literal(l),
+        ValueKind::PartitionRef(key) => format!("partition.{}", ident(key)),
+        ValueKind::PublishedRef(m) => format!("published.{}", metric(m)),
+        ValueKind::Neg(inner) => {
+            let wrap = precedence(inner) < 3 || matches!(inner.kind, ValueKind::Neg(_));
+            format!("-{}", parenthesized(inner, wrap))
+        }
+        ValueKind::Binary { op, lhs, rhs } => {
+            let p = op_precedence(*op);
+            let l = parenthesized(lhs, precedence(lhs) < p);
+            let r = parenthesized(rhs, precedence(rhs) <= p);
+            format!("{l} {} {r}", op_symbol(*op))
+        }
+    }
+}
+
+fn parenthesized(v: &ValueExpr, wrap: bool) -> String {
+    if wrap {
+        format!("({})", value(v))
+    } else {
+        value(v)
+    }
+}
+
+fn precedence(v: &ValueExpr) -> u8 {
+    match &v.kind {
+        ValueKind::Binary { op, .. } => op_precedence(*op),
+        ValueKind::Neg(_) => 3,
+        _ => 4,
+    }
+}
+
+fn op_precedence(op: ArithOp) -> u8 {
+    match op {
+        ArithOp::Add | ArithOp::Sub => 1,
+        ArithOp::Mul | ArithOp::Div => 2,
+    }
+}
+
+fn op_symbol(op: ArithOp) -> &'static str {
+    match op {
+        ArithOp::Add => "+",
+        ArithOp::Sub => "-",
+        ArithOp::Mul => "*",
+        ArithOp::Div => "/",
+    }
+}
+
+fn literal(l: &Literal) -> String {
+    match l {
+        Literal::Number { text, percent } => {
+            format!("{text}{}", if *percent { "%" } else { "" })
+        }
+        Literal::String(s) => string(s),
+        Literal::Date(s) => format!("date {}", string(s)),
+        Literal::Timestamp(s) => format!("timestamp {}", string(s)),
+    }
+}
+
+/// `'text'` with `'` doubled.
+fn string(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// A name, in double quotes when it was quoted or is not a plain identifier.
+fn ident(i: &Ident) -> String {
+    if i.quoted || !is_plain(&i.name) {
+        format!("\"{}\"", i.name.replace('"', "\"\""))
+    } else {
+        i.name.clone()
+    }
+}
+
+fn is_plain(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn idents(ids: &[Ident]) -> String {
+    ids.iter().map(ident).collect::<Vec<_>>().join(", ")
+}
+
+/// A copy with every span set to `Span::default()` and each `source_text`
+/// replaced by the canonical printed assertion (whitespace collapsed), for
+/// comparing trees that differ only in layout.
+pub fn normalized(file: &RuleFile) -> RuleFile {
+    let mut f = file.clone();
+    f.table.span = Span::default();
+    f.partitioned_by
+        .iter_mut()
+        .for_each(|k| k.span = Span::default());
+    for s in &mut f.statements {
+        s.span = Span::default();
+        clear_assertion(&mut s.assertion);
+        s.source_text = collapse_whitespace(&assertion(&s.assertion));
+    }
+    f
+}
+
+fn clear_assertion(a: &mut Assertion) {
+    match a {
+        Assertion::Compare { metric, cmp } => {
+            clear_metric(metric);
+            match cmp {
+                Comparison::Op { rhs, .. } => clear_value(rhs),
+                Comparison::Between { low, high } => {
+                    clear_value(low);
+                    clear_value(high);
+                }
+            }
+        }
+        Assertion::Unique { keys, span } | Assertion::PrimaryKey { keys, span } => {
+            *span = Span::default();
+            keys.iter_mut().for_each(|k| k.span = Span::default());
+        }
+        Assertion::Values {
+            column, list, span, ..
+        } => {
+            *span = Span::default();
+            column.span = Span::default();
+            list.iter_mut().for_each(clear_value);
+        }
+        Assertion::All { predicate, span } => {
+            *span = Span::default();
+            clear_predicate(predicate);
+        }
+    }
+}
+
+fn clear_metric(m: &mut Metric) {
+    m.span = Span::default();
+    match &mut m.kind {
+        MetricKind::RowCount => {}
+        MetricKind::NullCount(c)
+        | MetricKind::NullRate(c)
+        | MetricKind::DistinctCount(c)
+        | MetricKind::Min(c)
+        | MetricKind::Max(c)
+        | MetricKind::Sum(c)
+        | MetricKind::Avg(c) => c.span = Span::default(),
+        MetricKind::DuplicateCount(keys) => {
+            keys.iter_mut().for_each(|k| k.span = Span::default());
+        }
+        MetricKind::CountWhere(p) | MetricKind::RateWhere(p) => clear_predicate(p),
+    }
+}
+
+fn clear_predicate(p: &mut Predicate) {
+    p.span = Span::default();
+    for (key, span) in &mut p.partition_refs {
+        key.span = Span::default();
+        *span = Span::default();
+    }
+}
+
+/// Iterative, so deep trees cannot overflow the stack here either.
+fn clear_value(v: &mut ValueExpr) {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        v.span = Span::default();
+        match &mut v.kind {
+            ValueKind::Literal(_) => {}
+            ValueKind::PartitionRef(key) => key.span = Span::default(),
+            ValueKind::PublishedRef(m) => clear_metric(m),
+            ValueKind::Neg(inner) => stack.push(inner),
+            ValueKind::Binary { lhs, rhs, .. } => {
+                stack.push(lhs);
+                stack.push(rhs);
+            }
+        }
+    }
+}
