@@ -186,6 +186,7 @@ fn sales(root: &Path) {
     // Duplicated order ids: 1000700 three times, 1000014 and 1000021 twice.
     bad[100].order = 1_000_700;
     bad[200].order = 1_000_700;
+    bad[400].order = 1_000_700;
     bad[300].order = 1_000_014;
     bad[301].order = 1_000_021;
     for (i, r) in bad.iter_mut().enumerate() {

@@ -196,7 +196,13 @@ impl<'a> Checker<'a> {
                 let (m, kind) = self.metric(metric);
                 let threshold = self.threshold(cmp, kind, metric.span);
                 let (m, threshold) = (m?, threshold?);
-                let samples = sample_spec(&m);
+                let columns = match &m {
+                    Metric::CountWhere(f) | Metric::RateWhere(f) => {
+                        self.referenced_columns(&f.expr)
+                    }
+                    _ => Vec::new(),
+                };
+                let samples = sample_spec(&m, columns);
                 (m, threshold, samples)
             }
             Assertion::Unique { keys, .. } => {
@@ -623,11 +629,15 @@ fn zero() -> Threshold {
     )
 }
 
-fn sample_spec(m: &Metric) -> Option<SampleSpec> {
+fn sample_spec(m: &Metric, columns: Vec<String>) -> Option<SampleSpec> {
     match m {
         Metric::DuplicateCount(k) | Metric::PrimaryKeyViolations(k) => {
             Some(SampleSpec::DuplicateKeys(k.clone()))
         }
+        Metric::CountWhere(f) | Metric::RateWhere(f) => Some(SampleSpec::Rows {
+            filter: f.expr.clone(),
+            columns,
+        }),
         _ => None,
     }
 }

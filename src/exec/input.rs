@@ -93,9 +93,10 @@ impl StagedInput {
         let mut hasher = Sha256::new();
         let mut files = Vec::with_capacity(paths.len());
         for (rel, abs) in paths {
-            let (bytes, footer) = read_footer(&abs, &rel)?;
+            let shown = abs.display().to_string();
+            let (bytes, footer) = read_footer(&abs, &shown)?;
             let metadata = ParquetMetaDataReader::decode_metadata(&footer[..footer.len() - 8])
-                .map_err(|e| corrupt(&rel, e))?;
+                .map_err(|e| corrupt(&shown, e))?;
             fingerprint_entry(&mut hasher, &rel, bytes, &footer);
             files.push(StagedFile {
                 path: rel,
@@ -249,7 +250,7 @@ fn common_schema(files: &[StagedFile]) -> Result<SchemaRef, InputError> {
     for f in files {
         let md = f.metadata.file_metadata();
         let schema = parquet_to_arrow_schema(md.schema_descr(), md.key_value_metadata())
-            .map_err(|e| corrupt(&f.path, e))?;
+            .map_err(|e| corrupt(&f.abs_path.display().to_string(), e))?;
         match &mut first {
             None => first = Some((f.path.clone(), schema)),
             Some((first_path, base)) => {

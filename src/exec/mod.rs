@@ -51,13 +51,13 @@ pub struct Observations {
 
 /// The staged files as a DataFusion table.
 pub fn table(ctx: &SessionContext, input: &StagedInput) -> Result<DataFrame, Error> {
+    let dir = std::fs::canonicalize(&input.dir)
+        .map_err(|e| Error::Audit(format!("cannot resolve `{}`: {e}", input.dir.display())))?;
     let urls = input
         .files
         .iter()
         .map(|f| {
-            let abs = std::path::absolute(&f.abs_path)
-                .map_err(|e| Error::Audit(format!("{}: {e}", f.path)))?;
-            let url = url::Url::from_file_path(&abs)
+            let url = url::Url::from_file_path(dir.join(&f.path))
                 .map_err(|_| Error::Audit(format!("{}: not a usable path", f.path)))?;
             ListingTableUrl::try_new(url, None)
                 .map_err(|e| Error::engine(format!("registering {}", f.path), e))

@@ -12,6 +12,7 @@ pub mod explain;
 use std::collections::BTreeSet;
 
 use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::common::utils::expr::COUNT_STAR_EXPANSION;
 use datafusion::dataframe::DataFrame;
 use datafusion::error::Result;
 use datafusion::functions_aggregate::count::count_all;
@@ -122,7 +123,7 @@ fn any_null(keys: &[String]) -> Expr {
 
 impl Atom {
     /// The aggregate expression, typed for `schema`.
-    pub fn expr(&self, schema: &Schema) -> Expr {
+    pub fn expr(&self, schema: &Schema) -> Result<Expr> {
         let value_col = |c: &str| {
             // Aggregate dictionary-encoded columns over their values.
             match schema.field_with_name(c).map(|f| f.data_type().clone()) {
@@ -130,7 +131,7 @@ impl Atom {
                 _ => ident(c),
             }
         };
-        match self {
+        Ok(match self {
             Atom::RowCount => count_all(),
             Atom::NonNull(c) => count(ident(c)),
             Atom::Distinct(c) => count_distinct(value_col(c)),
@@ -148,11 +149,8 @@ impl Atom {
                     sum(ident(c))
                 }
             }
-            Atom::CountIf(p) => count_all()
-                .filter(p.clone())
-                .build()
-                .unwrap_or_else(|_| count_all()),
-        }
+            Atom::CountIf(p) => count(lit(COUNT_STAR_EXPANSION)).filter(p.clone()).build()?,
+        })
     }
 }
 
@@ -163,8 +161,8 @@ pub fn scalar_frame(table: DataFrame, plan: &AuditPlan) -> Result<DataFrame> {
         .atoms
         .iter()
         .enumerate()
-        .map(|(i, a)| a.expr(&schema).alias(format!("a{i}")))
-        .collect();
+        .map(|(i, a)| Ok(a.expr(&schema)?.alias(format!("a{i}"))))
+        .collect::<Result<_>>()?;
     table.aggregate(vec![], exprs)
 }
 
