@@ -8,6 +8,7 @@
 //! shared by every statement over the same columns in any order.
 
 pub mod explain;
+pub mod fsum;
 
 use std::collections::BTreeSet;
 
@@ -145,6 +146,9 @@ impl Atom {
                 if ty.as_ref().is_some_and(DataType::is_integer) {
                     // Exact: integer sums cannot overflow 38 digits.
                     sum(cast(ident(c), DataType::Decimal128(38, 0)))
+                } else if ty.as_ref().is_some_and(DataType::is_floating) {
+                    // Exact and independent of the order rows arrive in.
+                    fsum::ExactSum::udaf().call(vec![cast(ident(c), DataType::Float64)])
                 } else {
                     sum(ident(c))
                 }
