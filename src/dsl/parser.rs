@@ -113,8 +113,14 @@ pub fn collapse_whitespace(text: &str) -> String {
     out
 }
 
-/// The error has been recorded (or was a lexical error already reported).
-struct Failed;
+/// A statement cannot be parsed further. `reported` is false when the cause
+/// was a lexical error that the lexer already reported.
+struct Failed {
+    reported: bool,
+}
+
+/// Failure on an [`TokenKind::Invalid`] token: already reported by the lexer.
+const SILENT: Failed = Failed { reported: false };
 
 type PResult<T> = Result<T, Failed>;
 
@@ -297,6 +303,9 @@ impl Parser<'_> {
     }
 
     fn bad_statement_start(&mut self, tok: &Token) -> Failed {
+        if tok.kind == TokenKind::Invalid {
+            return SILENT;
+        }
         let found = self.describe(tok);
         let msg = format!("expected `check` or `warn` at the start of a statement, found {found}");
         let mut d = Diagnostic::new(codes::SYNTAX, tok.span, msg);
@@ -351,6 +360,9 @@ impl Parser<'_> {
     }
 
     fn expected_assertion(&mut self, tok: &Token) -> Failed {
+        if tok.kind == TokenKind::Invalid {
+            return SILENT;
+        }
         let found = self.describe(tok);
         let msg = format!(
             "expected an assertion such as `row_count`, `null_rate(col)` or `all(condition)`, found {found}"
@@ -465,6 +477,9 @@ impl Parser<'_> {
     }
 
     fn expected_metric(&mut self, tok: &Token) -> Failed {
+        if tok.kind == TokenKind::Invalid {
+            return SILENT;
+        }
         let found = self.describe(tok);
         let msg = format!("expected a metric such as `row_count` or `null_rate(col)` after `published.`, found {found}");
         let mut d = Diagnostic::new(codes::SYNTAX, tok.span, msg);
@@ -503,7 +518,7 @@ impl Parser<'_> {
                 TokenKind::Sym(Sym::RParen) if depth == 0 => break,
                 TokenKind::Sym(Sym::RParen) => depth -= 1,
                 TokenKind::Sym(Sym::LParen) => depth += 1,
-                TokenKind::Invalid => return Err(Failed),
+                TokenKind::Invalid => return Err(SILENT),
                 TokenKind::Newline | TokenKind::Eof => {
                     return Err(self.expected("`)` closing the condition", after))
                 }
@@ -904,7 +919,7 @@ impl Parser<'_> {
     fn expected(&mut self, what: &str, after: &str) -> Failed {
         let tok = self.peek().clone();
         if tok.kind == TokenKind::Invalid {
-            return Failed;
+            return SILENT;
         }
         let found = self.describe(&tok);
         let after = if after.is_empty() {
@@ -927,11 +942,14 @@ impl Parser<'_> {
             d.code
         };
         self.diags.push(Diagnostic { code, ..d });
-        Failed
+        Failed { reported: true }
     }
 
     /// Adds help to the diagnostic just recorded by `failed`.
     fn help(&mut self, failed: Failed, help: &str) -> Failed {
+        if !failed.reported {
+            return failed;
+        }
         if let Some(d) = self.diags.last_mut() {
             if d.help.is_none() {
                 d.help = Some(help.to_string());
@@ -1617,6 +1635,35 @@ warn  null_rate(sku) < 0.5%
         assert_eq!(d[1].code, codes::UNTERMINATED);
         assert_eq!(file.statements.len(), 2);
         assert_eq!(file.statements[1].label.as_deref(), Some("ok"));
+    }
+
+    #[test]
+    fn lexical_errors_are_reported_once() {
+        let cases = [
+            "table t\n'abc\n",
+            "table t\ncheck 'abc\n",
+            "table t\ncheck row_count > published.\"x\n",
+            "table t\ncheck row_count > 'x\n",
+            "table t\ncheck row_count > 1 as 'x\n",
+            "table t\ncheck row_count > date 'x\n",
+            "table t\ncheck all(a = 'x)\n",
+        ];
+        for src in cases {
+            let d = errors(src);
+            assert_eq!(d.len(), 1, "{src:?}: {d:#?}");
+            assert_eq!(d[0].code, codes::UNTERMINATED);
+            assert_eq!(
+                d[0].help.as_deref().map(|h| h.starts_with("close it")),
+                Some(true)
+            );
+        }
+    }
+
+    #[test]
+    fn crlf_error_at_end_of_line() {
+        let src = "table t\r\ncheck null_rate(a)\r\n";
+        let d = errors(src);
+        assert_eq!(d[0].span, Span::new(src.len() - 2, src.len()));
     }
 
     #[test]
