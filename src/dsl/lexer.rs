@@ -211,7 +211,13 @@ impl<'a> Lexer<'a> {
             self.depth = 0;
         }
         if self.depth == 0 {
-            self.push(TokenKind::Newline, start, start + 1);
+            // A CRLF line break is one token, so carets land after the text.
+            let from = if start > 0 && self.bytes[start - 1] == b'\r' {
+                start - 1
+            } else {
+                start
+            };
+            self.push(TokenKind::Newline, from, start + 1);
         } else {
             self.pos += 1;
         }

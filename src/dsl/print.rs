@@ -280,3 +280,147 @@ fn clear_value(v: &mut ValueExpr) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dsl::parse;
+
+    const FILES: [&str; 4] = [
+        "# rules/daily_sales.dq
+table daily_sales
+partitioned by sales_date
+
+check row_count between 1_000 and 50_000_000
+check null_rate(store_id) = 0
+check null_rate(customer_id) < 2%
+check primary_key(sales_date, store_id, order_id)
+check unique(order_id)
+check min(amount) >= 0
+check values(currency) in ('EUR', 'USD', 'GBP')
+check count(where amount > 100000) <= 10
+check all(sales_date = partition.sales_date)      as 'rows belong to the run key'
+check row_count >= 0.5 * published.row_count      as 'no sudden drop'
+warn  null_rate(sku) < 0.5%
+",
+        "table \"Web Events\" partitioned by \"event day\", region
+check distinct_count(\"user id\") > published.distinct_count(\"user id\") * (1 - 10%)
+check duplicate_count(event_id, \"user id\") == 0 as 'no ''dupes'''
+warn max(ts) <= timestamp '2025-03-05 12:00:00.250' + 0
+check min(\"event day\") >= date '2025-01-01'
+check values(kind) not in ('test', 'O''Hara', -1, 2.5e-3)
+check rate(where
+    kind = 'click'   # clicks only
+    and (region <> ')' or region is null)  # paren in a string
+  ) between published.rate(where kind = 'click') - 5% and 1
+check all(length(\"user id\") > 0 and \"event day\" = partition.\"event day\")
+",
+        "table t
+check sum(x) != -(-3)
+check avg(x) > - -2
+check sum(x) < (1 - 2) - (3 - 4) * 5 / (6 / 7)
+check avg(x) = -(1 + 2) * -3
+check count(where a::int || 'x' ~ '[#]' and b[1] != 2) >= partition.n
+warn null_count(y) <= published.null_count(y) + 100
+",
+        "\r\ntable crlf\r\npartitioned by d\r\ncheck row_count > 0 # c\r\ncheck all(d = partition.d # c\r\n  and e > 1)\r\n",
+    ];
+
+    #[test]
+    fn parse_print_parse_round_trips() {
+        for src in FILES {
+            let (first, diags) = parse(src);
+            assert!(diags.is_empty(), "{src}\n{diags:#?}");
+            let printed = print(&first);
+            let (second, diags) = parse(&printed);
+            assert!(diags.is_empty(), "{printed}\n{diags:#?}");
+            assert_eq!(normalized(&second), normalized(&first), "{printed}");
+            assert_eq!(print(&second), printed, "printing is idempotent");
+        }
+    }
+
+    #[test]
+    fn printed_text_is_its_own_source_text() {
+        for src in FILES {
+            let (again, _) = parse(&print(&parse(src).0));
+            let norm = normalized(&again);
+            for (n, s) in norm.statements.iter().zip(&again.statements) {
+                assert_eq!(n.source_text, s.source_text);
+            }
+        }
+    }
+
+    #[test]
+    fn prints_canonical_layout() {
+        let (file, _) = parse(FILES[0]);
+        let printed = print(&file);
+        let want = "table daily_sales
+partitioned by sales_date
+
+check row_count between 1000 and 50000000
+check null_rate(store_id) = 0
+check null_rate(customer_id) < 2%
+check primary_key(sales_date, store_id, order_id)
+check unique(order_id)
+check min(amount) >= 0
+check values(currency) in ('EUR', 'USD', 'GBP')
+check count(where amount > 100000) <= 10
+check all(sales_date = partition.sales_date) as 'rows belong to the run key'
+check row_count >= 0.5 * published.row_count as 'no sudden drop'
+warn null_rate(sku) < 0.5%
+";
+        assert_eq!(printed, want);
+    }
+
+    #[test]
+    fn minimal_parentheses() {
+        let cases = [
+            ("1 + 2 * 3", "1 + 2 * 3"),
+            ("(1 + 2) * 3", "(1 + 2) * 3"),
+            ("1 - (2 - 3)", "1 - (2 - 3)"),
+            ("(1 - 2) - 3", "1 - 2 - 3"),
+            ("8 / (4 * 2)", "8 / (4 * 2)"),
+            ("-(1 + 2)", "-(1 + 2)"),
+            ("-(-1)", "-(-1)"),
+            ("- -1", "-(-1)"),
+            ("-1 * 2", "-1 * 2"),
+            ("((partition.x))", "partition.x"),
+        ];
+        for (text, want) in cases {
+            let (file, d) = parse(&format!("table t\ncheck row_count = {text}\n"));
+            assert!(d.is_empty(), "{d:?}");
+            let Assertion::Compare {
+                cmp: Comparison::Op { rhs, .. },
+                ..
+            } = &file.statements[0].assertion
+            else {
+                panic!("not a comparison");
+            };
+            assert_eq!(value(rhs), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn names_that_need_quotes_are_quoted() {
+        let id = |name: &str, quoted| Ident {
+            name: name.into(),
+            span: Span::default(),
+            quoted,
+        };
+        assert_eq!(ident(&id("a_1", false)), "a_1");
+        assert_eq!(ident(&id("a_1", true)), "\"a_1\"");
+        assert_eq!(ident(&id("order id", false)), "\"order id\"");
+        assert_eq!(ident(&id("say \"hi\"", true)), "\"say \"\"hi\"\"\"");
+        assert_eq!(string("O'Hara"), "'O''Hara'");
+    }
+
+    #[test]
+    fn normalized_clears_every_span() {
+        let (file, _) = parse(FILES[1]);
+        let debug = format!("{:?}", normalized(&file));
+        let spans = debug.matches("Span {").count();
+        let empty = debug.matches("Span { start: 0, end: 0 }").count();
+        assert!(spans > 20);
+        assert_eq!(spans, empty);
+    }
+}
