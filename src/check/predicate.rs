@@ -134,7 +134,7 @@ fn substitute_refs(
 /// A DataFusion planning error as a diagnostic: unknown columns get the span
 /// of the name and a suggestion; anything else spans the predicate.
 fn engine_diag(pred: &Predicate, schema: &Schema, err: &DataFusionError) -> Diagnostic {
-    if let Some((name, d)) = unknown_field(err) {
+    if let Some(name) = unknown_field(err) {
         let names = schema.fields().iter().map(|f| f.name().as_str());
         let span = find_word(&pred.sql, &name)
             .map(|(s, e)| Span::new(pred.span.start + s, pred.span.start + e))
@@ -147,7 +147,6 @@ fn engine_diag(pred: &Predicate, schema: &Schema, err: &DataFusionError) -> Diag
         if let Some(s) = suggest(&name, names) {
             diag = diag.with_help(format!("did you mean `{s}`?"));
         }
-        let _ = d;
         return diag;
     }
     let msg = err.find_root().strip_backtrace();
@@ -163,13 +162,13 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s)
 }
 
-fn unknown_field(err: &DataFusionError) -> Option<(String, ())> {
+fn unknown_field(err: &DataFusionError) -> Option<String> {
     let mut e = err;
     loop {
         match e {
             DataFusionError::SchemaError(boxed, _) => {
                 if let SchemaError::FieldNotFound { field, .. } = boxed.as_ref() {
-                    return Some((field.name.clone(), ()));
+                    return Some(field.name.clone());
                 }
                 return None;
             }

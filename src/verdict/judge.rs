@@ -14,6 +14,9 @@ use super::{CheckResult, InputSummary, Sample, Source, Status, Verdict};
 /// Metric values of one partition.
 pub type MetricValues = HashMap<Metric, Value>;
 
+/// Offending keys with their row counts, most frequent first.
+pub type RankedKeys = Vec<(Vec<Value>, u64)>;
+
 /// Everything about the run that is not a check outcome.
 #[derive(Debug, Clone)]
 pub struct RunInfo {
@@ -33,7 +36,7 @@ pub struct Measurements<'a> {
     /// Why published values are absent (shown on skipped checks).
     pub published_absent: &'a str,
     /// Duplicate-key samples by key set (sorted columns), values in that order.
-    pub duplicates: &'a dyn Fn(&[String]) -> Vec<(Vec<Value>, u64)>,
+    pub duplicates: &'a dyn Fn(&[String]) -> RankedKeys,
     pub source: &'a dyn Fn(&Metric) -> Source,
 }
 

@@ -125,11 +125,11 @@ impl Verdict {
     }
 
     /// The only way to obtain a [`PassedVerdict`].
-    pub fn into_passed(self) -> Result<PassedVerdict, Verdict> {
+    pub fn into_passed(self) -> Result<PassedVerdict, Box<Verdict>> {
         if self.passed() {
             Ok(PassedVerdict(self))
         } else {
-            Err(self)
+            Err(Box::new(self))
         }
     }
 }

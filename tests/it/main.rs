@@ -3,5 +3,7 @@
 //! Fixtures live in `testdata/` (Parquet data written by
 //! `cargo run --example gen_fixtures`, golden cases) and `rules/`.
 
+mod determinism;
 mod golden;
+mod oracle;
 mod support;
