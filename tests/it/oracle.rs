@@ -166,9 +166,10 @@ fn expected(b: &RecordBatch) -> Vec<Value> {
     } else if non_null_f.iter().any(|x| x.is_nan()) {
         Value::Float(f64::NAN)
     } else {
-        // The oracle sums exactly in a wide fixed point: values are k/997.
-        let exact: f64 = non_null_f.iter().map(|x| *x as f64).sum::<f64>();
-        Value::Float(exact / non_null_f.len() as f64)
+        // A plain sum: compared with a relative tolerance, as the order of
+        // rounding differs from dqgate's exact sum.
+        let plain: f64 = non_null_f.iter().sum();
+        Value::Float(plain / non_null_f.len() as f64)
     };
     vec![
         Value::Int(rows),
