@@ -125,7 +125,10 @@ pub fn prepare(
         ctx: &ctx,
     })
     .map_err(|d| rules.rules_error(d))?;
-    let plan = AuditPlan::for_rules(&checked);
+    let mut plan = AuditPlan::for_rules(&checked);
+    if !engine_opts.scan_only {
+        plan = plan.answer_from_footers(|a| exec::stats::answer(a, &input));
+    }
     Ok(Prepared {
         rules,
         checked,
@@ -179,7 +182,13 @@ impl Prepared {
                 .map(|d| d.samples.clone())
                 .unwrap_or_default()
         };
-        let source = |_: &Metric| Source::Scan;
+        let source = |m: &Metric| {
+            if self.plan.from_footers_only(m) {
+                Source::Metadata
+            } else {
+                Source::Scan
+            }
+        };
         let measurements = Measurements {
             staged: &staged,
             published: published_values.as_ref(),
@@ -226,7 +235,8 @@ impl Prepared {
                 }
                 let input = StagedInput::open(dir)
                     .map_err(|e| Error::Audit(format!("reading the published version: {e}")))?;
-                let plan = AuditPlan::for_metrics(&metrics);
+                let plan = AuditPlan::for_metrics(&metrics)
+                    .answer_from_footers(|a| exec::stats::answer(a, &input));
                 let obs = exec::observe(&self.ctx, &input, &plan)
                     .await
                     .map_err(|e| Error::Audit(format!("computing published metrics: {e}")))?;

@@ -53,6 +53,9 @@ pub struct AuditArgs {
     /// Memory bound for the engine, e.g. 2GiB; larger work spills to disk.
     #[arg(long, value_parser = parse_size)]
     pub memory_limit: Option<usize>,
+    /// Scan for every metric, even those the Parquet footers answer exactly.
+    #[arg(long)]
+    pub scan_only: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -223,6 +226,7 @@ fn engine_options(a: &AuditArgs) -> EngineOptions {
     EngineOptions {
         threads: a.threads,
         memory_limit: a.memory_limit,
+        scan_only: a.scan_only,
     }
 }
 

@@ -17,6 +17,8 @@ pub struct EngineOptions {
     /// Bound on DataFusion's memory pool in bytes; operators that can spill
     /// (grouped aggregates, sorts) spill to disk beyond it.
     pub memory_limit: Option<usize>,
+    /// Never answer metrics from Parquet footers; scan everything.
+    pub scan_only: bool,
 }
 
 /// A fresh session with dqgate's settings.

@@ -7,6 +7,7 @@
 //! row check.
 
 pub mod input;
+pub mod stats;
 pub mod topk;
 
 use std::collections::HashMap;
@@ -81,6 +82,9 @@ pub async fn observe(
     plan: &AuditPlan,
 ) -> Result<Observations, Error> {
     let mut obs = Observations::default();
+    for (atom, value) in &plan.from_footers {
+        obs.atoms.insert(atom.clone(), value.clone());
+    }
     if !plan.atoms.is_empty() {
         let frame = plan::scalar_frame(table(ctx, input)?, plan)
             .map_err(|e| Error::engine("planning the scan", e))?;

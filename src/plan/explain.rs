@@ -29,13 +29,29 @@ pub async fn explain(
         input.row_count(),
         bytes
     );
+    if !plan.from_footers.is_empty() {
+        let answered: Vec<String> = plan
+            .from_footers
+            .iter()
+            .map(|(a, v)| format!("{} = {v}", a.describe()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\nanswered from Parquet footers, no scan: {}",
+            answered.join(", ")
+        );
+    }
     let mut pass = 0;
     if !plan.atoms.is_empty() {
         pass += 1;
         let users: Vec<String> = rules
             .statements
             .iter()
-            .filter(|s| key_set_of(&s.metric).is_none() || !super::atoms_of(&s.metric).is_empty())
+            .filter(|s| {
+                super::atoms_of(&s.metric)
+                    .iter()
+                    .any(|a| plan.atoms.contains(a))
+            })
             .map(|s| format!("line {}", s.line))
             .collect();
         let _ = writeln!(

@@ -47,6 +47,9 @@ pub struct AuditPlan {
     pub atoms: Vec<Atom>,
     /// Distinct key sets (columns sorted by name) needing a grouped pass.
     pub key_sets: Vec<Vec<String>>,
+    /// Atoms already answered exactly by the Parquet footers; they are not
+    /// in `atoms` and cost no scan.
+    pub from_footers: Vec<(Atom, Value)>,
 }
 
 impl AuditPlan {
@@ -72,6 +75,27 @@ impl AuditPlan {
             }
         }
         plan
+    }
+
+    /// Moves every atom that `answer` can give exactly out of the scan.
+    pub fn answer_from_footers(mut self, answer: impl Fn(&Atom) -> Option<Value>) -> AuditPlan {
+        let mut scan = Vec::new();
+        for atom in std::mem::take(&mut self.atoms) {
+            match answer(&atom) {
+                Some(v) => self.from_footers.push((atom, v)),
+                None => scan.push(atom),
+            }
+        }
+        self.atoms = scan;
+        self
+    }
+
+    /// Whether a metric is answered by the footers alone.
+    pub fn from_footers_only(&self, m: &Metric) -> bool {
+        key_set_of(m).is_none()
+            && atoms_of(m)
+                .iter()
+                .all(|a| self.from_footers.iter().any(|(f, _)| f == a))
     }
 
     /// How many passes over the data a run costs (before samples).
@@ -123,6 +147,19 @@ fn any_null(keys: &[String]) -> Expr {
 }
 
 impl Atom {
+    /// How `explain` names the atom.
+    pub fn describe(&self) -> String {
+        match self {
+            Atom::RowCount => "count(*)".into(),
+            Atom::NonNull(c) => format!("count({c})"),
+            Atom::Distinct(c) => format!("count(distinct {c})"),
+            Atom::Min(c) => format!("min({c})"),
+            Atom::Max(c) => format!("max({c})"),
+            Atom::Sum(c) => format!("sum({c})"),
+            Atom::CountIf(p) => format!("count(*) filter (where {p})"),
+        }
+    }
+
     /// The aggregate expression, typed for `schema`.
     pub fn expr(&self, schema: &Schema) -> Result<Expr> {
         let value_col = |c: &str| {

@@ -4,6 +4,7 @@
 //! `cargo run --example gen_fixtures`, golden cases) and `rules/`.
 
 mod determinism;
+mod fastpath;
 mod golden;
 mod oracle;
 mod support;

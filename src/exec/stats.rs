@@ -1,0 +1,144 @@
+//! Metrics answered from Parquet footers alone, without reading data pages.
+//!
+//! Row counts are always in the footer. Null counts and min/max are used only
+//! when *every* row group of *every* file carries them, and min/max only when
+//! the writer marked them exact and the column's order in Parquet is the order
+//! dqgate compares in (integers, decimals, dates, timestamps, and exact text).
+//! Floats are never answered here: writers leave NaN out of their statistics,
+//! while NaN is the largest float for dqgate. Anything else falls back to the
+//! scan, so a fast answer is never a different answer.
+
+use std::cmp::Ordering;
+
+use datafusion::arrow::array::{Array, BooleanArray};
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::common::ScalarValue;
+use datafusion::parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use datafusion::parquet::arrow::parquet_to_arrow_schema;
+
+use super::input::{StagedFile, StagedInput};
+use crate::plan::Atom;
+use crate::value::Value;
+
+/// The atom's value from the footers, or `None` when they cannot tell
+/// exactly.
+pub fn answer(atom: &Atom, input: &StagedInput) -> Option<Value> {
+    match atom {
+        Atom::RowCount => Some(Value::Int(input.row_count() as i128)),
+        Atom::NonNull(c) => {
+            let mut non_null: i128 = 0;
+            for f in &input.files {
+                non_null += f.row_count() as i128 - null_count(f, c)? as i128;
+            }
+            Some(Value::Int(non_null))
+        }
+        Atom::Min(c) => extreme(input, c, Ordering::Less),
+        Atom::Max(c) => extreme(input, c, Ordering::Greater),
+        _ => None,
+    }
+}
+
+/// Whether min/max statistics order like dqgate compares values.
+fn orderable(ty: &DataType) -> bool {
+    match ty {
+        DataType::Dictionary(_, v) => orderable(v),
+        t => {
+            t.is_integer()
+                || matches!(
+                    t,
+                    DataType::Decimal128(..)
+                        | DataType::Decimal256(..)
+                        | DataType::Date32
+                        | DataType::Date64
+                        | DataType::Timestamp(..)
+                        | DataType::Utf8
+                        | DataType::LargeUtf8
+                        | DataType::Utf8View
+                )
+        }
+    }
+}
+
+fn file_schema(f: &StagedFile) -> Option<Schema> {
+    let md = f.metadata.file_metadata();
+    parquet_to_arrow_schema(md.schema_descr(), md.key_value_metadata()).ok()
+}
+
+fn converter<'a>(
+    f: &'a StagedFile,
+    schema: &'a Schema,
+    column: &str,
+) -> Option<StatisticsConverter<'a>> {
+    StatisticsConverter::try_new(column, schema, f.metadata.file_metadata().schema_descr())
+        .ok()
+        .map(|c| c.with_missing_null_counts_as_zero(false))
+}
+
+fn null_count(f: &StagedFile, column: &str) -> Option<u64> {
+    if f.metadata.num_row_groups() == 0 {
+        return Some(0);
+    }
+    let schema = file_schema(f)?;
+    let conv = converter(f, &schema, column)?;
+    let counts = conv
+        .row_group_null_counts(f.metadata.row_groups().iter())
+        .ok()?;
+    if counts.null_count() > 0 {
+        return None;
+    }
+    Some(counts.values().iter().sum())
+}
+
+fn extreme(input: &StagedInput, column: &str, want: Ordering) -> Option<Value> {
+    let ty = input
+        .schema
+        .field_with_name(column)
+        .ok()?
+        .data_type()
+        .clone();
+    if !orderable(&ty) {
+        return None;
+    }
+    let mut best: Option<Value> = None;
+    for f in &input.files {
+        if f.metadata.num_row_groups() == 0 {
+            continue;
+        }
+        let schema = file_schema(f)?;
+        let conv = converter(f, &schema, column)?;
+        let groups = f.metadata.row_groups();
+        let nulls = conv.row_group_null_counts(groups.iter()).ok()?;
+        let (values, exact) = if want == Ordering::Less {
+            (
+                conv.row_group_mins(groups.iter()).ok()?,
+                conv.row_group_is_min_value_exact(groups.iter()).ok()?,
+            )
+        } else {
+            (
+                conv.row_group_maxes(groups.iter()).ok()?,
+                conv.row_group_is_max_value_exact(groups.iter()).ok()?,
+            )
+        };
+        for (i, rg) in groups.iter().enumerate() {
+            if nulls.is_null(i) {
+                return None;
+            }
+            if nulls.value(i) == rg.num_rows() as u64 {
+                continue; // only nulls: no value to contribute
+            }
+            if values.is_null(i) || !is_true(&exact, i) {
+                return None;
+            }
+            let v = crate::scalar::from_scalar(&ScalarValue::try_from_array(&values, i).ok()?)?;
+            best = match best {
+                None => Some(v),
+                Some(b) => Some(if v.compare(&b)? == want { v } else { b }),
+            };
+        }
+    }
+    Some(best.unwrap_or(Value::Null))
+}
+
+fn is_true(a: &BooleanArray, i: usize) -> bool {
+    a.is_valid(i) && a.value(i)
+}
