@@ -98,6 +98,12 @@ pub async fn observe(
         }
     }
     for keys in &plan.key_sets {
+        if has_unique_subset(&obs, keys) {
+            // Rows that agree on all of `keys` agree on a subset of them that
+            // has no duplicates: so `keys` has none either.
+            obs.duplicates.insert(keys.clone(), Duplicates::default());
+            continue;
+        }
         let frame = plan::duplicates_frame(table(ctx, input)?, keys)
             .map_err(|e| Error::engine("planning a key check", e))?;
         let top = grouped_top(frame, keys.len()).await?;
@@ -110,6 +116,13 @@ pub async fn observe(
         );
     }
     Ok(obs)
+}
+
+/// An already observed key set, contained in `keys`, without duplicates.
+fn has_unique_subset(obs: &Observations, keys: &[String]) -> bool {
+    obs.duplicates
+        .iter()
+        .any(|(subset, d)| d.keys == 0 && subset.iter().all(|c| keys.contains(c)))
 }
 
 /// The most frequent value combinations of `columns` among rows matching

@@ -78,6 +78,18 @@ pub async fn explain(
             keys.join(", "),
             users.join(", ")
         );
+        let smaller: Vec<String> = plan.key_sets[..pass_index(plan, keys)]
+            .iter()
+            .filter(|s| s.iter().all(|c| keys.contains(c)))
+            .map(|s| format!("({})", s.join(", ")))
+            .collect();
+        if !smaller.is_empty() {
+            let _ = writeln!(
+                out,
+                "  skipped at run time when {} has no duplicates (then neither has this key)",
+                smaller.join(" or ")
+            );
+        }
         let frame = duplicates_frame(exec::table(ctx, input)?, keys)
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
@@ -96,6 +108,10 @@ pub async fn explain(
         );
     }
     Ok(out)
+}
+
+fn pass_index(plan: &AuditPlan, keys: &[String]) -> usize {
+    plan.key_sets.iter().position(|k| k == keys).unwrap_or(0)
 }
 
 async fn render(out: &mut String, frame: datafusion::dataframe::DataFrame) -> Result<(), Error> {

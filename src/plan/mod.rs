@@ -74,6 +74,10 @@ impl AuditPlan {
                 }
             }
         }
+        // Smaller key sets first: when one has no duplicates, every key set
+        // containing it has none either, and its pass is skipped.
+        plan.key_sets
+            .sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
         plan
     }
 
