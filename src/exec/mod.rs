@@ -7,6 +7,7 @@
 //! row check.
 
 pub mod input;
+pub mod progress;
 pub mod stats;
 pub mod topk;
 
@@ -21,9 +22,11 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionContext;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::error::Error;
 use crate::plan::{self, Atom, AuditPlan};
@@ -85,13 +88,12 @@ pub async fn observe(
     for (atom, value) in &plan.from_footers {
         obs.atoms.insert(atom.clone(), value.clone());
     }
+    let passes = plan.scans();
     if !plan.atoms.is_empty() {
         let frame = plan::scalar_frame(table(ctx, input)?, plan)
             .map_err(|e| Error::engine("planning the scan", e))?;
-        let batches = frame
-            .collect()
-            .await
-            .map_err(|e| Error::engine("scanning the staged files", e))?;
+        let label = format!("pass 1/{passes}: fused aggregate");
+        let batches = run(frame, &label, input.row_count()).await?;
         let row = single_row(&batches)?;
         for (atom, value) in plan.atoms.iter().zip(row) {
             obs.atoms.insert(atom.clone(), value);
@@ -106,7 +108,11 @@ pub async fn observe(
         }
         let frame = plan::duplicates_frame(table(ctx, input)?, keys)
             .map_err(|e| Error::engine("planning a key check", e))?;
-        let top = grouped_top(frame, keys.len()).await?;
+        let pass = usize::from(!plan.atoms.is_empty())
+            + 1
+            + plan.key_sets.iter().position(|k| k == keys).unwrap_or(0);
+        let label = format!("pass {pass}/{passes}: keys ({})", keys.join(", "));
+        let top = grouped_top(frame, keys.len(), &label, input.row_count()).await?;
         obs.duplicates.insert(
             keys.clone(),
             Duplicates {
@@ -135,24 +141,56 @@ pub async fn row_samples(
 ) -> Result<Vec<(Vec<Value>, u64)>, Error> {
     let frame = plan::rows_frame(table(ctx, input)?, filter.clone(), columns)
         .map_err(|e| Error::engine("planning samples", e))?;
-    Ok(grouped_top(frame, columns.len()).await?.best)
+    Ok(
+        grouped_top(frame, columns.len(), "samples", input.row_count())
+            .await?
+            .best,
+    )
 }
 
 /// Streams a grouped result (`key columns..., ROWS`) and keeps the count of
 /// groups and the top [`SAMPLES`] by count descending, key ascending.
-async fn grouped_top(frame: DataFrame, key_columns: usize) -> Result<topk::Top, Error> {
+async fn grouped_top(
+    frame: DataFrame,
+    key_columns: usize,
+    label: &str,
+    rows: u64,
+) -> Result<topk::Top, Error> {
     let schema: Schema = frame.schema().as_arrow().clone();
     let mut top =
         TopK::new(&schema, key_columns, SAMPLES).map_err(|e| Error::Audit(e.to_string()))?;
-    let mut stream = frame
-        .execute_stream()
-        .await
-        .map_err(|e| Error::engine("running a grouped check", e))?;
+    let (mut stream, _progress) = execute(frame, label, rows).await?;
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(|e| Error::engine("running a grouped check", e))?;
         top.push(&batch).map_err(|e| Error::Audit(e.to_string()))?;
     }
     top.finish().map_err(|e| Error::Audit(e.to_string()))
+}
+
+/// Plans and starts a pass, with a progress bar over its scan.
+async fn execute(
+    frame: DataFrame,
+    label: &str,
+    rows: u64,
+) -> Result<(SendableRecordBatchStream, progress::Progress), Error> {
+    let task = frame.task_ctx();
+    let physical = frame
+        .create_physical_plan()
+        .await
+        .map_err(|e| Error::engine(format!("planning {label}"), e))?;
+    let bar = progress::Progress::start(label, physical.clone(), rows);
+    let stream = execute_stream(physical, Arc::new(task))
+        .map_err(|e| Error::engine(format!("running {label}"), e))?;
+    Ok((stream, bar))
+}
+
+/// Runs a pass to completion.
+async fn run(frame: DataFrame, label: &str, rows: u64) -> Result<Vec<RecordBatch>, Error> {
+    let (stream, _progress) = execute(frame, label, rows).await?;
+    stream
+        .try_collect()
+        .await
+        .map_err(|e| Error::engine(format!("running {label}"), e))
 }
 
 fn single_row(batches: &[RecordBatch]) -> Result<Vec<Value>, Error> {

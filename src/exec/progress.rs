@@ -1,0 +1,65 @@
+//! Progress on long scans: rows read of the total (known from the footers),
+//! on stderr, only when stderr is a terminal. Never on stdout.
+//!
+//! DataFusion reports the rows its scans have produced in the plan's
+//! metrics; a ticker reads them a few times a second while a pass runs.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::physical_plan::ExecutionPlan;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// A progress bar for one pass; hidden when stderr is not a terminal.
+pub struct Progress {
+    bar: ProgressBar,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Progress {
+    /// Starts showing the rows scanned by `plan`'s leaves out of `total`.
+    pub fn start(label: &str, plan: Arc<dyn ExecutionPlan>, total: u64) -> Progress {
+        let visible =
+            std::io::stderr().is_terminal() && std::env::var_os("DQGATE_NO_PROGRESS").is_none();
+        let bar = if visible {
+            ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
+        } else {
+            ProgressBar::hidden()
+        };
+        if let Ok(style) = ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {human_pos}/{human_len} rows ({per_sec}, {eta} left)",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(label.to_string());
+        let ticker = visible.then(|| {
+            let bar = bar.clone();
+            tokio::spawn(async move {
+                loop {
+                    bar.set_position(rows_scanned(plan.as_ref()).min(total));
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            })
+        });
+        Progress { bar, ticker }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticker.take() {
+            t.abort();
+        }
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Rows produced so far by the plan's leaves (the scans).
+fn rows_scanned(plan: &dyn ExecutionPlan) -> u64 {
+    let children = plan.children();
+    if children.is_empty() {
+        return plan.metrics().and_then(|m| m.output_rows()).unwrap_or(0) as u64;
+    }
+    children.iter().map(|c| rows_scanned(c.as_ref())).sum()
+}
