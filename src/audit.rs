@@ -92,6 +92,8 @@ pub struct Prepared {
     pub input: StagedInput,
     pub plan: AuditPlan,
     pub ctx: SessionContext,
+    /// Bytes the last run spilled to disk (reported on stderr).
+    pub spilled_bytes: std::sync::atomic::AtomicU64,
 }
 
 /// Parses the rule file, validates the run key, reads the staged footers and
@@ -136,6 +138,7 @@ pub fn prepare(
         input,
         plan,
         ctx,
+        spilled_bytes: Default::default(),
     })
 }
 
@@ -165,6 +168,8 @@ impl Prepared {
     /// Runs the plans and judges. `published` says what `published.*` refers to.
     pub async fn run(&self, published: &Published) -> Result<Verdict, Error> {
         let obs = exec::observe(&self.ctx, &self.input, &self.plan).await?;
+        self.spilled_bytes
+            .store(obs.spilled_bytes, std::sync::atomic::Ordering::Relaxed);
         let staged = metric_values(
             &self
                 .checked

@@ -267,8 +267,17 @@ fn current_version(table: &Table, key: &RunKey) -> Result<Published, Error> {
 }
 
 fn timing(p: &audit::Prepared, started: Instant) {
+    let spilled = p.spilled_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    let spill = if spilled > 0 {
+        format!(
+            ", spilled {:.1} MiB to disk",
+            spilled as f64 / (1024.0 * 1024.0)
+        )
+    } else {
+        String::new()
+    };
     eprintln!(
-        "dqgate: audited {} file(s), {} row(s) in {:.2} s ({} pass(es))",
+        "dqgate: audited {} file(s), {} row(s) in {:.2} s ({} pass(es){spill})",
         p.input.files.len(),
         p.input.row_count(),
         started.elapsed().as_secs_f64(),

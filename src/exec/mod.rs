@@ -51,6 +51,8 @@ pub struct Duplicates {
 pub struct Observations {
     pub atoms: HashMap<Atom, Value>,
     pub duplicates: HashMap<Vec<String>, Duplicates>,
+    /// Bytes spilled to disk by all passes.
+    pub spilled_bytes: u64,
 }
 
 /// The staged files as a DataFusion table.
@@ -93,7 +95,8 @@ pub async fn observe(
         let frame = plan::scalar_frame(table(ctx, input)?, plan)
             .map_err(|e| Error::engine("planning the scan", e))?;
         let label = format!("pass 1/{passes}: fused aggregate");
-        let batches = run(frame, &label, input.row_count()).await?;
+        let (batches, spilled) = run(frame, &label, input.row_count()).await?;
+        obs.spilled_bytes += spilled;
         let row = single_row(&batches)?;
         for (atom, value) in plan.atoms.iter().zip(row) {
             obs.atoms.insert(atom.clone(), value);
@@ -113,6 +116,7 @@ pub async fn observe(
             + plan.key_sets.iter().position(|k| k == keys).unwrap_or(0);
         let label = format!("pass {pass}/{passes}: keys ({})", keys.join(", "));
         let top = grouped_top(frame, keys.len(), &label, input.row_count()).await?;
+        obs.spilled_bytes += top.spilled_bytes;
         obs.duplicates.insert(
             keys.clone(),
             Duplicates {
@@ -159,12 +163,14 @@ async fn grouped_top(
     let schema: Schema = frame.schema().as_arrow().clone();
     let mut top =
         TopK::new(&schema, key_columns, SAMPLES).map_err(|e| Error::Audit(e.to_string()))?;
-    let (mut stream, _progress) = execute(frame, label, rows).await?;
+    let (mut stream, progress) = execute(frame, label, rows).await?;
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(|e| Error::engine("running a grouped check", e))?;
         top.push(&batch).map_err(|e| Error::Audit(e.to_string()))?;
     }
-    top.finish().map_err(|e| Error::Audit(e.to_string()))
+    let mut done = top.finish().map_err(|e| Error::Audit(e.to_string()))?;
+    done.spilled_bytes = progress.spilled_bytes();
+    Ok(done)
 }
 
 /// Plans and starts a pass, with a progress bar over its scan.
@@ -184,13 +190,14 @@ async fn execute(
     Ok((stream, bar))
 }
 
-/// Runs a pass to completion.
-async fn run(frame: DataFrame, label: &str, rows: u64) -> Result<Vec<RecordBatch>, Error> {
-    let (stream, _progress) = execute(frame, label, rows).await?;
-    stream
+/// Runs a pass to completion; also returns the bytes it spilled.
+async fn run(frame: DataFrame, label: &str, rows: u64) -> Result<(Vec<RecordBatch>, u64), Error> {
+    let (stream, progress) = execute(frame, label, rows).await?;
+    let batches = stream
         .try_collect()
         .await
-        .map_err(|e| Error::engine(format!("running {label}"), e))
+        .map_err(|e| Error::engine(format!("running {label}"), e))?;
+    Ok((batches, progress.spilled_bytes()))
 }
 
 fn single_row(batches: &[RecordBatch]) -> Result<Vec<Value>, Error> {

@@ -15,6 +15,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct Progress {
     bar: ProgressBar,
     ticker: Option<tokio::task::JoinHandle<()>>,
+    plan: Arc<dyn ExecutionPlan>,
 }
 
 impl Progress {
@@ -33,8 +34,10 @@ impl Progress {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(label.to_string());
+        let watched = plan.clone();
         let ticker = visible.then(|| {
             let bar = bar.clone();
+            let plan = watched.clone();
             tokio::spawn(async move {
                 loop {
                     bar.set_position(rows_scanned(plan.as_ref()).min(total));
@@ -42,8 +45,26 @@ impl Progress {
                 }
             })
         });
-        Progress { bar, ticker }
+        Progress {
+            bar,
+            ticker,
+            plan: watched,
+        }
     }
+
+    /// Bytes the pass spilled to disk (under `--memory-limit`).
+    pub fn spilled_bytes(&self) -> u64 {
+        spilled(self.plan.as_ref())
+    }
+}
+
+fn spilled(plan: &dyn ExecutionPlan) -> u64 {
+    let own = plan.metrics().and_then(|m| m.spilled_bytes()).unwrap_or(0) as u64;
+    own + plan
+        .children()
+        .iter()
+        .map(|c| spilled(c.as_ref()))
+        .sum::<u64>()
 }
 
 impl Drop for Progress {

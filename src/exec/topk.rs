@@ -25,6 +25,8 @@ pub struct TopK {
 pub struct Top {
     pub groups: u64,
     pub best: Vec<(Vec<Value>, u64)>,
+    /// Bytes the grouped pass spilled to disk.
+    pub spilled_bytes: u64,
 }
 
 impl TopK {
@@ -86,6 +88,7 @@ impl TopK {
         Ok(Top {
             groups: self.groups,
             best,
+            spilled_bytes: 0,
         })
     }
 }

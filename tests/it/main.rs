@@ -6,5 +6,6 @@
 mod determinism;
 mod fastpath;
 mod golden;
+mod memory;
 mod oracle;
 mod support;
