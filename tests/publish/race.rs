@@ -56,7 +56,7 @@ fn two_publishers_exactly_one_wins_each_round() {
 
 /// Resolves the partition once: opens the directory, then reads the record
 /// and the files it lists relative to that directory.
-fn read_resolved_once(part: &Path) -> Option<Result<std::collections::BTreeSet<i64>, String>> {
+pub fn read_resolved_once(part: &Path) -> Option<Result<std::collections::BTreeSet<i64>, String>> {
     let dir = File::open(part).ok()?;
     let open = |name: &str| -> Result<File, String> {
         openat(&dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
