@@ -1,28 +1,64 @@
-//! Passed verdict + staged directory → atomic swap into the table.
+//! Passed verdict + staged directory → atomic swap into the table; `verify`,
+//! `rollback` and `gc` of what was published.
 //!
-//! (Interface fixed; the implementation lands with the publish issue.)
+//! This is the "publish" of write-audit-publish (`spec/publish.md`). The
+//! published partition `ROOT/k1=v1[/k2=v2]` is a real directory holding one
+//! complete version: its data files, named uniquely per version
+//! (`part-00000.parquet` is published as `part-00000.v3-1be0c3a9.parquet`,
+//! see `layout`), and `_dqgate_audit.json`, the verdict plus a manifest of
+//! those files. A publish, under an exclusive per-partition `flock`
+//! (`lock`), renames the staged files to their versioned names and writes
+//! the record *in the staged directory*, fsyncs everything, re-checks the
+//! fingerprint, and swaps the staged directory with the partition in one
+//! `renameat2(RENAME_EXCHANGE)` (or `RENAME_NOREPLACE` for a first publish)
+//! (`swap`). The displaced version, which the exchange leaves at the staged
+//! path, is moved whole into a kept-versions area beside ROOT,
+//! `ROOT/../.ROOTNAME.dqgate/versions/` (`kept`; `layout` says why not
+//! under ROOT), so that no glob of `ROOT/**/*.parquet` ever matches anything
+//! but published files. Locks and journals live under `ROOT/_dqgate/`.
+//!
+//! What readers see:
+//!
+//! - A reader that resolves the partition once (opens the directory, or reads
+//!   the record's file list and then those files) sees one version, always:
+//!   the directory it resolved is renamed whole, never edited in place.
+//! - A reader that lists `ROOT/**/*.parquet` and then opens files by path may
+//!   find a file gone (its version was swapped out: retry), but never rows of
+//!   two versions, since no new file name equals an old one.
+//! - Displaced versions are outside every glob of ROOT and keep their file
+//!   names, so a reader holding the directory open can finish reading, and
+//!   `rollback` can swap one back.
+//!
+//! Every swap is journalled (`journal`) before its first side effect, and
+//! every publish, rollback and `gc` first finishes or undoes a journalled
+//! swap left by a killed process (`recover`): the partition is the old or
+//! the new version, complete, at every instant, and a leftover is never
+//! published.
+//!
+//! Exit codes: see [`PublishError::exit_code`]. A partition directory without
+//! a readable record was not written by dqgate: `current`, `publish`,
+//! `verify` and `rollback` refuse it with exit 3.
+
+mod error;
+mod fsx;
+mod journal;
+mod kept;
+pub mod layout;
+mod lock;
+mod record;
+mod recover;
+mod rollback;
+mod swap;
+mod verify;
 
 use std::path::{Path, PathBuf};
 
+pub use error::PublishError;
+
 use crate::runkey::RunKey;
 use crate::verdict::PassedVerdict;
-
-/// Why `publish`, `verify`, `rollback` or `gc` stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum PublishError {
-    #[error("{0}")]
-    Refused(String),
-}
-
-impl PublishError {
-    /// The exit code of the contract: 2 refused (usage, other file system,
-    /// no atomic swap), 3 unreadable or missing state, 4 conflict.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            PublishError::Refused(_) => 2,
-        }
-    }
-}
+use layout::Layout;
+use record::Record;
 
 /// A published table root.
 #[derive(Debug, Clone)]
@@ -74,16 +110,32 @@ pub struct VerifyReport {
 }
 
 impl Table {
+    /// Opens the table at `root` (made absolute; it need not exist yet).
     pub fn open(root: &Path) -> Result<Table, PublishError> {
-        Ok(Table {
-            root: root.to_path_buf(),
-        })
+        let root =
+            std::path::absolute(root).map_err(|e| PublishError::io("cannot resolve", root, e))?;
+        Ok(Table { root })
     }
 
-    /// The published version of `key`, if any.
+    fn layout(&self, key: &RunKey) -> Result<Layout, PublishError> {
+        if key.is_empty() {
+            return Err(PublishError::Refused(
+                "publishing needs a run key (--partition KEY=VALUE): the rule file has no `partitioned by`".into(),
+            ));
+        }
+        Ok(Layout::new(&self.root, key.rel_dir()))
+    }
+
+    /// The published version of `key`, if any. A partition directory without
+    /// a readable audit record is an error (exit 3): it was not published by
+    /// dqgate.
     pub fn current(&self, key: &RunKey) -> Result<Option<PublishedVersion>, PublishError> {
-        let _ = key;
-        Ok(None)
+        let layout = self.layout(key)?;
+        Ok(Record::read_current(&layout)?.map(|r| PublishedVersion {
+            dir: layout.partition_dir(),
+            fingerprint: r.fingerprint,
+            version: r.version,
+        }))
     }
 
     /// Swaps the audited staged directory in, if the published version is
@@ -96,29 +148,22 @@ impl Table {
         audited_against: Option<&str>,
         opts: &PublishOptions,
     ) -> Result<PublishOutcome, PublishError> {
-        let _ = (key, staged, passed, audited_against, opts);
-        Err(PublishError::Refused(
-            "publish is not implemented yet".into(),
-        ))
+        swap::publish(&self.layout(key)?, staged, passed, audited_against, opts)
     }
 
+    /// Recomputes the published partition's fingerprint and compares it with
+    /// its audit record.
     pub fn verify(&self, key: &RunKey) -> Result<VerifyReport, PublishError> {
-        let _ = key;
-        Err(PublishError::Refused(
-            "verify is not implemented yet".into(),
-        ))
+        verify::verify(&self.layout(key)?)
     }
 
     /// Swaps the last displaced version back; returns the restored version.
     pub fn rollback(&self, key: &RunKey) -> Result<String, PublishError> {
-        let _ = key;
-        Err(PublishError::Refused(
-            "rollback is not implemented yet".into(),
-        ))
+        rollback::rollback(&self.layout(key)?)
     }
 
     /// Cleans leftovers of interrupted publishes; returns what it removed.
     pub fn gc(&self) -> Result<Vec<String>, PublishError> {
-        Err(PublishError::Refused("gc is not implemented yet".into()))
+        recover::gc(&self.root)
     }
 }

@@ -1,0 +1,122 @@
+//! The audit record `_dqgate_audit.json`: written into the staged directory
+//! before the swap, read back as the partition's manifest.
+//!
+//! Only three things are read back: `input.fingerprint`, `published.version`
+//! and `published.files`; the rest is the verdict, for people and auditors.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::Path;
+
+use serde_json::Value as Json;
+
+use super::error::PublishError;
+use super::fsx;
+use super::layout::RECORD;
+use crate::verdict::json::{to_record_json, PublishedFile, PublishedManifest};
+use crate::verdict::Verdict;
+
+/// What dqgate reads back from an audit record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Record {
+    pub fingerprint: String,
+    pub version: String,
+    /// Sorted by published path.
+    pub files: Vec<PublishedFile>,
+}
+
+impl Record {
+    /// Reads `dir/_dqgate_audit.json`; `Ok(None)` if it does not exist.
+    pub fn read(dir: &Path) -> Result<Option<Record>, PublishError> {
+        let path = dir.join(RECORD);
+        let bad = |reason: String| PublishError::BadRecord {
+            path: path.display().to_string(),
+            reason,
+        };
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(bad(e.to_string())),
+        };
+        let json: Json = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let text_at = |ptr: &str| {
+            json.pointer(ptr)
+                .and_then(Json::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| bad(format!("`{ptr}` is missing or not text")))
+        };
+        let fingerprint = text_at("/input/fingerprint")?;
+        let version = text_at("/published/version")?;
+        let list = json
+            .pointer("/published/files")
+            .and_then(Json::as_array)
+            .ok_or_else(|| bad("`/published/files` is missing".into()))?;
+        let mut files = Vec::with_capacity(list.len());
+        for f in list {
+            let field = |k: &str| f.get(k).and_then(Json::as_str).map(str::to_string);
+            match (
+                field("path"),
+                field("staged_path"),
+                f.get("bytes").and_then(Json::as_u64),
+            ) {
+                (Some(path), Some(staged_path), Some(bytes)) if safe_rel(&path) => {
+                    files.push(PublishedFile {
+                        path,
+                        staged_path,
+                        bytes,
+                    })
+                }
+                _ => return Err(bad(format!("bad entry in `published.files`: {f}"))),
+            }
+        }
+        Ok(Some(Record {
+            fingerprint,
+            version,
+            files,
+        }))
+    }
+
+    /// Reads a record that must exist.
+    pub fn read_required(dir: &Path) -> Result<Record, PublishError> {
+        Record::read(dir)?.ok_or_else(|| PublishError::MissingRecord {
+            dir: dir.display().to_string(),
+        })
+    }
+}
+
+/// A manifest path must stay inside its directory.
+fn safe_rel(p: &str) -> bool {
+    !p.is_empty()
+        && !p.starts_with('/')
+        && p.split('/').all(|c| !c.is_empty() && c != ".." && c != ".")
+}
+
+/// Writes the record of `verdict` published as `manifest` into `dir`
+/// atomically and durably (temp name, fsync, rename, fsync of `dir`).
+pub(crate) fn write(
+    dir: &Path,
+    verdict: &Verdict,
+    manifest: &PublishedManifest,
+) -> Result<(), PublishError> {
+    fsx::write_atomic(
+        &dir.join(RECORD),
+        to_record_json(verdict, manifest).as_bytes(),
+    )
+}
+
+impl Record {
+    /// The record of the published partition: `Ok(None)` when the partition
+    /// does not exist; `MissingRecord` when a directory (or anything else)
+    /// is there without one.
+    pub fn read_current(layout: &super::layout::Layout) -> Result<Option<Record>, PublishError> {
+        let dir = layout.partition_dir();
+        match fs::symlink_metadata(&dir) {
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(PublishError::io("cannot stat", &dir, e)),
+            Ok(m) if m.is_dir() => Record::read_required(&dir).map(Some),
+            Ok(_) => Err(PublishError::MissingRecord {
+                dir: dir.display().to_string(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! `publish`: plan the swap of an audited staged directory into the
+//! partition, then execute it step by step under the partition lock.
+//!
+//! Execution, each step durable before the next:
+//!
+//! 1. `journal`: write the intent (versions, renames, kept destination).
+//! 2. `rename`: give each staged data file its versioned name, in the staged
+//!    directory (outside ROOT), and fsync the directories.
+//! 3. `fsync`: fsync every data file.
+//! 4. `record`: write `_dqgate_audit.json` (temp name, fsync, rename, fsync).
+//! 5. `recheck`: fingerprint the renamed files under their staged names; it
+//!    must still be the audited fingerprint, and no other `.parquet` file may
+//!    have appeared. Otherwise undo steps 2–4 and exit 4.
+//! 6. `swap`: `RENAME_EXCHANGE` staged ↔ partition (`RENAME_NOREPLACE` for a
+//!    first publish), then fsync both parents. This is the commit point.
+//! 7. `displace`: the old version, now at the staged path, is moved whole
+//!    into the kept area beside ROOT (see `kept`).
+//! 8. `prune`: keep `keep_versions` displaced versions.
+//! 9. `commit`: remove the journal.
+//!
+//! A kill before 6 leaves the old version published and the staged directory
+//! recoverable (the journal lists the renames to undo); a kill after 6 leaves
+//! the new version published and recovery finishes 7–9. See `recover`.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::error::{IoContext, PublishError};
+use super::fsx::{self, phase};
+use super::journal::{Journal, Op};
+use super::kept;
+use super::layout::{generation, published_name, version_id, Layout};
+use super::lock::PartitionLock;
+use super::record::{self, Record};
+use super::recover;
+use super::{PublishOptions, PublishOutcome};
+use crate::exec::input::{fingerprint_dir, fingerprint_of, list_parquet_files};
+use crate::verdict::json::{PublishedFile, PublishedManifest};
+use crate::verdict::PassedVerdict;
+
+/// What a publish will do, computed before any side effect.
+#[derive(Debug, Clone)]
+pub(crate) struct PublishPlan {
+    pub journal: Journal,
+    pub manifest: PublishedManifest,
+}
+
+/// Runs a publish: preflight, lock, recover leftovers, compare-and-swap
+/// checks, plan, execute.
+pub(crate) fn publish(
+    layout: &Layout,
+    staged: &Path,
+    passed: &PassedVerdict,
+    audited_against: Option<&str>,
+    opts: &PublishOptions,
+) -> Result<PublishOutcome, PublishError> {
+    let staged = preflight(layout, staged)?;
+    phase("lock");
+    let _lock = PartitionLock::acquire(&layout.lock_path(), &layout.rel)?;
+    recover::recover_partition(layout)?;
+    let current = Record::read_current(layout)?;
+    let found = current.as_ref().map(|r| r.fingerprint.clone());
+    if found.as_deref() != audited_against {
+        return Err(PublishError::PublishedChanged {
+            expected: audited_against.map(str::to_string),
+            found,
+        });
+    }
+    let audited = &passed.input.fingerprint;
+    if let Some(cur) = current.as_ref().filter(|c| &c.fingerprint == audited) {
+        return Ok(PublishOutcome::AlreadyPublished {
+            version: cur.version.clone(),
+        });
+    }
+    let now = fingerprint_dir(&staged)?;
+    if &now != audited {
+        return Err(PublishError::StagedChanged {
+            audited: audited.clone(),
+            now,
+        });
+    }
+    let plan = plan(layout, &staged, current.as_ref(), audited)?;
+    execute(layout, &plan, passed, current.is_some(), opts)
+}
+
+/// Checks that need no lock: the staged directory exists, is not inside the
+/// table's published or engine paths, and is on ROOT's file system, as is
+/// the kept-versions area beside ROOT.
+fn preflight(layout: &Layout, staged: &Path) -> Result<PathBuf, PublishError> {
+    let staged = staged
+        .canonicalize()
+        .map_err(|_| crate::exec::input::InputError::MissingDir(staged.display().to_string()))?;
+    if !staged.is_dir() {
+        return Err(crate::exec::input::InputError::NotADir(staged.display().to_string()).into());
+    }
+    fsx::create_dirs(&layout.root)?;
+    let root = layout
+        .root
+        .canonicalize()
+        .ctx("cannot resolve", &layout.root)?;
+    let partition = root.join(&layout.rel);
+    let engine = super::layout::engine_dir(&root);
+    if staged.starts_with(&partition)
+        || partition.starts_with(&staged)
+        || staged.starts_with(&engine)
+    {
+        return Err(PublishError::Refused(format!(
+            "the staged directory `{}` overlaps the partition `{}` or dqgate's state under the table root",
+            staged.display(),
+            partition.display()
+        )));
+    }
+    let dev = fsx::device(&root)?;
+    if fsx::device(&staged)? != dev {
+        return Err(PublishError::OtherFileSystem {
+            staged: staged.display().to_string(),
+            root: root.display().to_string(),
+        });
+    }
+    let state = super::layout::state_dir(&root);
+    fsx::create_dirs(&state)?;
+    if fsx::device(&state)? != dev {
+        return Err(PublishError::OtherFileSystem {
+            staged: state.display().to_string(),
+            root: root.display().to_string(),
+        });
+    }
+    Ok(staged)
+}
+
+/// Computes the new version, the renames and the manifest. No side effects.
+pub(crate) fn plan(
+    layout: &Layout,
+    staged: &Path,
+    current: Option<&Record>,
+    fingerprint: &str,
+) -> Result<PublishPlan, PublishError> {
+    let files = list_parquet_files(staged)?;
+    let unpublishable = |detail: String| PublishError::UnpublishableStaged {
+        staged: staged.display().to_string(),
+        detail,
+    };
+    let listed: BTreeSet<PathBuf> = files.iter().map(|(_, p)| p.clone()).collect();
+    if let Some(hidden) = kept::all_parquet_files(staged)?
+        .into_iter()
+        .find(|p| !listed.contains(p))
+    {
+        return Err(unpublishable(format!(
+            "`{}` ends in `.parquet` but is hidden (`_` or `.`), so it was not audited yet would be published",
+            hidden.display()
+        )));
+    }
+    let kept = kept::list(layout)?;
+    let generation = current
+        .and_then(|c| generation(&c.version))
+        .into_iter()
+        .chain(kept.iter().filter_map(|k| generation(&k.version)))
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let version = version_id(generation, fingerprint);
+    let mut renames = Vec::new();
+    let mut published = Vec::new();
+    for (rel, abs) in &files {
+        let name = published_name(rel, &version);
+        if staged.join(&name).exists() {
+            return Err(unpublishable(format!(
+                "`{name}` already exists; it is the name `{rel}` would be published under"
+            )));
+        }
+        let bytes = fs::metadata(abs).ctx("cannot stat", abs)?.len();
+        published.push(PublishedFile {
+            path: name.clone(),
+            staged_path: rel.clone(),
+            bytes,
+        });
+        renames.push((rel.clone(), name));
+    }
+    published.sort_by(|a, b| a.path.cmp(&b.path));
+    let seq = kept.last().map_or(1, |k| k.seq + 1);
+    let journal = Journal {
+        op: Op::Publish,
+        partition: layout.rel.clone(),
+        swap_dir: staged.to_path_buf(),
+        version: version.clone(),
+        previous: current.map(|c| c.version.clone()),
+        renames,
+        kept_from: None,
+        displaced_to: current.map(|c| layout.kept_dir(seq, &c.version)),
+    };
+    Ok(PublishPlan {
+        journal,
+        manifest: PublishedManifest {
+            version,
+            files: published,
+        },
+    })
+}
+
+fn execute(
+    layout: &Layout,
+    plan: &PublishPlan,
+    passed: &PassedVerdict,
+    replace: bool,
+    opts: &PublishOptions,
+) -> Result<PublishOutcome, PublishError> {
+    let j = &plan.journal;
+    let journal_path = layout.journal_path();
+    phase("journal");
+    j.write(&journal_path)?;
+    if let Err(e) = prepare(plan, passed) {
+        recover::undo_staging(j)?;
+        Journal::remove(&journal_path)?;
+        return Err(e);
+    }
+    phase("swap");
+    let partition = layout.partition_dir();
+    if let Some(parent) = partition.parent() {
+        fsx::create_dirs(parent)?;
+    }
+    let swapped = if replace {
+        fsx::exchange(&j.swap_dir, &partition)
+    } else {
+        fsx::rename_noreplace(&j.swap_dir, &partition)
+    };
+    if let Err(e) = swapped {
+        recover::undo_staging(j)?;
+        Journal::remove(&journal_path)?;
+        return Err(match e {
+            PublishError::Io { source, .. }
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                PublishError::PublishedChanged {
+                    expected: None,
+                    found: Some("a directory created outside dqgate".into()),
+                }
+            }
+            e => e,
+        });
+    }
+    fsx::sync_parent(&partition)?;
+    fsx::sync_parent(&j.swap_dir)?;
+    phase("displace");
+    recover::finish_swap(j)?;
+    phase("prune");
+    kept::prune(layout, opts.keep_versions)?;
+    phase("commit");
+    Journal::remove(&journal_path)?;
+    phase("done");
+    Ok(PublishOutcome::Published {
+        version: j.version.clone(),
+        displaced: j.previous.clone(),
+    })
+}
+
+/// Steps 2–5: renames, fsyncs, record, recheck (all inside the staged
+/// directory, invisible to readers of ROOT).
+fn prepare(plan: &PublishPlan, passed: &PassedVerdict) -> Result<(), PublishError> {
+    let j = &plan.journal;
+    let dir = &j.swap_dir;
+    phase("rename");
+    let mut dirs = BTreeSet::new();
+    for (from, to) in &j.renames {
+        let from = dir.join(from);
+        fs::rename(&from, dir.join(to)).ctx("cannot rename", &from)?;
+        dirs.insert(from.parent().unwrap_or(dir).to_path_buf());
+    }
+    for d in &dirs {
+        fsx::sync_dir(d)?;
+    }
+    phase("fsync");
+    for (_, to) in &j.renames {
+        fsx::sync_file(&dir.join(to))?;
+    }
+    phase("record");
+    record::write(dir, passed.verdict(), &plan.manifest)?;
+    phase("recheck");
+    recheck(plan, passed)
+}
+
+/// The files about to be swapped in are exactly the audited ones.
+fn recheck(plan: &PublishPlan, passed: &PassedVerdict) -> Result<(), PublishError> {
+    let dir = &plan.journal.swap_dir;
+    let mut by_staged: Vec<(&str, PathBuf)> = plan
+        .manifest
+        .files
+        .iter()
+        .map(|f| (f.staged_path.as_str(), dir.join(&f.path)))
+        .collect();
+    by_staged.sort_by(|a, b| a.0.cmp(b.0));
+    let now = fingerprint_of(by_staged.iter().map(|(n, p)| (*n, p.as_path())))?;
+    let expected: BTreeSet<PathBuf> = by_staged.iter().map(|(_, p)| p.clone()).collect();
+    let present: BTreeSet<PathBuf> = kept::all_parquet_files(dir)?.into_iter().collect();
+    if now != passed.input.fingerprint || present != expected {
+        return Err(PublishError::StagedChanged {
+            audited: passed.input.fingerprint.clone(),
+            now: if present != expected {
+                format!("{now} with files added or removed")
+            } else {
+                now
+            },
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! `verify`: a downstream consumer's independent evidence that the published
+//! files are the audited ones.
+//!
+//! The record's manifest lists each published file with its staged name and
+//! size. `verify` fingerprints the files present under their staged names
+//! (the fingerprint covers name, size and Parquet footer) and compares with
+//! the record's `input.fingerprint`; it also lists missing files, size
+//! changes, unreadable files and any `.parquet` file in the partition that
+//! the manifest does not name (hidden ones included: a reader's glob would
+//! see them).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::PathBuf;
+
+use super::error::PublishError;
+use super::kept;
+use super::layout::Layout;
+use super::record::Record;
+use super::VerifyReport;
+use crate::exec::input::fingerprint_of;
+
+pub(crate) fn verify(layout: &Layout) -> Result<VerifyReport, PublishError> {
+    let dir = layout.partition_dir();
+    let record = Record::read_current(layout)?.ok_or_else(|| PublishError::MissingRecord {
+        dir: dir.display().to_string(),
+    })?;
+    let mut differences = Vec::new();
+    let mut present = Vec::new();
+    for f in &record.files {
+        let path = dir.join(&f.path);
+        match fs::metadata(&path) {
+            Err(_) => differences.push(format!("missing: {}", f.path)),
+            Ok(m) if m.len() != f.bytes => differences.push(format!(
+                "changed: {} is {} bytes, the record says {}",
+                f.path,
+                m.len(),
+                f.bytes
+            )),
+            Ok(_) => {}
+        }
+        if path.exists() {
+            present.push((f.staged_path.as_str(), path));
+        }
+    }
+    let listed: BTreeSet<PathBuf> = record.files.iter().map(|f| dir.join(&f.path)).collect();
+    for extra in kept::all_parquet_files(&dir)? {
+        if !listed.contains(&extra) {
+            let rel = extra.strip_prefix(&dir).unwrap_or(&extra);
+            differences.push(format!("extra: {} is not in the record", rel.display()));
+        }
+    }
+    if differences.is_empty() {
+        present.sort_by(|a, b| a.0.cmp(b.0));
+        match fingerprint_of(present.iter().map(|(n, p)| (*n, p.as_path()))) {
+            Ok(now) if now == record.fingerprint => {}
+            Ok(now) => differences.push(format!(
+                "changed: the files' fingerprint is {now}, the record says {}",
+                record.fingerprint
+            )),
+            Err(e) => differences.push(format!("changed: {e}")),
+        }
+    }
+    Ok(VerifyReport {
+        version: record.version,
+        fingerprint: record.fingerprint,
+        differences,
+    })
+}
