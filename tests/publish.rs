@@ -2,6 +2,8 @@
 //! directories and real Parquet files. One test binary; one module per
 //! concern.
 
+#[path = "publish/cli.rs"]
+mod cli;
 #[path = "publish/common.rs"]
 mod common;
 #[path = "publish/crash.rs"]

@@ -1,6 +1,3 @@
-//! DRAFT, not yet compiled: add `#[path = "publish/cli.rs"] mod cli;` to
-//! `tests/publish.rs` once main's CLI is merged into this branch.
-//!
 //! The real `dqgate publish` binary under SIGKILL and in races, with readers
 //! of both kinds reading the partition all along.
 
@@ -16,7 +13,7 @@ use crate::common::*;
 use crate::race::read_resolved_once;
 
 const RULES: &str =
-    "table t\npartitioned by d\ncheck row_count > 0\ncheck min(version) = max(version)\n";
+    "table t\npartitioned by d\ncheck row_count > 0\ncheck distinct_count(version) = 1\n";
 
 struct Bench {
     env: Env,
@@ -37,7 +34,7 @@ impl Bench {
             .arg(&self.rules)
             .arg("--staged")
             .arg(staged)
-            .args(["--partition", "d=1", "--table"])
+            .args(["--partition", "d=1", "--keep", "1000", "--table"])
             .arg(self.env.root())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
