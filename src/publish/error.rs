@@ -38,6 +38,9 @@ pub enum PublishError {
     /// there without dqgate (exit 3).
     #[error("`{dir}` has no audit record `_dqgate_audit.json`; it was not published by dqgate (or was tampered with)")]
     MissingRecord { dir: String },
+    /// Nothing is published for the run key (`verify`: exit 3).
+    #[error("nothing is published at `{dir}`")]
+    NotPublished { dir: String },
     /// The audit record exists but cannot be read or parsed (exit 3).
     #[error("the audit record `{path}` is unreadable: {reason}")]
     BadRecord { path: String, reason: String },
@@ -82,7 +85,11 @@ impl PublishError {
             | NoAtomicSwap { .. }
             | UnpublishableStaged { .. }
             | NothingToRollBack { .. } => 2,
-            MissingRecord { .. } | BadRecord { .. } | Input(_) | Io { .. } => 3,
+            MissingRecord { .. }
+            | NotPublished { .. }
+            | BadRecord { .. }
+            | Input(_)
+            | Io { .. } => 3,
             Busy { .. } | StagedChanged { .. } | PublishedChanged { .. } => 4,
         }
     }

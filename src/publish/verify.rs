@@ -22,6 +22,11 @@ use crate::exec::input::fingerprint_of;
 
 pub(crate) fn verify(layout: &Layout) -> Result<VerifyReport, PublishError> {
     let dir = layout.partition_dir();
+    if !dir.exists() {
+        return Err(PublishError::NotPublished {
+            dir: dir.display().to_string(),
+        });
+    }
     let record = Record::read_current(layout)?.ok_or_else(|| PublishError::MissingRecord {
         dir: dir.display().to_string(),
     })?;

@@ -338,6 +338,13 @@ fn every_error_variant_has_its_exit_code_and_message() {
             "no audit record",
         ),
         (
+            PublishError::NotPublished {
+                dir: "/r/d=2".into(),
+            },
+            3,
+            "nothing is published",
+        ),
+        (
             PublishError::BadRecord {
                 path: "/r".into(),
                 reason: "eof".into(),

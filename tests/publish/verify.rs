@@ -77,5 +77,6 @@ fn no_record_is_exit_3() {
     assert!(matches!(err, PublishError::MissingRecord { .. }), "{err}");
     assert_eq!(err.exit_code(), 3);
     let err = env.table.verify(&key(&[("d", "never")])).unwrap_err();
+    assert!(matches!(err, PublishError::NotPublished { .. }), "{err}");
     assert_eq!(err.exit_code(), 3, "{err}");
 }
