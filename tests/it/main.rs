@@ -8,4 +8,5 @@ mod fastpath;
 mod golden;
 mod memory;
 mod oracle;
+mod props;
 mod support;
