@@ -97,6 +97,8 @@ impl StagedInput {
             let (bytes, footer) = read_footer(&abs, &shown)?;
             let metadata = ParquetMetaDataReader::decode_metadata(&footer[..footer.len() - 8])
                 .map_err(|e| corrupt(&shown, e))?;
+            validate_footer(&metadata, bytes, footer.len() as u64)
+                .map_err(|e| corrupt(&shown, e))?;
             fingerprint_entry(&mut hasher, &rel, bytes, &footer);
             files.push(StagedFile {
                 path: rel,
@@ -240,6 +242,50 @@ fn read_footer(path: &Path, rel: &str) -> Result<(u64, Vec<u8>), InputError> {
     f.seek(SeekFrom::End(-(len as i64) - 8)).map_err(io)?;
     f.read_exact(&mut footer).map_err(io)?;
     Ok((size, footer))
+}
+
+/// Consistency checks a footer must pass before any reader trusts it: row
+/// counts that add up, and column chunks that lie inside the data region of
+/// the file. A footer that fails them was corrupted or forged.
+fn validate_footer(md: &ParquetMetaData, file_size: u64, footer_len: u64) -> Result<(), String> {
+    let data_end = file_size.saturating_sub(footer_len);
+    let declared = md.file_metadata().num_rows();
+    if declared < 0 {
+        return Err(format!("the footer declares {declared} rows"));
+    }
+    let mut total: i64 = 0;
+    for (g, rg) in md.row_groups().iter().enumerate() {
+        let rows = rg.num_rows();
+        if rows < 0 {
+            return Err(format!("row group {g} declares {rows} rows"));
+        }
+        total = total.saturating_add(rows);
+        for (c, col) in rg.columns().iter().enumerate() {
+            let start = col
+                .dictionary_page_offset()
+                .unwrap_or_else(|| col.data_page_offset());
+            let len = col.compressed_size();
+            let inside =
+                start >= 4 && len >= 0 && (start as u64).saturating_add(len as u64) <= data_end;
+            if !inside {
+                return Err(format!(
+                    "column chunk {c} of row group {g} lies outside the file's data (offset {start}, length {len}, data ends at {data_end})"
+                ));
+            }
+            if col.num_values() < 0 {
+                return Err(format!(
+                    "column chunk {c} of row group {g} declares {} values",
+                    col.num_values()
+                ));
+            }
+        }
+    }
+    if total != declared {
+        return Err(format!(
+            "the footer declares {declared} rows but its row groups hold {total}"
+        ));
+    }
+    Ok(())
 }
 
 /// The Arrow schema all files share. Field names and types must agree;

@@ -6,6 +6,7 @@
 mod determinism;
 mod fastpath;
 mod golden;
+mod hostile;
 mod memory;
 mod oracle;
 mod props;
