@@ -106,8 +106,8 @@ fn with_readers(root: &Path, body: impl FnOnce()) -> (usize, usize, usize) {
                 }
             }
         });
+        let _stop = StopOnDrop(&stop);
         body();
-        stop.store(true, Ordering::Relaxed);
     });
     (
         resolved.into_inner(),

@@ -221,3 +221,13 @@ pub fn kept_dirs(env: &Env, rel: &str) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// Tells reader threads to stop when dropped, also when the writer panics,
+/// so that a failing test fails instead of hanging in `thread::scope`.
+pub struct StopOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}

@@ -122,13 +122,13 @@ fn readers_see_one_version_while_versions_are_swapped() {
                 }
             }
         });
+        let _stop = StopOnDrop(&stop);
         // Keep every version: a displaced version is deleted only when it
         // falls out of the kept count, and a reader slower than that many
         // publishes could lose its files (the grace is by count, not time).
         for v in 1..=40 {
             env.publish_version(&k, v, &PublishOptions { keep_versions: 64 });
         }
-        stop.store(true, Ordering::Relaxed);
     });
     println!(
         "readers: {} resolve-once reads, {} listing reads, {} listing reads hit a swapped-out file (retryable)",
