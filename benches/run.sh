@@ -11,7 +11,7 @@
 # Wall time and peak RSS come from /usr/bin/time; the table shows medians.
 # Every run's metric values are compared with DuckDB's; a mismatch is printed
 # loudly and makes the script exit 1. --record also writes the table to
-# benches/results/YYYY-MM-DD.md.
+# benches/results/YYYY-MM-DD.md (appended to).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -151,7 +151,9 @@ echo "$report"
 if ((record)); then
   mkdir -p "$here/results"
   out=$here/results/$(date +%F).md
-  { echo "# $(date +%F): dqgate vs DuckDB"; echo; echo "$report"; } >"$out"
+  # Several runs on one day (one per size, say) append to the day's file.
+  [ -f "$out" ] || { echo "# $(date +%F): dqgate vs DuckDB"; echo; } >"$out"
+  { echo "$report"; echo; } >>"$out"
   log "recorded $out"
 fi
 if ((mismatches)); then
