@@ -1,0 +1,181 @@
+"""Cross-engine check: Parquet files written by DuckDB and by pyarrow are
+audited by dqgate, and every metric value must equal what DuckDB computes with
+plain SQL over the same files.
+
+    python tests/crosscheck/crosscheck.py DQGATE_BINARY WORK_DIR
+
+Run by .ci/run (which installs duckdb and pyarrow in a virtual environment).
+Exits 1 on any disagreement, naming the metric and both values.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from decimal import Decimal
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+RULES = """table crosscheck
+check row_count >= 0
+check null_count(i) >= 0
+check null_rate(s) >= 0
+check distinct_count(s) >= 0
+check distinct_count(f) >= 0
+check duplicate_count(k) >= 0
+check min(i) >= -1000000000
+check max(i) >= -1000000000
+check sum(i) >= -1000000000000
+check avg(i) >= -1000000000
+check min(dec) >= -1000000
+check max(dec) >= -1000000
+check sum(dec) >= -1000000000
+check min(f) >= -1000000
+check max(f) >= -1000000
+check min(d) >= date '1900-01-01'
+check max(d) >= date '1900-01-01'
+check min(ts) >= timestamp '1900-01-01 00:00:00'
+check max(ts) >= timestamp '1900-01-01 00:00:00'
+check min(s) >= ''
+check max(s) >= ''
+check count(where i > 10 and s <> 'v3') >= 0
+"""
+
+# The same metrics in DuckDB SQL, in RULES order.
+SQL = [
+    "count(*)",
+    "count(*) - count(i)",
+    "CASE WHEN count(*) = 0 THEN 0.0 ELSE (count(*) - count(s)) / count(*) END",
+    "count(DISTINCT s)",
+    "count(DISTINCT f)",
+    "(SELECT count(*) FROM (SELECT k FROM t WHERE k IS NOT NULL GROUP BY k HAVING count(*) > 1))",
+    "min(i)",
+    "max(i)",
+    "sum(i)",
+    "avg(i)",
+    "min(dec)",
+    "max(dec)",
+    "sum(dec)",
+    "min(f)",
+    "max(f)",
+    "min(d)",
+    "max(d)",
+    "min(ts)",
+    "max(ts)",
+    "min(s)",
+    "max(s)",
+    "count(*) FILTER (WHERE i > 10 AND s <> 'v3')",
+]
+
+
+def write_with_duckdb(dir):
+    os.makedirs(dir, exist_ok=True)
+    con = duckdb.connect()
+    for part, (lo, hi) in enumerate([(0, 2500), (2500, 4000)]):
+        con.execute(f"""
+            COPY (
+              SELECT
+                CASE WHEN x % 13 = 0 THEN NULL ELSE (x * 7919) % 5000 - 1000 END::BIGINT AS i,
+                (x % 3000)::INTEGER AS k,
+                CASE WHEN x % 17 = 0 THEN NULL ELSE 'v' || (x % 40)::VARCHAR END AS s,
+                CASE WHEN x % 101 = 0 THEN 'NaN'::DOUBLE WHEN x % 11 = 0 THEN NULL
+                     ELSE (x % 997) / 7.0 - 50 END AS f,
+                (((x * 31) % 100000 - 20000) / 100)::DECIMAL(12, 2) AS dec,
+                DATE '2025-03-05' - (x % 400)::INTEGER AS d,
+                TIMESTAMPTZ '2025-03-05 00:00:00+00' + to_microseconds((x * 7777)::BIGINT) AS ts
+              FROM range({lo}, {hi}) r(x)
+            ) TO '{dir}/part-{part}.parquet' (FORMAT parquet, ROW_GROUP_SIZE 700)
+        """)
+
+
+def write_with_pyarrow(dir):
+    os.makedirs(dir, exist_ok=True)
+    for part in range(3):
+        n = 1500
+        xs = range(part * n, (part + 1) * n)
+        i = [None if x % 13 == 0 else (x * 7919) % 5000 - 1000 for x in xs]
+        k = [x % 2000 for x in xs]
+        s = [None if x % 17 == 0 else f"v{x % 40}" for x in xs]
+        f = [float("nan") if x % 101 == 0 else (None if x % 11 == 0 else (x % 997) / 7.0 - 50) for x in xs]
+        dec = [Decimal((x * 31) % 100000 - 20000) / 100 for x in xs]
+        d = [19000 + (x % 400) for x in xs]
+        ts = [1741132800000 + x * 7777 for x in xs]
+        table = pa.table({
+            "i": pa.array(i, pa.int64()),
+            "k": pa.array(k, pa.int32()),
+            "s": pa.array(s, pa.string()).dictionary_encode(),
+            "f": pa.array(f, pa.float64()),
+            "dec": pa.array(dec, pa.decimal128(12, 2)),
+            "d": pa.array(d, pa.date32()),
+            "ts": pa.array(ts, pa.timestamp("ms", tz="UTC")),
+        })
+        pq.write_table(
+            table,
+            f"{dir}/part-{part}.parquet",
+            row_group_size=400,
+            write_statistics=part != 2,
+            compression="zstd" if part == 0 else "snappy",
+        )
+
+
+def dqgate_values(binary, rules, staged, extra):
+    out = subprocess.run(
+        [binary, "check", rules, "--staged", staged, "--format", "json", *extra],
+        capture_output=True, text=True,
+    )
+    if out.returncode not in (0, 1):
+        sys.exit(f"dqgate failed on {staged} (exit {out.returncode}): {out.stderr}")
+    return [(c["metric"], c["value"]) for c in json.loads(out.stdout)["checks"]]
+
+
+def duckdb_values(staged):
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{staged}/*.parquet')")
+    return list(con.execute("SELECT " + ", ".join(SQL) + " FROM t").fetchone())
+
+
+def same(ours, theirs):
+    if theirs is None:
+        return ours is None
+    if isinstance(theirs, float):
+        if isinstance(ours, str):
+            return ours == "NaN" and math.isnan(theirs)
+        return ours is not None and math.isclose(ours, theirs, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(theirs, Decimal):
+        return ours is not None and Decimal(str(ours)) == theirs
+    if hasattr(theirs, "isoformat") and hasattr(theirs, "hour"):  # timestamp
+        return ours is not None and ours.startswith(theirs.astimezone(__import__("datetime").timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
+    if hasattr(theirs, "isoformat"):  # date
+        return ours == theirs.isoformat()
+    return ours == theirs
+
+
+def main():
+    binary, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    rules = os.path.join(work, "crosscheck.dq")
+    with open(rules, "w") as fh:
+        fh.write(RULES)
+    write_with_duckdb(os.path.join(work, "duckdb"))
+    write_with_pyarrow(os.path.join(work, "pyarrow"))
+    failures = 0
+    checked = 0
+    for writer in ("duckdb", "pyarrow"):
+        staged = os.path.join(work, writer)
+        want = duckdb_values(staged)
+        for extra in ([], ["--scan-only"]):
+            got = dqgate_values(binary, rules, staged, extra)
+            for (metric, ours), theirs in zip(got, want):
+                checked += 1
+                if not same(ours, theirs):
+                    failures += 1
+                    print(f"MISMATCH {writer} {' '.join(extra)}: {metric}: dqgate {ours!r}, duckdb {theirs!r}")
+    print(f"crosscheck: {checked - failures} passed, {failures} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
