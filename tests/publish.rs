@@ -10,6 +10,8 @@ mod common;
 mod crash;
 #[path = "publish/flow.rs"]
 mod flow;
+#[path = "publish/paths.rs"]
+mod paths;
 #[path = "publish/race.rs"]
 mod race;
 #[path = "publish/rollback_gc.rs"]
