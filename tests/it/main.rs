@@ -5,6 +5,7 @@
 
 mod determinism;
 mod fastpath;
+mod fuzz_corpus;
 mod golden;
 mod hostile;
 mod memory;
