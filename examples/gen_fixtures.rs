@@ -24,24 +24,9 @@ use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::Compression;
 use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-/// SplitMix64: tiny, seeded, reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, per_mille: u64) -> bool {
-        self.below(1000) < per_mille
-    }
-}
+#[path = "../tests/support/splitmix.rs"]
+mod splitmix;
+use splitmix::Rng;
 
 const DAY_2025_03_05: i32 = 20152;
 const TS_2025_03_05: i64 = 1_741_132_800; // 2025-03-05T00:00:00Z in seconds

@@ -1018,22 +1018,7 @@ fn partition_refs(toks: &[Token]) -> Vec<(Ident, Span)> {
 mod tests {
     use super::*;
 
-    const EXAMPLE: &str = "# rules/daily_sales.dq
-table daily_sales
-partitioned by sales_date
-
-check row_count between 1_000 and 50_000_000
-check null_rate(store_id) = 0
-check null_rate(customer_id) < 2%
-check primary_key(sales_date, store_id, order_id)
-check unique(order_id)
-check min(amount) >= 0
-check values(currency) in ('EUR', 'USD', 'GBP')
-check count(where amount > 100000) <= 10
-check all(sales_date = partition.sales_date)      as 'rows belong to the run key'
-check row_count >= 0.5 * published.row_count      as 'no sudden drop'
-warn  null_rate(sku) < 0.5%
-";
+    const EXAMPLE: &str = include_str!("../../rules/daily_sales.dq");
 
     fn ok(src: &str) -> RuleFile {
         let (file, diags) = parse(src);

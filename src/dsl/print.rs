@@ -287,22 +287,7 @@ mod tests {
     use crate::dsl::parse;
 
     const FILES: [&str; 4] = [
-        "# rules/daily_sales.dq
-table daily_sales
-partitioned by sales_date
-
-check row_count between 1_000 and 50_000_000
-check null_rate(store_id) = 0
-check null_rate(customer_id) < 2%
-check primary_key(sales_date, store_id, order_id)
-check unique(order_id)
-check min(amount) >= 0
-check values(currency) in ('EUR', 'USD', 'GBP')
-check count(where amount > 100000) <= 10
-check all(sales_date = partition.sales_date)      as 'rows belong to the run key'
-check row_count >= 0.5 * published.row_count      as 'no sudden drop'
-warn  null_rate(sku) < 0.5%
-",
+        include_str!("../../rules/daily_sales.dq"),
         "table \"Web Events\" partitioned by \"event day\", region
 check distinct_count(\"user id\") > published.distinct_count(\"user id\") * (1 - 10%)
 check duplicate_count(event_id, \"user id\") == 0 as 'no ''dupes'''

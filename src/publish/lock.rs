@@ -19,9 +19,10 @@ use super::error::{IoContext, PublishError};
 use super::fsx;
 
 /// A held partition lock; released on drop.
+/// An exclusive `flock` on a partition's lock file, released on drop.
 #[derive(Debug)]
 pub(crate) struct PartitionLock {
-    _file: File,
+    file: File,
     path: PathBuf,
 }
 
@@ -53,7 +54,7 @@ impl PartitionLock {
             match fs::metadata(path) {
                 Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => {
                     return Ok(PartitionLock {
-                        _file: file,
+                        file,
                         path: path.to_path_buf(),
                     })
                 }
@@ -66,5 +67,15 @@ impl PartitionLock {
     pub(crate) fn remove_file(self) -> Result<(), PublishError> {
         fsx::remove_file_if_exists(&self.path)?;
         Ok(())
+    }
+}
+
+impl Drop for PartitionLock {
+    /// Unlocks explicitly rather than by closing: a child process forked
+    /// meanwhile (by a program embedding dqgate, or a test harness) shares the
+    /// open file description until it execs, and closing our descriptor alone
+    /// would leave the lock held by it.
+    fn drop(&mut self) {
+        let _ = flock(&self.file, FlockOperation::Unlock);
     }
 }

@@ -5,12 +5,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::race::read_resolved_once;
 
 const RULES: &str =
     "table t\npartitioned by d\ncheck row_count > 0\ncheck distinct_count(version) = 1\n";
@@ -65,55 +63,6 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0 % n.max(1)
     }
-}
-
-/// Runs `body` while a resolve-once reader and a listing reader read the
-/// partition; returns (resolve-once reads, listing reads, listing reads
-/// that hit a swapped-out file).
-fn with_readers(root: &Path, body: impl FnOnce()) -> (usize, usize, usize) {
-    let part = root.join("d=1");
-    let stop = AtomicBool::new(false);
-    let (resolved, listed, missing) = (
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-    );
-    thread::scope(|s| {
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                if let Some(r) = read_resolved_once(&part) {
-                    let seen = r.expect("a resolve-once reader never misses a file");
-                    assert_eq!(seen.len(), 1, "resolve-once reader saw {seen:?}");
-                    resolved.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        });
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                let mut seen = std::collections::BTreeSet::new();
-                let mut gone = false;
-                for f in glob_parquet(root) {
-                    match versions_in(&f) {
-                        Ok(v) => seen.extend(v),
-                        Err(_) => gone = true,
-                    }
-                }
-                assert!(seen.len() <= 1, "a listing reader saw rows of {seen:?}");
-                if gone {
-                    missing.fetch_add(1, Ordering::Relaxed);
-                } else if !seen.is_empty() {
-                    listed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        });
-        let _stop = StopOnDrop(&stop);
-        body();
-    });
-    (
-        resolved.into_inner(),
-        listed.into_inner(),
-        missing.into_inner(),
-    )
 }
 
 #[test]

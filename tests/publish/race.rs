@@ -3,7 +3,6 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 
 use dqgate::publish::{PublishOptions, PublishOutcome};
@@ -86,43 +85,8 @@ pub fn read_resolved_once(part: &Path) -> Option<Result<std::collections::BTreeS
 fn readers_see_one_version_while_versions_are_swapped() {
     let env = Env::new();
     let k = key(&[("d", "1")]);
-    let part = env.root().join("d=1");
     env.publish_version(&k, 0, &PublishOptions::default());
-    let stop = AtomicBool::new(false);
-    let (resolved, listed, missing) = (
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-    );
-    thread::scope(|s| {
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                if let Some(r) = read_resolved_once(&part) {
-                    let seen = r.expect("a resolve-once reader never misses a file");
-                    assert_eq!(seen.len(), 1, "resolve-once reader saw {seen:?}");
-                    resolved.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        });
-        s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                let mut seen = std::collections::BTreeSet::new();
-                let mut gone = false;
-                for f in glob_parquet(env.root()) {
-                    match versions_in(&f) {
-                        Ok(v) => seen.extend(v),
-                        Err(_) => gone = true,
-                    }
-                }
-                assert!(seen.len() <= 1, "a listing reader saw rows of {seen:?}");
-                if gone {
-                    missing.fetch_add(1, Ordering::Relaxed);
-                } else if !seen.is_empty() {
-                    listed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        });
-        let _stop = StopOnDrop(&stop);
+    let (resolved, listed, missing) = with_readers(env.root(), || {
         // Keep every version: a displaced version is deleted only when it
         // falls out of the kept count, and a reader slower than that many
         // publishes could lose its files (the grace is by count, not time).
@@ -131,9 +95,6 @@ fn readers_see_one_version_while_versions_are_swapped() {
         }
     });
     println!(
-        "readers: {} resolve-once reads, {} listing reads, {} listing reads hit a swapped-out file (retryable)",
-        resolved.into_inner(),
-        listed.into_inner(),
-        missing.into_inner()
+        "readers: {resolved} resolve-once reads, {listed} listing reads, {missing} listing reads hit a swapped-out file (retryable)"
     );
 }
