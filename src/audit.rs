@@ -129,7 +129,13 @@ pub fn prepare(
     .map_err(|d| rules.rules_error(d))?;
     let mut plan = AuditPlan::for_rules(&checked);
     if !engine_opts.scan_only {
-        plan = plan.answer_from_footers(|a| exec::stats::answer(a, &input));
+        let rows = input.row_count();
+        plan = plan
+            .answer_from_footers(|a| exec::stats::answer(a, &input))
+            .dense_keys_from_footers(
+                |c| exec::stats::integer_range(&input, c),
+                |span| exec::dense::worthwhile(span, rows, engine_opts.memory_limit),
+            );
     }
     Ok(Prepared {
         rules,

@@ -6,6 +6,7 @@
 //! aggregate once, and a filtered grouped pass for the samples of a failing
 //! row check.
 
+pub mod dense;
 pub mod input;
 pub mod progress;
 pub mod stats;
@@ -109,12 +110,17 @@ pub async fn observe(
             obs.duplicates.insert(keys.clone(), Duplicates::default());
             continue;
         }
-        let frame = plan::duplicates_frame(table(ctx, input)?, keys)
-            .map_err(|e| Error::engine("planning a key check", e))?;
         let pass = usize::from(!plan.atoms.is_empty())
             + 1
             + plan.key_sets.iter().position(|k| k == keys).unwrap_or(0);
         let label = format!("pass {pass}/{passes}: keys ({})", keys.join(", "));
+        if let Some(range) = plan.dense_keys.get(keys) {
+            let found = dense::duplicates(ctx, input, &keys[0], *range, &label).await?;
+            obs.duplicates.insert(keys.clone(), found);
+            continue;
+        }
+        let frame = plan::duplicates_frame(table(ctx, input)?, keys)
+            .map_err(|e| Error::engine("planning a key check", e))?;
         let top = grouped_top(frame, keys.len(), &label, input.row_count()).await?;
         obs.spilled_bytes += top.spilled_bytes;
         obs.duplicates.insert(

@@ -142,3 +142,24 @@ fn extreme(input: &StagedInput, column: &str, want: Ordering) -> Option<Value> {
 fn is_true(a: &BooleanArray, i: usize) -> bool {
     a.is_valid(i) && a.value(i)
 }
+
+/// The exact `[min, max]` of an integer column that fits `i64`, from the
+/// footers; `None` when they cannot tell, or the column holds only nulls.
+pub fn integer_range(input: &StagedInput, column: &str) -> Option<(i64, i64)> {
+    let ty = input
+        .schema
+        .field_with_name(column)
+        .ok()?
+        .data_type()
+        .clone();
+    if !ty.is_integer() {
+        return None;
+    }
+    let as_i64 = |v: Value| match v {
+        Value::Int(i) => i64::try_from(i).ok(),
+        _ => None,
+    };
+    let min = as_i64(extreme(input, column, Ordering::Less)?)?;
+    let max = as_i64(extreme(input, column, Ordering::Greater)?)?;
+    Some((min, max))
+}

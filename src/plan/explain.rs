@@ -90,6 +90,16 @@ pub async fn explain(
                 smaller.join(" or ")
             );
         }
+        if let Some((min, max)) = plan.dense_keys.get(keys) {
+            let span = (*max as i128 - *min as i128 + 1) as u64;
+            let _ = writeln!(
+                out,
+                "  by a bitmap of {span} bits ({:.1} MiB) over the key range [{min}, {max}] from the footers: one scan of ({}) alone, no hash table",
+                span as f64 / 8.0 / 1024.0 / 1024.0,
+                keys.join(", ")
+            );
+            continue;
+        }
         let frame = duplicates_frame(exec::table(ctx, input)?, keys)
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;

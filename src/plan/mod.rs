@@ -50,6 +50,9 @@ pub struct AuditPlan {
     /// Atoms already answered exactly by the Parquet footers; they are not
     /// in `atoms` and cost no scan.
     pub from_footers: Vec<(Atom, Value)>,
+    /// Single integer key columns whose exact range `[min, max]` the footers
+    /// give and which is dense enough for a bitmap instead of a hash table.
+    pub dense_keys: std::collections::HashMap<Vec<String>, (i64, i64)>,
 }
 
 impl AuditPlan {
@@ -91,6 +94,26 @@ impl AuditPlan {
             }
         }
         self.atoms = scan;
+        self
+    }
+
+    /// Marks single-column key sets whose exact integer range `range` knows
+    /// and `suits` accepts for the bitmap strategy of `exec::dense`.
+    pub fn dense_keys_from_footers(
+        mut self,
+        range: impl Fn(&str) -> Option<(i64, i64)>,
+        suits: impl Fn(u64) -> bool,
+    ) -> AuditPlan {
+        for keys in &self.key_sets {
+            if let [column] = keys.as_slice() {
+                if let Some((min, max)) = range(column) {
+                    let span = (max as i128 - min as i128 + 1) as u64;
+                    if suits(span) {
+                        self.dense_keys.insert(keys.clone(), (min, max));
+                    }
+                }
+            }
+        }
         self
     }
 
