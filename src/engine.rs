@@ -17,7 +17,8 @@ pub struct EngineOptions {
     /// Bound on DataFusion's memory pool in bytes; operators that can spill
     /// (grouped aggregates, sorts) spill to disk beyond it.
     pub memory_limit: Option<usize>,
-    /// Never answer metrics from Parquet footers; scan everything.
+    /// Never answer metrics from Parquet footers (neither dqgate's footer path
+    /// nor DataFusion's statistics); scan everything.
     pub scan_only: bool,
 }
 
@@ -31,7 +32,9 @@ pub fn session(opts: &EngineOptions) -> Result<SessionContext, datafusion::error
         .with_target_partitions(threads)
         .with_information_schema(false)
         .set_bool("datafusion.sql_parser.enable_ident_normalization", false)
-        .set_bool("datafusion.execution.collect_statistics", true);
+        // With statistics, DataFusion itself answers count/min/max from the
+        // footers when a whole query allows it; `scan_only` must really scan.
+        .set_bool("datafusion.execution.collect_statistics", !opts.scan_only);
     config.options_mut().execution.time_zone = Some("+00:00".to_string());
     let mut runtime = RuntimeEnvBuilder::new();
     if let Some(limit) = opts.memory_limit {
