@@ -7,6 +7,7 @@
 //!   _dqgate_audit.json                   the audit record and manifest
 //! ROOT/_dqgate/locks/k1=v1/k2=v2.lock    the partition's flock
 //! ROOT/_dqgate/tx/k1=v1/k2=v2.json       the journal of an unfinished swap
+//! ROOT/_dqgate/trail/k1=v1/k2=v2.jsonl   the audit trail: publishes and rollbacks
 //! ROOT/../.ROOTNAME.dqgate/              kept versions, beside ROOT (not under it)
 //!   versions/k1=v1/k2=v2/000004.v2-77aa0b1c/   a displaced version, intact
 //!   trash/                               pruned versions being deleted
@@ -53,6 +54,12 @@ impl Layout {
         engine_dir(&self.root)
             .join("locks")
             .join(format!("{}.lock", self.rel))
+    }
+
+    pub fn trail_path(&self) -> PathBuf {
+        engine_dir(&self.root)
+            .join("trail")
+            .join(format!("{}.jsonl", self.rel))
     }
 
     pub fn journal_path(&self) -> PathBuf {

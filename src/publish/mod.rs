@@ -49,6 +49,7 @@ mod record;
 mod recover;
 mod rollback;
 mod swap;
+mod trail;
 mod verify;
 
 use std::path::{Path, PathBuf};

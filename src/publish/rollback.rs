@@ -54,6 +54,14 @@ pub(crate) fn rollback(layout: &Layout) -> Result<String, PublishError> {
     fsx::sync_parent(&target.dir)?;
     phase("displace");
     recover::finish_swap(&j)?;
+    super::trail::append(
+        layout,
+        &super::trail::Entry {
+            action: "rollback",
+            version: &restore.version,
+            displaced: Some(&current.version),
+        },
+    )?;
     phase("commit");
     Journal::remove(&journal_path)?;
     phase("done");

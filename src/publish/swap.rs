@@ -243,6 +243,14 @@ fn execute(
     fsx::sync_parent(&j.swap_dir)?;
     phase("displace");
     recover::finish_swap(j)?;
+    super::trail::append(
+        layout,
+        &super::trail::Entry {
+            action: "publish",
+            version: &j.version,
+            displaced: j.previous.as_deref(),
+        },
+    )?;
     phase("prune");
     kept::prune(layout, opts.keep_versions)?;
     phase("commit");

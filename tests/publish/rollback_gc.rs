@@ -92,3 +92,52 @@ fn gc_removes_stale_locks_and_trash() {
     env.publish_version(&k, 2, &PublishOptions::default());
     assert_only_published(env.root());
 }
+
+#[test]
+fn the_audit_trail_records_publishes_and_rollbacks_in_order() {
+    let env = Env::new();
+    let k = key(&[("d", "1")]);
+    let mut versions = Vec::new();
+    for v in 1..=2 {
+        let PublishOutcome::Published { version, .. } =
+            env.publish_version(&k, v, &PublishOptions::default())
+        else {
+            panic!()
+        };
+        versions.push(version);
+    }
+    let restored = env.table.rollback(&k).unwrap();
+    assert_eq!(restored, versions[0]);
+    let trail = fs::read_to_string(env.root().join("_dqgate/trail/d=1.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = trail
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary: Vec<(String, String, Option<String>)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["action"].as_str().unwrap().to_string(),
+                l["version"].as_str().unwrap().to_string(),
+                l["displaced"].as_str().map(String::from),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("publish".into(), versions[0].clone(), None),
+            (
+                "publish".into(),
+                versions[1].clone(),
+                Some(versions[0].clone())
+            ),
+            (
+                "rollback".into(),
+                versions[0].clone(),
+                Some(versions[1].clone())
+            ),
+        ]
+    );
+    assert_only_published(env.root());
+}

@@ -1,0 +1,46 @@
+//! The partition's audit trail: one JSON line per publish and rollback in
+//! `ROOT/_dqgate/trail/<k1=v1/...>.jsonl`, appended once the swap is
+//! durable.
+//!
+//! The records and kept versions are the truth about what is published; the
+//! trail is the history a person reads ("v3 replaced v2, then rollback to
+//! v2"). A process killed between the swap and the append leaves the entry
+//! out, never a wrong one. No wall-clock time is written: the order of lines
+//! is the order of events.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::error::{IoContext, PublishError};
+use super::fsx;
+use super::layout::Layout;
+
+#[derive(Serialize)]
+pub(crate) struct Entry<'a> {
+    /// `publish` or `rollback`.
+    pub action: &'a str,
+    /// The version now published.
+    pub version: &'a str,
+    /// The version it replaced, if any.
+    pub displaced: Option<&'a str>,
+}
+
+pub(crate) fn append(layout: &Layout, entry: &Entry<'_>) -> Result<(), PublishError> {
+    let path = layout.trail_path();
+    if let Some(dir) = path.parent() {
+        fsx::create_dirs(dir)?;
+    }
+    let mut line = serde_json::to_string(entry).expect("trail entries serialize");
+    line.push('\n');
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+        .ctx("cannot open the audit trail", &path)?;
+    f.write_all(line.as_bytes())
+        .ctx("cannot append to the audit trail", &path)?;
+    f.sync_data().ctx("cannot sync the audit trail", &path)?;
+    Ok(())
+}
