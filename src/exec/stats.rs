@@ -89,14 +89,12 @@ fn null_count(f: &StagedFile, column: &str) -> Option<u64> {
     Some(counts.values().iter().sum())
 }
 
+fn column_type<'a>(input: &'a StagedInput, column: &str) -> Option<&'a DataType> {
+    Some(input.schema.field_with_name(column).ok()?.data_type())
+}
+
 fn extreme(input: &StagedInput, column: &str, want: Ordering) -> Option<Value> {
-    let ty = input
-        .schema
-        .field_with_name(column)
-        .ok()?
-        .data_type()
-        .clone();
-    if !orderable(&ty) {
+    if !orderable(column_type(input, column)?) {
         return None;
     }
     let mut best: Option<Value> = None;
@@ -146,13 +144,7 @@ fn is_true(a: &BooleanArray, i: usize) -> bool {
 /// The exact `[min, max]` of an integer column that fits `i64`, from the
 /// footers; `None` when they cannot tell, or the column holds only nulls.
 pub fn integer_range(input: &StagedInput, column: &str) -> Option<(i64, i64)> {
-    let ty = input
-        .schema
-        .field_with_name(column)
-        .ok()?
-        .data_type()
-        .clone();
-    if !ty.is_integer() {
+    if !column_type(input, column)?.is_integer() {
         return None;
     }
     let as_i64 = |v: Value| match v {
