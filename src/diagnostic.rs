@@ -117,9 +117,12 @@ fn render_one(out: &mut String, file: &str, source: &str, d: &Diagnostic) {
         .rfind('\n')
         .map_or(0, |i| i + 1);
     let line_end = line_start + text.len();
-    let end = d.span.end.clamp(d.span.start, line_end);
+    // A span may start past the shown text (in the `\r`s of a CRLF or CR line
+    // ending): then the caret is one character wide.
+    let start = floor_char_boundary(source, d.span.start.min(source.len()));
+    let end = d.span.end.min(line_end).max(start);
     let width = source
-        .get(floor_char_boundary(source, d.span.start.min(source.len()))..end)
+        .get(start..end)
         .map_or(1, |s| s.chars().count())
         .max(1);
     let _ = writeln!(out, "error[{}]: {}", d.code, d.message);
@@ -175,6 +178,14 @@ mod tests {
         let got = render("r.dq", src, &[d]);
         let want = "error[E201]: unknown column `amout`\n --> r.dq:2:11\n  |\n2 | check min(amout) >= 0\n  |           ^^^^^\n  = help: did you mean `amount`?\n\n1 error in r.dq\n";
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn spans_inside_line_endings_do_not_panic() {
+        // Found by the fuzzer: a span in the second `\r` of `\r\r\n`.
+        let src = "check all(x\r\r\n";
+        let d = Diagnostic::new(codes::SYNTAX, Span::new(12, 13), "x");
+        assert!(render("r.dq", src, &[d]).contains("r.dq:1:13"));
     }
 
     #[test]
