@@ -109,8 +109,14 @@ pub fn value(v: &ValueExpr) -> String {
         ValueKind::PartitionRef(key) => format!("partition.{}", ident(key)),
         ValueKind::PublishedRef(m) => format!("published.{}", metric(m)),
         ValueKind::Neg(inner) => {
-            let wrap = precedence(inner) < 3 || matches!(inner.kind, ValueKind::Neg(_));
-            format!("-{}", parenthesized(inner, wrap))
+            // `- -x`, not `-(-x)`: parentheses would count as nesting levels
+            // and a chain that parsed could exceed the depth limit when
+            // printed (found by the fuzzer).
+            if matches!(inner.kind, ValueKind::Neg(_)) {
+                format!("- {}", value(inner))
+            } else {
+                format!("-{}", parenthesized(inner, precedence(inner) < 3))
+            }
         }
         ValueKind::Binary { op, lhs, rhs } => {
             let p = op_precedence(*op);
@@ -366,8 +372,8 @@ warn null_rate(sku) < 0.5%
             ("(1 - 2) - 3", "1 - 2 - 3"),
             ("8 / (4 * 2)", "8 / (4 * 2)"),
             ("-(1 + 2)", "-(1 + 2)"),
-            ("-(-1)", "-(-1)"),
-            ("- -1", "-(-1)"),
+            ("-(-1)", "- -1"),
+            ("- -1", "- -1"),
             ("-1 * 2", "-1 * 2"),
             ("((partition.x))", "partition.x"),
         ];
