@@ -36,6 +36,24 @@ fn dqgate(cwd: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `dqgate publish r.dq` of `staged` into `table` under `cwd`, for one run key.
+fn publish(cwd: &Path, staged: &Path, partition: &str) -> std::process::Output {
+    let staged = staged.to_str().unwrap();
+    dqgate(
+        cwd,
+        &[
+            "publish",
+            "r.dq",
+            "--staged",
+            staged,
+            "--table",
+            "table",
+            "--partition",
+            partition,
+        ],
+    )
+}
+
 #[test]
 fn hostile_run_keys_are_refused_before_anything_is_written() {
     let env = Env::new();
@@ -58,19 +76,7 @@ fn hostile_run_keys_are_refused_before_anything_is_written() {
         "d=..\\..",
         "e=1",
     ] {
-        let out = dqgate(
-            env.tmp.path(),
-            &[
-                "publish",
-                "r.dq",
-                "--staged",
-                staged.to_str().unwrap(),
-                "--table",
-                "table",
-                "--partition",
-                bad,
-            ],
-        );
+        let out = publish(env.tmp.path(), &staged, bad);
         assert_eq!(
             out.status.code(),
             Some(2),
@@ -104,19 +110,7 @@ fn look_alike_characters_stay_one_directory_under_root() {
     {
         let staged = env.stage(&format!("s{i}"), i as i64, 1);
         let arg = format!("d={value}");
-        let out = dqgate(
-            env.tmp.path(),
-            &[
-                "publish",
-                "r.dq",
-                "--staged",
-                staged.to_str().unwrap(),
-                "--table",
-                "table",
-                "--partition",
-                &arg,
-            ],
-        );
+        let out = publish(env.tmp.path(), &staged, &arg);
         assert_eq!(
             out.status.code(),
             Some(0),
