@@ -92,6 +92,8 @@ pub struct Prepared {
     pub input: StagedInput,
     pub plan: AuditPlan,
     pub ctx: SessionContext,
+    /// Under a memory limit: `distinct_count` as a grouped pass that can spill.
+    pub spill_distinct: bool,
     /// Bytes the last run spilled to disk (reported on stderr).
     pub spilled_bytes: std::sync::atomic::AtomicU64,
 }
@@ -137,6 +139,9 @@ pub fn prepare(
                 |span| exec::dense::worthwhile(span, rows, engine_opts.memory_limit),
             );
     }
+    if engine_opts.memory_limit.is_some() {
+        plan = plan.distinct_by_grouping(&input.schema);
+    }
     Ok(Prepared {
         rules,
         checked,
@@ -144,6 +149,7 @@ pub fn prepare(
         input,
         plan,
         ctx,
+        spill_distinct: engine_opts.memory_limit.is_some(),
         spilled_bytes: Default::default(),
     })
 }
@@ -246,8 +252,11 @@ impl Prepared {
                 }
                 let input = StagedInput::open(dir)
                     .map_err(|e| Error::Audit(format!("reading the published version: {e}")))?;
-                let plan = AuditPlan::for_metrics(&metrics)
+                let mut plan = AuditPlan::for_metrics(&metrics)
                     .answer_from_footers(|a| exec::stats::answer(a, &input));
+                if self.spill_distinct {
+                    plan = plan.distinct_by_grouping(&input.schema);
+                }
                 let obs = exec::observe(&self.ctx, &input, &plan)
                     .await
                     .map_err(|e| Error::Audit(format!("computing published metrics: {e}")))?;

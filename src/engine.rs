@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
@@ -38,7 +39,20 @@ pub fn session(opts: &EngineOptions) -> Result<SessionContext, datafusion::error
     config.options_mut().execution.time_zone = Some("+00:00".to_string());
     let mut runtime = RuntimeEnvBuilder::new();
     if let Some(limit) = opts.memory_limit {
-        runtime = runtime.with_memory_limit(limit, 1.0);
+        // Fair shares: each spilling operator (one per partition) may hold
+        // limit / n, so one partition's hash table cannot starve another's
+        // into failing where it could have spilled.
+        let pool = TrackConsumersPool::new(
+            FairSpillPool::new(limit),
+            std::num::NonZeroUsize::new(5).expect("5 is not zero"),
+        );
+        runtime = runtime.with_memory_pool(Arc::new(pool));
+        // A spilling operator first reserves room to sort and merge what it
+        // spills (10 MiB by default): under a small limit that reservation
+        // alone would exhaust the pool, so it scales with the limit.
+        let execution = &mut config.options_mut().execution;
+        execution.sort_spill_reservation_bytes =
+            execution.sort_spill_reservation_bytes.min(limit / 16);
     }
     Ok(SessionContext::new_with_config_rt(
         config,

@@ -278,6 +278,16 @@ fn validate_footer(md: &ParquetMetaData, file_size: u64, footer_len: u64) -> Res
                     col.num_values()
                 ));
             }
+            // A column that is not repeated holds one value (or null) per
+            // row: a row count that disagrees with it is forged or corrupt,
+            // and would make footer-answered metrics wrong.
+            if col.column_descr().max_rep_level() == 0 && col.num_values() != rows {
+                return Err(format!(
+                    "row group {g} declares {rows} rows but its column `{}` holds {} values",
+                    col.column_descr().path().string(),
+                    col.num_values()
+                ));
+            }
         }
     }
     if total != declared {

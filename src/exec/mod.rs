@@ -131,6 +131,18 @@ pub async fn observe(
             },
         );
     }
+    let first = passes - plan.grouped_distinct.len();
+    for (i, column) in plan.grouped_distinct.iter().enumerate() {
+        let label = format!("pass {}/{passes}: distinct {column}", first + i + 1);
+        let frame = plan::distinct_frame(table(ctx, input)?, column)
+            .map_err(|e| Error::engine("planning a distinct count", e))?;
+        let top = grouped_top(frame, 1, &label, input.row_count()).await?;
+        obs.spilled_bytes += top.spilled_bytes;
+        obs.atoms.insert(
+            Atom::Distinct(column.clone()),
+            Value::Int(i128::from(top.groups)),
+        );
+    }
     Ok(obs)
 }
 

@@ -104,6 +104,16 @@ pub async fn explain(
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
     }
+    for column in &plan.grouped_distinct {
+        pass += 1;
+        let _ = writeln!(
+            out,
+            "\npass {pass}: distinct values of {column}, grouped so that it can spill under the memory limit"
+        );
+        let frame = super::distinct_frame(exec::table(ctx, input)?, column)
+            .map_err(|e| Error::engine("planning", e))?;
+        render(&mut out, frame).await?;
+    }
     let sampled: Vec<String> = rules
         .statements
         .iter()

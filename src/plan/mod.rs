@@ -53,6 +53,10 @@ pub struct AuditPlan {
     /// Single integer key columns whose exact range `[min, max]` the footers
     /// give and which is dense enough for a bitmap instead of a hash table.
     pub dense_keys: std::collections::HashMap<Vec<String>, (i64, i64)>,
+    /// Columns whose `distinct_count` runs as a grouped pass of its own, which
+    /// can spill under a memory limit, instead of inside the fused aggregate,
+    /// whose distinct sets must fit in memory. Their atoms are not in `atoms`.
+    pub grouped_distinct: Vec<String>,
 }
 
 impl AuditPlan {
@@ -117,6 +121,31 @@ impl AuditPlan {
         self
     }
 
+    /// Moves `count(distinct c)` out of the fused aggregate into a grouped
+    /// pass per column, for every column except floating-point ones (whose
+    /// grouping would not count NaN and -0.0 as the fused aggregate does).
+    /// Costs one more scan each; used under `--memory-limit`, where a grouped
+    /// aggregate spills and a distinct set cannot.
+    pub fn distinct_by_grouping(mut self, schema: &Schema) -> AuditPlan {
+        let floating = |c: &str| {
+            schema
+                .field_with_name(c)
+                .is_ok_and(|f| match f.data_type() {
+                    DataType::Dictionary(_, v) => v.is_floating(),
+                    t => t.is_floating(),
+                })
+        };
+        let mut fused = Vec::new();
+        for atom in std::mem::take(&mut self.atoms) {
+            match atom {
+                Atom::Distinct(c) if !floating(&c) => self.grouped_distinct.push(c),
+                other => fused.push(other),
+            }
+        }
+        self.atoms = fused;
+        self
+    }
+
     /// Whether a metric is answered by the footers alone.
     pub fn from_footers_only(&self, m: &Metric) -> bool {
         key_set_of(m).is_none()
@@ -127,7 +156,7 @@ impl AuditPlan {
 
     /// How many passes over the data a run costs (before samples).
     pub fn scans(&self) -> usize {
-        usize::from(!self.atoms.is_empty()) + self.key_sets.len()
+        usize::from(!self.atoms.is_empty()) + self.key_sets.len() + self.grouped_distinct.len()
     }
 }
 
@@ -260,6 +289,12 @@ pub fn rows_frame(table: DataFrame, filter: Expr, columns: &[String]) -> Result<
             vec![count_all().alias(ROWS)],
         )?
         .filter(col(ROWS).gt(lit(0i64)))
+}
+
+/// The distinct non-null values of `column`, one row each, with their counts
+/// in [`ROWS`]: the grouped form of `count(distinct column)`.
+pub fn distinct_frame(table: DataFrame, column: &str) -> Result<DataFrame> {
+    rows_frame(table, ident(column).is_not_null(), &[column.to_string()])
 }
 
 /// Derives a metric's value from atom values and duplicate-key counts.

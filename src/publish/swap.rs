@@ -99,16 +99,20 @@ fn preflight(layout: &Layout, staged: &Path) -> Result<PathBuf, PublishError> {
         .root
         .canonicalize()
         .ctx("cannot resolve", &layout.root)?;
-    let partition = root.join(&layout.rel);
-    let engine = super::layout::engine_dir(&root);
-    if staged.starts_with(&partition)
-        || partition.starts_with(&staged)
-        || staged.starts_with(&engine)
+    // Staged files never live under ROOT (readers globbing ROOT would see
+    // them, and another partition's files would be taken away from it), nor
+    // in the kept-versions area, and the staged directory must not hold ROOT.
+    let state = super::layout::state_dir(&root);
+    if staged.starts_with(&root)
+        || root.starts_with(&staged)
+        || staged.starts_with(&state)
+        || state.starts_with(&staged)
     {
         return Err(PublishError::Refused(format!(
-            "the staged directory `{}` overlaps the partition `{}` or dqgate's state under the table root",
+            "the staged directory `{}` overlaps the table root `{}` or its kept versions `{}`: stage outside the table",
             staged.display(),
-            partition.display()
+            root.display(),
+            state.display()
         )));
     }
     let dev = fsx::device(&root)?;
@@ -118,7 +122,6 @@ fn preflight(layout: &Layout, staged: &Path) -> Result<PathBuf, PublishError> {
             root: root.display().to_string(),
         });
     }
-    let state = super::layout::state_dir(&root);
     fsx::create_dirs(&state)?;
     if fsx::device(&state)? != dev {
         return Err(PublishError::OtherFileSystem {

@@ -3,6 +3,7 @@
 //! Fixtures live in `testdata/` (Parquet data written by
 //! `cargo run --example gen_fixtures`, golden cases) and `rules/`.
 
+mod bounds;
 mod determinism;
 mod fastpath;
 mod fuzz_corpus;

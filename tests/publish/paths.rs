@@ -38,12 +38,16 @@ fn dqgate(cwd: &Path, args: &[&str]) -> std::process::Output {
 
 /// `dqgate publish r.dq` of `staged` into `table` under `cwd`, for one run key.
 fn publish(cwd: &Path, staged: &Path, partition: &str) -> std::process::Output {
-    let staged = staged.to_str().unwrap();
+    publish_as(cwd, "r.dq", staged.to_str().unwrap(), partition)
+}
+
+/// `dqgate publish RULES --staged STAGED --table table --partition P`.
+fn publish_as(cwd: &Path, rules: &str, staged: &str, partition: &str) -> std::process::Output {
     dqgate(
         cwd,
         &[
             "publish",
-            "r.dq",
+            rules,
             "--staged",
             staged,
             "--table",
@@ -168,4 +172,98 @@ fn a_partition_that_is_a_symlink_is_never_followed_out_of_root() {
         fs::read_to_string(outside.join("precious.txt")).unwrap(),
         "do not touch"
     );
+}
+
+#[test]
+fn staged_and_rule_file_paths_cannot_reach_outside_root_and_staging() {
+    let env = Env::new();
+    let elsewhere = env.tmp.path().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    fs::write(
+        elsewhere.join("r.dq"),
+        "table t\npartitioned by d\ncheck row_count > 0\n",
+    )
+    .unwrap();
+    fs::write(
+        env.tmp.path().join("r.dq"),
+        "table t\npartitioned by d\ncheck row_count > 0\n",
+    )
+    .unwrap();
+    let bystander = env.tmp.path().join("bystander");
+    fs::create_dir_all(&bystander).unwrap();
+    fs::write(bystander.join("keep.txt"), "x").unwrap();
+    let outside = |env: &Env| {
+        let mut t = tree(env.tmp.path());
+        t.retain(|p| {
+            !["table", ".table.dqgate", "staging"]
+                .iter()
+                .any(|top| p == top || p.starts_with(&format!("{top}/")))
+        });
+        t
+    };
+    let before = outside(&env);
+
+    // A staged path with `..` in it, and an absolute one; a rule file
+    // reached through `..`: each publishes into ROOT and nowhere else.
+    let s1 = env.stage("s1", 1, 1);
+    let dotted = format!(
+        "staging/../staging/{}",
+        s1.file_name().unwrap().to_str().unwrap()
+    );
+    let out = publish_as(
+        env.tmp.path(),
+        "elsewhere/../elsewhere/r.dq",
+        &dotted,
+        "d=1",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s2 = env.stage("s2", 2, 1);
+    let out = publish(env.tmp.path(), &s2, "d=2");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(env.root().join("d=1/_dqgate_audit.json").is_file());
+    assert!(env.root().join("d=2/_dqgate_audit.json").is_file());
+    assert_eq!(
+        outside(&env),
+        before,
+        "something outside ROOT and staging changed"
+    );
+    let published = tree(&env.root().join("d=1"));
+
+    // Staging the published partition itself, the table root, a directory
+    // that holds the table, or a link to any of them: refused, nothing moves.
+    std::os::unix::fs::symlink(env.root().join("d=1"), env.tmp.path().join("staging/link"))
+        .unwrap();
+    let snapshot = tree(env.tmp.path());
+    for staged in [
+        "table/d=1",
+        "table",
+        ".",
+        "staging/link",
+        "staging/../table/d=2",
+    ] {
+        let out = publish_as(env.tmp.path(), "r.dq", staged, "d=1");
+        let code = out.status.code();
+        assert!(
+            code == Some(2) || code == Some(3),
+            "--staged {staged}: exit {code:?}, {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            tree(env.tmp.path()),
+            snapshot,
+            "--staged {staged} changed the file system"
+        );
+    }
+    assert_eq!(tree(&env.root().join("d=1")), published);
+    assert_only_published(env.root());
 }
