@@ -104,7 +104,10 @@ fn split_offset(s: &str) -> Option<(&str, i64)> {
     // An offset needs a time part before it: look after the date.
     if s.len() > 10 {
         let tail_start = s.len().saturating_sub(6);
-        let tail = &s[tail_start..];
+        // Not on a character boundary: no ASCII offset can be there.
+        let Some(tail) = s.get(tail_start..) else {
+            return Some((s, 0));
+        };
         if let Some(sign) = tail.chars().next().filter(|c| *c == '+' || *c == '-') {
             let (h, m) = tail[1..].split_once(':')?;
             let secs = h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60;
@@ -171,5 +174,9 @@ mod tests {
             })
         );
         assert_eq!(parse_timestamp("yesterday"), None);
+        // Fuzz finding: a multi-byte character where an offset could start
+        // panicked on slicing.
+        assert_eq!(parse_timestamp("2025-03-06 0н00:00"), None);
+        assert_eq!(parse_timestamp("2025-03-06 00:00:0é"), None);
     }
 }
