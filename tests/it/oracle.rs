@@ -21,6 +21,7 @@ use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties}
 use dqgate::audit::{prepare, Published, RuleSource};
 use dqgate::engine::EngineOptions;
 use dqgate::value::Value;
+use proptest::prelude::*;
 
 #[path = "../support/splitmix.rs"]
 mod splitmix;
@@ -220,40 +221,62 @@ fn close(got: &Value, want: &Value) -> bool {
     }
 }
 
-#[test]
-fn metrics_agree_with_arrow_kernels() {
-    let tmp = tempfile::tempdir().unwrap();
-    let rules_path = tmp.path().join("t.dq");
-    fs::write(&rules_path, RULES).unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    for seed in 0..12u64 {
-        let mut rng = Rng(seed * 7919 + 1);
-        let dir = tmp.path().join(format!("staged-{seed}"));
+/// Audits `dir` in-process and returns the metric values in rule order.
+fn audit(
+    rt: &tokio::runtime::Runtime,
+    rules: &Path,
+    dir: &Path,
+    engine: &EngineOptions,
+) -> Vec<(String, Value)> {
+    let prepared = prepare(RuleSource::read(rules).unwrap(), dir, &[], false, engine).unwrap();
+    let verdict = rt.block_on(prepared.run(&Published::NotGiven)).unwrap();
+    verdict
+        .checks
+        .into_iter()
+        .map(|c| (c.metric, c.value))
+        .collect()
+}
+
+proptest! {
+    // Each case writes 1-4 files and audits them twice.
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// Random data in random layouts (files, empty files, row groups,
+    /// statistics on or off, nulls, NaN): the footer path, the scan path and,
+    /// under a memory limit, the spillable plan all agree with the oracle.
+    #[test]
+    fn metrics_agree_with_arrow_kernels(
+        seed in any::<u64>(),
+        threads in 1usize..4,
+        limited in any::<bool>(),
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let rules_path = tmp.path().join("t.dq");
+        fs::write(&rules_path, RULES).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut rng = Rng(seed);
+        let dir = tmp.path().join("staged");
         write_layout(&mut rng, &dir);
         let want = expected(&read_all(&dir));
-        let engine = EngineOptions {
-            threads: Some(1 + (seed % 3) as usize),
-            memory_limit: None,
-            // Even seeds may answer from footers, odd seeds scan everything:
-            // both paths must agree with the oracle.
-            scan_only: seed % 2 == 1,
+        let engine = |scan_only| EngineOptions {
+            threads: Some(threads),
+            memory_limit: limited.then_some(64 << 20),
+            scan_only,
         };
-        let prepared = prepare(
-            RuleSource::read(&rules_path).unwrap(),
-            &dir,
-            &[],
-            false,
-            &engine,
-        )
-        .unwrap();
-        let verdict = rt.block_on(prepared.run(&Published::NotGiven)).unwrap();
-        assert_eq!(verdict.checks.len(), want.len());
-        for (check, want) in verdict.checks.iter().zip(&want) {
-            assert!(
-                close(&check.value, want),
-                "seed {seed}: {} = {:?}, the oracle says {:?}",
-                check.metric,
-                check.value,
+        let footers = audit(&rt, &rules_path, &dir, &engine(false));
+        let scanned = audit(&rt, &rules_path, &dir, &engine(true));
+        prop_assert_eq!(footers.len(), want.len());
+        for (((metric, fast), (_, slow)), want) in footers.iter().zip(&scanned).zip(&want) {
+            prop_assert!(
+                close(fast, want) && close(slow, want),
+                "{}: footers {:?}, scan {:?}, the oracle says {:?}",
+                metric,
+                fast,
+                slow,
                 want
             );
         }
