@@ -18,7 +18,8 @@ use crate::exec::{self, input::StagedInput, Observations};
 use crate::plan::{self, Atom, AuditPlan};
 use crate::runkey::RunKey;
 use crate::value::Value;
-use crate::verdict::judge::{self, Measurements, MetricValues, RunInfo};
+use crate::verdict::history::{History, PastRun, PastRuns};
+use crate::verdict::judge::{self, Extra, Measurements, MetricValues, RunInfo};
 use crate::verdict::{InputFile, InputSummary, Sample, Source, Verdict};
 
 /// A rule file read from disk.
@@ -179,9 +180,33 @@ pub fn lint_without_data(rules: &RuleSource) -> Result<(), Error> {
 impl Prepared {
     /// Runs the plans and judges. `published` says what `published.*` refers to.
     pub async fn run(&self, published: &Published) -> Result<Verdict, Error> {
+        self.run_with(published, None).await
+    }
+
+    /// [`run`](Self::run), with the table's published partitions for
+    /// `history(N)` (`None`: no `--table`, history checks are skipped).
+    pub async fn run_with(
+        &self,
+        published: &Published,
+        past: Option<&PastRuns>,
+    ) -> Result<Verdict, Error> {
         let obs = exec::observe(&self.ctx, &self.input, &self.plan).await?;
         self.spilled_bytes
             .store(obs.spilled_bytes, std::sync::atomic::Ordering::Relaxed);
+        let published_schema = self.published_schema(published)?;
+        let baseline = past.map(|p| self.baseline(p));
+        let dups_nulls_equal = |keys: &[String]| {
+            obs.duplicates_nulls_equal
+                .get(keys)
+                .map(|d| d.samples.clone())
+                .unwrap_or_default()
+        };
+        let extra = Extra {
+            staged_schema: &self.input.schema,
+            published_schema: published_schema.as_ref().map_err(|why| *why),
+            duplicates_nulls_equal: &dups_nulls_equal,
+            history: baseline.as_ref().map_or(History::NotGiven, History::Runs),
+        };
         let staged = metric_values(
             &self
                 .checked
@@ -212,6 +237,7 @@ impl Prepared {
             published_absent: absent,
             duplicates: &duplicates,
             source: &source,
+            extra,
         };
         let mut verdict = judge::judge(
             &self.checked,
@@ -269,6 +295,69 @@ impl Prepared {
         }
     }
 
+    /// The published version's schema for `schema matches published`, or why
+    /// there is none. Only its footers are read.
+    fn published_schema(
+        &self,
+        published: &Published,
+    ) -> Result<Result<datafusion::arrow::datatypes::Schema, &'static str>, Error> {
+        if !self.checked.uses_published_schema() {
+            return Ok(Err("not needed"));
+        }
+        Ok(match published {
+            Published::NotGiven => {
+                Err("no --table given, so the published schema cannot be compared")
+            }
+            Published::Absent => Err("nothing is published for this run key yet"),
+            Published::Version { dir, .. } => {
+                let input = StagedInput::open(dir)
+                    .map_err(|e| Error::Audit(format!("reading the published version: {e}")))?;
+                Ok(input.schema.as_ref().clone())
+            }
+        })
+    }
+
+    /// The published partitions whose run key sorts before this run's, oldest
+    /// first. Run-key values compare in the type of their column (as
+    /// `partition.KEY` is typed), tuple-wise in `partitioned by` order; a
+    /// value that does not parse as that type compares as text.
+    fn baseline(&self, past: &PastRuns) -> PastRuns {
+        let current = self.typed_key(self.run_key.pairs());
+        let mut runs: Vec<(Vec<Value>, &PastRun)> = past
+            .runs
+            .iter()
+            .map(|r| (self.typed_key(&r.partition), r))
+            .filter(|(k, _)| compare_keys(k, &current) == std::cmp::Ordering::Less)
+            .collect();
+        runs.sort_by(|a, b| compare_keys(&a.0, &b.0));
+        PastRuns {
+            runs: runs.into_iter().map(|(_, r)| r.clone()).collect(),
+            unrecorded: past.unrecorded,
+            unreadable: past.unreadable,
+        }
+    }
+
+    fn typed_key(&self, pairs: &[(String, String)]) -> Vec<Value> {
+        self.checked
+            .partitioned_by
+            .iter()
+            .map(|k| {
+                let raw = pairs
+                    .iter()
+                    .find(|(n, _)| n == k)
+                    .map_or("", |(_, v)| v.as_str());
+                let ty = self
+                    .input
+                    .schema
+                    .field_with_name(k)
+                    .map_or(datafusion::arrow::datatypes::DataType::Utf8, |f| {
+                        f.data_type().clone()
+                    });
+                crate::scalar::parse_as(raw, &ty).unwrap_or_else(|_| Value::Text(raw.to_string()))
+            })
+            .collect()
+    }
+
     fn run_info(&self, compared_against: Option<String>) -> RunInfo {
         RunInfo {
             partition: self.run_key.pairs().to_vec(),
@@ -304,8 +393,30 @@ fn metric_values(metrics: &[Metric], input: &StagedInput, obs: &Observations) ->
             .get(k)
             .map_or(Value::Null, |d| Value::Int(d.keys as i128))
     };
+    let dups_nulls_equal = |k: &[String]| {
+        obs.duplicates_nulls_equal
+            .get(k)
+            .map_or(Value::Null, |d| Value::Int(d.keys as i128))
+    };
     metrics
         .iter()
-        .map(|m| (m.clone(), plan::derive(m, &input.schema, &atom, &dups)))
+        .map(|m| {
+            let v = plan::derive_with(m, &input.schema, &atom, &dups, &dups_nulls_equal);
+            (m.clone(), v)
+        })
         .collect()
+}
+
+/// Run keys in order: value by value; values of different kinds (one did
+/// not parse as the column's type) by their text.
+fn compare_keys(a: &[Value], b: &[Value]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let o = x
+            .compare(y)
+            .unwrap_or_else(|| x.to_string().cmp(&y.to_string()));
+        if o != std::cmp::Ordering::Equal {
+            return o;
+        }
+    }
+    a.len().cmp(&b.len())
 }

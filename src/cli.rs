@@ -250,7 +250,11 @@ async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
         (None, _) => Published::NotGiven,
         (Some(root), _) => current_version(&Table::open(root)?, &prepared.run_key)?,
     };
-    let verdict = prepared.run(&published).await?;
+    let past = match &table {
+        Some(root) => past_runs(&Table::open(root)?, &prepared)?,
+        None => None,
+    };
+    let verdict = prepared.run_with(&published, past.as_ref()).await?;
     emit(&verdict, a.format);
     timing(&prepared, started);
     Ok(if verdict.passed() { 0 } else { 1 })
@@ -264,6 +268,17 @@ fn current_version(table: &Table, key: &RunKey) -> Result<Published, Error> {
             fingerprint: v.fingerprint,
         },
     })
+}
+
+/// The table's published partitions, read only when a rule uses `history(N)`.
+fn past_runs(
+    table: &Table,
+    p: &audit::Prepared,
+) -> Result<Option<crate::verdict::history::PastRuns>, Error> {
+    if !p.checked.uses_history() {
+        return Ok(None);
+    }
+    Ok(Some(table.past_runs(&p.checked.partitioned_by)?))
 }
 
 fn timing(p: &audit::Prepared, started: Instant) {
@@ -300,7 +315,8 @@ async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> 
         Published::Version { fingerprint, .. } => Some(fingerprint.clone()),
         _ => None,
     };
-    let verdict = prepared.run(&published).await?;
+    let past = past_runs(&table, &prepared)?;
+    let verdict = prepared.run_with(&published, past.as_ref()).await?;
     emit(&verdict, a.format);
     timing(&prepared, started);
     let passed = match verdict.into_passed() {

@@ -202,7 +202,12 @@ impl<'a> Checker<'a> {
                     }
                     _ => Vec::new(),
                 };
-                let samples = sample_spec(&m, columns);
+                let samples = match &metric.kind {
+                    MetricKind::DuplicateCountNulls(_, nulls) => {
+                        key_columns(&m).map(|k| SampleSpec::DuplicateKeysNulls(k, *nulls))
+                    }
+                    _ => sample_spec(&m, columns),
+                };
                 (m, threshold, samples)
             }
             Assertion::Unique { keys, .. } => {
@@ -233,6 +238,28 @@ impl<'a> Checker<'a> {
                     columns: vec![column.name.clone()],
                 };
                 (Metric::CountWhere(filter), zero(), Some(samples))
+            }
+            Assertion::UniqueNulls { keys, nulls, .. } => {
+                let k = self.keys(keys)?;
+                (
+                    nulls_metric(k.clone(), *nulls),
+                    zero(),
+                    Some(SampleSpec::DuplicateKeysNulls(k, *nulls)),
+                )
+            }
+            Assertion::SchemaMatches { .. } => (Metric::SchemaDrift, zero(), None),
+            Assertion::ColumnType {
+                column,
+                ty,
+                nullable,
+                ..
+            } => {
+                let metric = Metric::ColumnType {
+                    column: column.name.clone(),
+                    declared: ty.ty.clone(),
+                    nullable: *nullable,
+                };
+                (metric, zero(), None)
             }
             Assertion::All { predicate, .. } => {
                 let expr = self.predicate(predicate)?;
@@ -277,6 +304,9 @@ impl<'a> Checker<'a> {
                 numeric,
             ),
             MetricKind::DuplicateCount(k) => (self.keys(k).map(Metric::DuplicateCount), numeric),
+            MetricKind::DuplicateCountNulls(k, nulls) => {
+                (self.keys(k).map(|k| nulls_metric(k, *nulls)), numeric)
+            }
             MetricKind::Min(c) | MetricKind::Max(c) => {
                 let Some(ty) = self.column(c) else {
                     return (None, Kind::Any);
@@ -581,6 +611,29 @@ impl<'a> Checker<'a> {
                 let (metric, kind) = self.metric(m);
                 Some((ValueTree::Published(metric?), kind))
             }
+            ValueKind::History { stat, n, metric } => {
+                let (checked, kind) = self.metric(metric);
+                let checked = checked?;
+                if !kind.compatible(Kind::Number) {
+                    self.error(
+                        codes::TYPE,
+                        metric.span,
+                        format!(
+                            "`{}` of history needs a numeric metric, but `{}` is {}",
+                            stat.as_str(),
+                            checked.name(),
+                            kind.describe()
+                        ),
+                    );
+                    return None;
+                }
+                let h = HistoryRef {
+                    stat: *stat,
+                    n: *n,
+                    metric: checked,
+                };
+                Some((ValueTree::History(h), Kind::Number))
+            }
             ValueKind::Neg(inner) => {
                 let (t, k) = self.value_expr(inner)?;
                 self.require_number(k, inner.span, "-")?;
@@ -619,6 +672,22 @@ impl<'a> Checker<'a> {
     }
 }
 
+/// The metric `duplicate_count` stands for under declared null semantics.
+fn nulls_metric(keys: Vec<String>, nulls: ast::Nulls) -> Metric {
+    match nulls {
+        ast::Nulls::Distinct => Metric::DuplicateCount(keys),
+        ast::Nulls::NotDistinct => Metric::DuplicateCountNullsEqual(keys),
+    }
+}
+
+/// The key columns of a key metric.
+fn key_columns(m: &Metric) -> Option<Vec<String>> {
+    match m {
+        Metric::DuplicateCount(k) | Metric::DuplicateCountNullsEqual(k) => Some(k.clone()),
+        _ => None,
+    }
+}
+
 fn zero() -> Threshold {
     Threshold::Op(
         CmpOp::Eq,
@@ -634,6 +703,10 @@ fn sample_spec(m: &Metric, columns: Vec<String>) -> Option<SampleSpec> {
         Metric::DuplicateCount(k) | Metric::PrimaryKeyViolations(k) => {
             Some(SampleSpec::DuplicateKeys(k.clone()))
         }
+        Metric::DuplicateCountNullsEqual(k) => Some(SampleSpec::DuplicateKeysNulls(
+            k.clone(),
+            ast::Nulls::NotDistinct,
+        )),
         Metric::CountWhere(f) | Metric::RateWhere(f) => Some(SampleSpec::Rows {
             filter: f.expr.clone(),
             columns,

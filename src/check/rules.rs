@@ -5,7 +5,7 @@
 
 use datafusion::logical_expr::Expr;
 
-use crate::dsl::ast::{ArithOp, CmpOp, Severity};
+use crate::dsl::ast::{ArithOp, CmpOp, DeclaredType, HistoryStat, Nulls, Severity};
 use crate::value::Value;
 
 /// A rule file ready to plan.
@@ -26,6 +26,21 @@ impl CheckedRules {
                 .for_each_operand(&mut |o| o.collect_published(&mut out));
         }
         out
+    }
+
+    /// Whether a threshold reads `history(N)`.
+    pub fn uses_history(&self) -> bool {
+        self.statements
+            .iter()
+            .any(|s| !s.threshold.history_refs().is_empty())
+    }
+
+    /// Whether a `schema matches published` statement needs the published
+    /// version's schema.
+    pub fn uses_published_schema(&self) -> bool {
+        self.statements
+            .iter()
+            .any(|s| s.metric == Metric::SchemaDrift)
     }
 }
 
@@ -59,6 +74,19 @@ pub enum Metric {
     Avg(String),
     CountWhere(Filter),
     RateWhere(Filter),
+    /// Distinct key tuples occurring in more than one row, a null key part
+    /// being a value like any other (`nulls not distinct`).
+    DuplicateCountNullsEqual(Vec<String>),
+    /// `schema matches published`: columns that differ from the published
+    /// version's schema (answered from the footers).
+    SchemaDrift,
+    /// `column c is TYPE [null | not null]` (answered from the footers).
+    ColumnType {
+        column: String,
+        declared: DeclaredType,
+        /// `Some(false)`: `not null`; `Some(true)`: `null`; `None`: either.
+        nullable: Option<bool>,
+    },
 }
 
 /// A row filter: a planned DataFusion expression and how to show it.
@@ -92,7 +120,17 @@ impl Metric {
             Metric::Avg(c) => format!("avg({})", quote_ident(c)),
             Metric::CountWhere(f) => format!("count(where {})", f.text),
             Metric::RateWhere(f) => format!("rate(where {})", f.text),
+            Metric::DuplicateCountNullsEqual(k) => {
+                format!("duplicate_count({}) nulls not distinct", keys(k))
+            }
+            Metric::SchemaDrift => "schema_drift".into(),
+            Metric::ColumnType { column, .. } => format!("type({})", quote_ident(column)),
         }
+    }
+
+    /// True for metrics judged from the schemas rather than by a threshold.
+    pub fn is_schema(&self) -> bool {
+        matches!(self, Metric::SchemaDrift | Metric::ColumnType { .. })
     }
 }
 
@@ -132,6 +170,19 @@ impl Threshold {
         self.for_each_operand(&mut |o| any |= o.uses_published());
         any
     }
+
+    /// Every `STAT(history(N).METRIC)` reference, in order.
+    pub fn history_refs(&self) -> Vec<HistoryRef> {
+        let mut out = Vec::new();
+        self.for_each_operand(&mut |o| {
+            o.tree.walk(&mut |t| {
+                if let ValueTree::History(h) = t {
+                    out.push(h.clone());
+                }
+            })
+        });
+        out
+    }
 }
 
 /// One side of a comparison: an expression tree and its source text.
@@ -167,6 +218,28 @@ pub enum ValueTree {
     Published(Metric),
     Neg(Box<ValueTree>),
     Binary(ArithOp, Box<ValueTree>, Box<ValueTree>),
+    /// A statistic of the metric over earlier published partitions.
+    History(HistoryRef),
+}
+
+/// `STAT(history(N).METRIC)`, checked.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HistoryRef {
+    pub stat: HistoryStat,
+    pub n: u32,
+    pub metric: Metric,
+}
+
+impl HistoryRef {
+    /// How the reference is written, e.g. `median(history(7).row_count)`.
+    pub fn text(&self) -> String {
+        format!(
+            "{}(history({}).{})",
+            self.stat.as_str(),
+            self.n,
+            self.metric.name()
+        )
+    }
 }
 
 impl ValueTree {
@@ -178,7 +251,7 @@ impl ValueTree {
                 a.walk(f);
                 b.walk(f);
             }
-            ValueTree::Const(_) | ValueTree::Published(_) => {}
+            ValueTree::Const(_) | ValueTree::Published(_) | ValueTree::History(_) => {}
         }
     }
 }
@@ -190,4 +263,7 @@ pub enum SampleSpec {
     DuplicateKeys(Vec<String>),
     /// Rows matching the filter, grouped by these columns.
     Rows { filter: Expr, columns: Vec<String> },
+    /// Duplicated keys of a statement that declared its null semantics
+    /// (`nulls distinct` / `nulls not distinct`); the verdict reports them.
+    DuplicateKeysNulls(Vec<String>, Nulls),
 }

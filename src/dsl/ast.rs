@@ -66,6 +66,83 @@ pub enum Assertion {
     },
     /// `all(P)`
     All { predicate: Predicate, span: Span },
+    /// `unique(k, ...) nulls distinct` or `unique(k, ...) nulls not distinct`:
+    /// `unique` with its null semantics declared.
+    UniqueNulls {
+        keys: Vec<Ident>,
+        nulls: Nulls,
+        span: Span,
+    },
+    /// `schema matches published`
+    SchemaMatches { span: Span },
+    /// `column c is TYPE [null | not null]`
+    ColumnType {
+        column: Ident,
+        ty: TypeSpec,
+        /// `Some(false)` for `not null`, `Some(true)` for `null`, `None` when
+        /// nullability is not declared.
+        nullable: Option<bool>,
+        span: Span,
+    },
+}
+
+/// How key checks treat a null key part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Nulls {
+    /// `nulls distinct` (the v1 default): a key with a null part equals no
+    /// other key, so such rows never duplicate anything.
+    Distinct,
+    /// `nulls not distinct`: a null key part is a value like any other.
+    NotDistinct,
+}
+
+impl Nulls {
+    /// `distinct` or `not distinct`, as written after `nulls`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Nulls::Distinct => "distinct",
+            Nulls::NotDistinct => "not distinct",
+        }
+    }
+}
+
+/// A declared column type, as an analyst writes it (`decimal(12,2)`,
+/// `timestamp(ms, 'UTC')`), already resolved to one of the known type names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypeSpec {
+    pub ty: DeclaredType,
+    pub span: Span,
+}
+
+/// The types a `column ... is TYPE` declaration can name; see
+/// `dsl::types` for the spellings of each.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DeclaredType {
+    Boolean,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    UInt8,
+    UInt16,
+    UInt32,
+    UInt64,
+    Float32,
+    Float64,
+    Decimal {
+        precision: u8,
+        scale: i8,
+    },
+    String,
+    Binary,
+    Date,
+    Time,
+    /// `unit` is one of `s`, `ms`, `us`, `ns` when given; `tz` the time zone
+    /// when given.
+    Timestamp {
+        unit: Option<String>,
+        tz: Option<String>,
+    },
 }
 
 /// A measurable quantity of a partition.
@@ -88,6 +165,8 @@ pub enum MetricKind {
     Avg(Ident),
     CountWhere(Predicate),
     RateWhere(Predicate),
+    /// `duplicate_count(k, ...) nulls [not] distinct`
+    DuplicateCountNulls(Vec<Ident>, Nulls),
 }
 
 /// A SQL boolean expression, handed to DataFusion's SQL parser as is.
@@ -155,6 +234,13 @@ pub enum ValueKind {
     PartitionRef(Ident),
     /// `published.METRIC`
     PublishedRef(Box<Metric>),
+    /// `STAT(history(N).METRIC)`, e.g. `median(history(7).row_count)`.
+    History {
+        stat: HistoryStat,
+        /// How many published partitions, at most.
+        n: u32,
+        metric: Box<Metric>,
+    },
     /// Unary minus.
     Neg(Box<ValueExpr>),
     Binary {
@@ -162,6 +248,41 @@ pub enum ValueKind {
         lhs: Box<ValueExpr>,
         rhs: Box<ValueExpr>,
     },
+}
+
+/// A statistic over a metric's values in earlier published partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HistoryStat {
+    Avg,
+    Median,
+    Min,
+    Max,
+    /// The sample standard deviation (n - 1 in the denominator).
+    Stddev,
+}
+
+impl HistoryStat {
+    pub const ALL: [HistoryStat; 5] = [
+        HistoryStat::Avg,
+        HistoryStat::Median,
+        HistoryStat::Min,
+        HistoryStat::Max,
+        HistoryStat::Stddev,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryStat::Avg => "avg",
+            HistoryStat::Median => "median",
+            HistoryStat::Min => "min",
+            HistoryStat::Max => "max",
+            HistoryStat::Stddev => "stddev",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<HistoryStat> {
+        HistoryStat::ALL.into_iter().find(|s| s.as_str() == name)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

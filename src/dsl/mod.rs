@@ -9,5 +9,6 @@ pub mod ast;
 pub mod lexer;
 pub mod parser;
 pub mod print;
+pub mod types;
 
 pub use parser::parse;

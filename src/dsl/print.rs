@@ -72,6 +72,27 @@ pub fn assertion(a: &Assertion) -> String {
             format!("values({}) {not}in ({})", ident(column), items.join(", "))
         }
         Assertion::All { predicate, .. } => format!("all({})", predicate.sql),
+        Assertion::UniqueNulls { keys, nulls, .. } => {
+            format!("unique({}) nulls {}", idents(keys), nulls.as_str())
+        }
+        Assertion::SchemaMatches { .. } => "schema matches published".into(),
+        Assertion::ColumnType {
+            column,
+            ty,
+            nullable,
+            ..
+        } => {
+            let null = match nullable {
+                None => "",
+                Some(true) => " null",
+                Some(false) => " not null",
+            };
+            format!(
+                "column {} is {}{null}",
+                ident(column),
+                super::types::canonical(&ty.ty)
+            )
+        }
     }
 }
 
@@ -90,6 +111,9 @@ pub fn metric(m: &Metric) -> String {
         MetricKind::Avg(c) => one("avg", c),
         MetricKind::CountWhere(p) => format!("count(where {})", p.sql),
         MetricKind::RateWhere(p) => format!("rate(where {})", p.sql),
+        MetricKind::DuplicateCountNulls(keys, nulls) => {
+            format!("duplicate_count({}) nulls {}", idents(keys), nulls.as_str())
+        }
     }
 }
 
@@ -108,6 +132,9 @@ pub fn value(v: &ValueExpr) -> String {
         ValueKind::Literal(l) => literal(l),
         ValueKind::PartitionRef(key) => format!("partition.{}", ident(key)),
         ValueKind::PublishedRef(m) => format!("published.{}", metric(m)),
+        ValueKind::History { stat, n, metric: m } => {
+            format!("{}(history({n}).{})", stat.as_str(), metric(m))
+        }
         ValueKind::Neg(inner) => {
             // `- -x`, not `-(-x)`: parentheses would count as nesting levels
             // and a chain that parsed could exceed the depth limit when
@@ -240,6 +267,18 @@ fn clear_assertion(a: &mut Assertion) {
             *span = Span::default();
             clear_predicate(predicate);
         }
+        Assertion::UniqueNulls { keys, span, .. } => {
+            *span = Span::default();
+            keys.iter_mut().for_each(|k| k.span = Span::default());
+        }
+        Assertion::SchemaMatches { span } => *span = Span::default(),
+        Assertion::ColumnType {
+            column, ty, span, ..
+        } => {
+            *span = Span::default();
+            column.span = Span::default();
+            ty.span = Span::default();
+        }
     }
 }
 
@@ -254,7 +293,7 @@ fn clear_metric(m: &mut Metric) {
         | MetricKind::Max(c)
         | MetricKind::Sum(c)
         | MetricKind::Avg(c) => c.span = Span::default(),
-        MetricKind::DuplicateCount(keys) => {
+        MetricKind::DuplicateCount(keys) | MetricKind::DuplicateCountNulls(keys, _) => {
             keys.iter_mut().for_each(|k| k.span = Span::default());
         }
         MetricKind::CountWhere(p) | MetricKind::RateWhere(p) => clear_predicate(p),
@@ -277,7 +316,7 @@ fn clear_value(v: &mut ValueExpr) {
         match &mut v.kind {
             ValueKind::Literal(_) => {}
             ValueKind::PartitionRef(key) => key.span = Span::default(),
-            ValueKind::PublishedRef(m) => clear_metric(m),
+            ValueKind::PublishedRef(m) | ValueKind::History { metric: m, .. } => clear_metric(m),
             ValueKind::Neg(inner) => stack.push(inner),
             ValueKind::Binary { lhs, rhs, .. } => {
                 stack.push(lhs);

@@ -52,6 +52,8 @@ pub struct Duplicates {
 pub struct Observations {
     pub atoms: HashMap<Atom, Value>,
     pub duplicates: HashMap<Vec<String>, Duplicates>,
+    /// The same for `nulls not distinct` key sets.
+    pub duplicates_nulls_equal: HashMap<Vec<String>, Duplicates>,
     /// Bytes spilled to disk by all passes.
     pub spilled_bytes: u64,
 }
@@ -131,7 +133,7 @@ pub async fn observe(
             },
         );
     }
-    let first = passes - plan.grouped_distinct.len();
+    let first = passes - plan.grouped_distinct.len() - plan.key_sets_nulls_equal.len();
     for (i, column) in plan.grouped_distinct.iter().enumerate() {
         let label = format!("pass {}/{passes}: distinct {column}", first + i + 1);
         let frame = plan::distinct_frame(table(ctx, input)?, column)
@@ -143,7 +145,50 @@ pub async fn observe(
             Value::Int(i128::from(top.groups)),
         );
     }
+    observe_nulls_equal(ctx, input, plan, &mut obs).await?;
     Ok(obs)
+}
+
+/// The grouped passes of `nulls not distinct` key sets. When no key column
+/// is nullable, a null key part cannot occur and the `nulls distinct` result
+/// of the same columns, if observed, is reused.
+async fn observe_nulls_equal(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    plan: &AuditPlan,
+    obs: &mut Observations,
+) -> Result<(), Error> {
+    let passes = plan.scans();
+    let first = passes - plan.key_sets_nulls_equal.len();
+    for (i, keys) in plan.key_sets_nulls_equal.iter().enumerate() {
+        let nullable = keys.iter().any(|k| {
+            input
+                .schema
+                .field_with_name(k)
+                .map_or(true, |f| f.is_nullable())
+        });
+        if let (false, Some(d)) = (nullable, obs.duplicates.get(keys)) {
+            obs.duplicates_nulls_equal.insert(keys.clone(), d.clone());
+            continue;
+        }
+        let label = format!(
+            "pass {}/{passes}: keys ({}) nulls not distinct",
+            first + i + 1,
+            keys.join(", ")
+        );
+        let frame = plan::duplicates_nulls_equal_frame(table(ctx, input)?, keys)
+            .map_err(|e| Error::engine("planning a key check", e))?;
+        let top = grouped_top(frame, keys.len(), &label, input.row_count()).await?;
+        obs.spilled_bytes += top.spilled_bytes;
+        obs.duplicates_nulls_equal.insert(
+            keys.clone(),
+            Duplicates {
+                keys: top.groups,
+                samples: top.best,
+            },
+        );
+    }
+    Ok(())
 }
 
 /// An already observed key set, contained in `keys`, without duplicates.

@@ -114,6 +114,37 @@ pub async fn explain(
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
     }
+    for keys in &plan.key_sets_nulls_equal {
+        pass += 1;
+        let users: Vec<String> = rules
+            .statements
+            .iter()
+            .filter(|s| super::key_set_nulls_equal_of(&s.metric).as_ref() == Some(keys))
+            .map(|s| format!("line {}", s.line))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\npass {pass}: duplicate keys over ({}) with nulls not distinct, for {}",
+            keys.join(", "),
+            users.join(", ")
+        );
+        let frame = super::duplicates_nulls_equal_frame(exec::table(ctx, input)?, keys)
+            .map_err(|e| Error::engine("planning", e))?;
+        render(&mut out, frame).await?;
+    }
+    let schema_lines: Vec<String> = rules
+        .statements
+        .iter()
+        .filter(|s| s.metric.is_schema())
+        .map(|s| format!("line {}", s.line))
+        .collect();
+    if !schema_lines.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nanswered from the schemas in the Parquet footers, no scan: {}",
+            schema_lines.join(", ")
+        );
+    }
     let sampled: Vec<String> = rules
         .statements
         .iter()

@@ -57,6 +57,9 @@ pub struct AuditPlan {
     /// can spill under a memory limit, instead of inside the fused aggregate,
     /// whose distinct sets must fit in memory. Their atoms are not in `atoms`.
     pub grouped_distinct: Vec<String>,
+    /// Distinct key sets (columns sorted by name) of `nulls not distinct`
+    /// checks: grouped passes that keep rows with null key parts.
+    pub key_sets_nulls_equal: Vec<Vec<String>>,
 }
 
 impl AuditPlan {
@@ -80,7 +83,13 @@ impl AuditPlan {
                     plan.key_sets.push(k);
                 }
             }
+            if let Some(k) = key_set_nulls_equal_of(m) {
+                if !plan.key_sets_nulls_equal.contains(&k) {
+                    plan.key_sets_nulls_equal.push(k);
+                }
+            }
         }
+        plan.key_sets_nulls_equal.sort();
         // Smaller key sets first: when one has no duplicates, every key set
         // containing it has none either, and its pass is skipped.
         plan.key_sets
@@ -149,6 +158,7 @@ impl AuditPlan {
     /// Whether a metric is answered by the footers alone.
     pub fn from_footers_only(&self, m: &Metric) -> bool {
         key_set_of(m).is_none()
+            && key_set_nulls_equal_of(m).is_none()
             && atoms_of(m)
                 .iter()
                 .all(|a| self.from_footers.iter().any(|(f, _)| f == a))
@@ -156,7 +166,10 @@ impl AuditPlan {
 
     /// How many passes over the data a run costs (before samples).
     pub fn scans(&self) -> usize {
-        usize::from(!self.atoms.is_empty()) + self.key_sets.len() + self.grouped_distinct.len()
+        usize::from(!self.atoms.is_empty())
+            + self.key_sets.len()
+            + self.grouped_distinct.len()
+            + self.key_sets_nulls_equal.len()
     }
 }
 
@@ -176,6 +189,18 @@ pub fn atoms_of(m: &Metric) -> Vec<Atom> {
         Metric::Avg(c) => vec![Atom::Sum(c.clone()), Atom::NonNull(c.clone())],
         Metric::CountWhere(f) => vec![Atom::CountIf(f.expr.clone())],
         Metric::RateWhere(f) => vec![Atom::RowCount, Atom::CountIf(f.expr.clone())],
+        // Key sets and schemas, no aggregate atoms.
+        Metric::DuplicateCountNullsEqual(_) | Metric::SchemaDrift | Metric::ColumnType { .. } => {
+            vec![]
+        }
+    }
+}
+
+/// The sorted key set a `nulls not distinct` metric needs a grouped pass for.
+pub fn key_set_nulls_equal_of(m: &Metric) -> Option<Vec<String>> {
+    match m {
+        Metric::DuplicateCountNullsEqual(k) => Some(sorted(k)),
+        _ => None,
     }
 }
 
@@ -280,6 +305,18 @@ pub fn duplicates_frame(table: DataFrame, keys: &[String]) -> Result<DataFrame> 
         .filter(col(ROWS).gt(lit(1i64)))
 }
 
+/// Keys occurring in more than one row, with their row counts in [`ROWS`],
+/// a null key part being a value like any other (`nulls not distinct`; SQL
+/// `GROUP BY` already groups nulls together).
+pub fn duplicates_nulls_equal_frame(table: DataFrame, keys: &[String]) -> Result<DataFrame> {
+    table
+        .aggregate(
+            keys.iter().map(ident).collect(),
+            vec![count_all().alias(ROWS)],
+        )?
+        .filter(col(ROWS).gt(lit(1i64)))
+}
+
 /// Rows matching `filter`, grouped by `columns`, with their counts in [`ROWS`].
 pub fn rows_frame(table: DataFrame, filter: Expr, columns: &[String]) -> Result<DataFrame> {
     table
@@ -304,6 +341,18 @@ pub fn derive(
     atom: &dyn Fn(&Atom) -> Value,
     duplicates: &dyn Fn(&[String]) -> Value,
 ) -> Value {
+    derive_with(m, schema, atom, duplicates, &|_| Value::Null)
+}
+
+/// [`derive`], with the duplicate-key counts of `nulls not distinct` key
+/// sets too. Schema metrics have no value here (the judge compares schemas).
+pub fn derive_with(
+    m: &Metric,
+    schema: &Schema,
+    atom: &dyn Fn(&Atom) -> Value,
+    duplicates: &dyn Fn(&[String]) -> Value,
+    duplicates_nulls_equal: &dyn Fn(&[String]) -> Value,
+) -> Value {
     let rows = || atom(&Atom::RowCount);
     match m {
         Metric::RowCount => rows(),
@@ -322,6 +371,8 @@ pub fn derive(
         Metric::Avg(c) => avg(atom(&Atom::Sum(c.clone())), atom(&Atom::NonNull(c.clone()))),
         Metric::CountWhere(f) => atom(&Atom::CountIf(f.expr.clone())),
         Metric::RateWhere(f) => rate(atom(&Atom::CountIf(f.expr.clone())), rows()),
+        Metric::DuplicateCountNullsEqual(k) => duplicates_nulls_equal(&sorted(k)),
+        Metric::SchemaDrift | Metric::ColumnType { .. } => Value::Null,
     }
 }
 

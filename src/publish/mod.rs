@@ -41,6 +41,7 @@
 
 mod error;
 mod fsx;
+mod history;
 mod journal;
 mod kept;
 pub mod layout;

@@ -3,7 +3,8 @@
 //!
 //! The output is byte-identical for the same inputs: no clock, no host, no
 //! absolute path, no map with unstable order. Fields beyond the spec
-//! (`source`, `note`, `compared_against`, `published`) are additions that do not
+//! (`source`, `note`, `compared_against`, `published`, and on checks `nulls`
+//! and `drift`) are additions that do not
 //! change the fixed keys.
 
 use serde::Serialize;
@@ -131,6 +132,19 @@ struct CheckWire<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'a str>,
     source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nulls: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drift: Option<Vec<DriftWire<'a>>>,
+}
+
+/// One column's difference from the published schema.
+#[derive(Serialize)]
+struct DriftWire<'a> {
+    column: &'a str,
+    change: &'static str,
+    published: Option<&'a str>,
+    staged: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -210,6 +224,17 @@ fn check_wire(c: &CheckResult) -> CheckWire<'_> {
             super::Source::Metadata => "metadata",
             super::Source::Scan => "scan",
         },
+        nulls: c.nulls.map(|n| n.as_str()),
+        drift: c.drift.as_ref().map(|d| {
+            d.iter()
+                .map(|d| DriftWire {
+                    column: &d.column,
+                    change: d.change.as_str(),
+                    published: d.published.as_deref(),
+                    staged: d.staged.as_deref(),
+                })
+                .collect()
+        }),
     }
 }
 

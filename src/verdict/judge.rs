@@ -3,12 +3,15 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+use datafusion::arrow::datatypes::Schema;
+
 use crate::check::{
     CheckedRules, CheckedStatement, Metric, Operand, SampleSpec, Threshold, ValueTree,
 };
-use crate::dsl::ast::CmpOp;
+use crate::dsl::ast::{CmpOp, Nulls};
 use crate::value::{arith, negate, Value};
 
+use super::history::History;
 use super::{CheckResult, InputSummary, Sample, Source, Status, Verdict};
 
 /// Metric values of one partition.
@@ -38,6 +41,20 @@ pub struct Measurements<'a> {
     /// Duplicate-key samples by key set (sorted columns), values in that order.
     pub duplicates: &'a dyn Fn(&[String]) -> RankedKeys,
     pub source: &'a dyn Fn(&Metric) -> Source,
+    /// What schema, history and `nulls not distinct` checks read.
+    pub extra: Extra<'a>,
+}
+
+/// What the checks beyond metric thresholds read.
+pub struct Extra<'a> {
+    /// The staged files' schema.
+    pub staged_schema: &'a Schema,
+    /// The published version's schema, or why there is none.
+    pub published_schema: Result<&'a Schema, &'a str>,
+    /// Duplicate-key samples of `nulls not distinct` key sets.
+    pub duplicates_nulls_equal: &'a dyn Fn(&[String]) -> RankedKeys,
+    /// Earlier published partitions, for `history(N)`.
+    pub history: History<'a>,
 }
 
 /// Judges every statement, in file order.
@@ -55,6 +72,23 @@ pub fn judge(rules: &CheckedRules, m: &Measurements<'_>, info: RunInfo) -> Verdi
 }
 
 fn judge_one(s: &CheckedStatement, m: &Measurements<'_>) -> CheckResult {
+    let mut result = judge_thresholded(s, m);
+    if let Some(SampleSpec::DuplicateKeysNulls(keys, nulls)) = &s.samples {
+        result.nulls = Some(*nulls);
+        if result.status == Status::Fail {
+            result.samples = Some(match nulls {
+                Nulls::Distinct => duplicate_samples(keys, m.duplicates),
+                Nulls::NotDistinct => duplicate_samples(keys, m.extra.duplicates_nulls_equal),
+            });
+        }
+    }
+    result
+}
+
+fn judge_thresholded(s: &CheckedStatement, m: &Measurements<'_>) -> CheckResult {
+    if s.metric.is_schema() {
+        return super::schema::judge(s, &m.extra);
+    }
     let value = m.staged.get(&s.metric).cloned().unwrap_or(Value::Null);
     let mut result = CheckResult {
         line: s.line,
@@ -67,31 +101,44 @@ fn judge_one(s: &CheckedStatement, m: &Measurements<'_>) -> CheckResult {
         samples: None,
         note: None,
         source: (m.source)(&s.metric),
+        nulls: None,
+        drift: None,
     };
-    let evaluated = evaluate(&s.threshold, m.published);
-    let Some((expected, holds)) = evaluated.map(|t| (describe(&t), holds(&result.value, &t)))
-    else {
-        result.expected = describe_source(&s.threshold);
-        result.note = Some(m.published_absent.to_string());
-        return result;
+    let refs = Refs {
+        published: m.published,
+        published_absent: m.published_absent,
+        history: m.extra.history,
+        notes: Vec::new(),
     };
-    result.expected = expected;
+    let (evaluated, notes) = match evaluate(&s.threshold, refs) {
+        Ok(e) => e,
+        Err(why) => {
+            result.expected = describe_source(&s.threshold);
+            result.note = Some(why);
+            return result;
+        }
+    };
+    let holds = holds(&result.value, &evaluated);
+    result.expected = describe(&evaluated);
     result.status = if holds { Status::Pass } else { Status::Fail };
+    let mut notes = notes;
     if result.value.is_null() && !holds {
-        result.note =
-            Some("the metric is null (no non-null values), and a null metric never holds".into());
+        notes.push("the metric is null (no non-null values), and a null metric never holds".into());
+    }
+    if !notes.is_empty() {
+        result.note = Some(notes.join("; "));
     }
     if result.status == Status::Fail {
         if let Some(SampleSpec::DuplicateKeys(keys)) = &s.samples {
-            result.samples = Some(duplicate_samples(keys, m));
+            result.samples = Some(duplicate_samples(keys, m.duplicates));
         }
     }
     result
 }
 
-fn duplicate_samples(keys: &[String], m: &Measurements<'_>) -> Vec<Sample> {
+fn duplicate_samples(keys: &[String], duplicates: &dyn Fn(&[String]) -> RankedKeys) -> Vec<Sample> {
     let sorted = crate::plan::sorted(keys);
-    (m.duplicates)(&sorted)
+    duplicates(&sorted)
         .into_iter()
         .map(|(values, rows)| Sample {
             key: keys
@@ -112,24 +159,69 @@ enum Evaluated {
     Between(Value, Value),
 }
 
-fn evaluate(t: &Threshold, published: Option<&MetricValues>) -> Option<Evaluated> {
-    Some(match t {
-        Threshold::Op(op, o) => Evaluated::Op(*op, eval(&o.tree, published)?),
+/// What threshold references resolve against, and the notes they leave.
+struct Refs<'a> {
+    published: Option<&'a MetricValues>,
+    published_absent: &'a str,
+    history: History<'a>,
+    /// Remarks on how `history(N)` values were computed.
+    notes: Vec<String>,
+}
+
+/// The evaluated threshold and the notes of its references; or why it could
+/// not be evaluated (the check is skipped).
+fn evaluate(t: &Threshold, mut refs: Refs<'_>) -> Result<(Evaluated, Vec<String>), String> {
+    let e = match t {
+        Threshold::Op(op, o) => Evaluated::Op(*op, eval_refs(&o.tree, &mut refs)?),
         Threshold::Between(lo, hi) => {
-            Evaluated::Between(eval(&lo.tree, published)?, eval(&hi.tree, published)?)
+            let lo = eval_refs(&lo.tree, &mut refs)?;
+            Evaluated::Between(lo, eval_refs(&hi.tree, &mut refs)?)
         }
+    };
+    Ok((e, refs.notes))
+}
+
+fn eval_refs(tree: &ValueTree, refs: &mut Refs<'_>) -> Result<Value, String> {
+    Ok(match tree {
+        ValueTree::Const(v) => v.clone(),
+        ValueTree::Published(metric) => match refs.published {
+            Some(p) => p.get(metric).cloned().unwrap_or(Value::Null),
+            None => return Err(refs.published_absent.to_string()),
+        },
+        ValueTree::History(h) => {
+            let (v, note) = super::history::statistic(h, refs.history)?;
+            if !refs.notes.contains(&note) {
+                refs.notes.push(note);
+            }
+            v
+        }
+        ValueTree::Neg(a) => negate(&eval_refs(a, refs)?),
+        ValueTree::Binary(op, a, b) => arith(*op, &eval_refs(a, refs)?, &eval_refs(b, refs)?),
     })
 }
 
 /// Evaluates a threshold expression; `None` when it needs published values
-/// and there are none.
+/// and there are none, or history.
 pub fn eval(tree: &ValueTree, published: Option<&MetricValues>) -> Option<Value> {
-    Some(match tree {
-        ValueTree::Const(v) => v.clone(),
-        ValueTree::Published(metric) => published?.get(metric).cloned().unwrap_or(Value::Null),
-        ValueTree::Neg(a) => negate(&eval(a, published)?),
-        ValueTree::Binary(op, a, b) => arith(*op, &eval(a, published)?, &eval(b, published)?),
-    })
+    let mut refs = Refs {
+        published,
+        published_absent: "",
+        history: History::NotGiven,
+        notes: Vec::new(),
+    };
+    if contains_history(tree) {
+        return None;
+    }
+    eval_refs(tree, &mut refs).ok()
+}
+
+fn contains_history(tree: &ValueTree) -> bool {
+    match tree {
+        ValueTree::History(_) => true,
+        ValueTree::Const(_) | ValueTree::Published(_) => false,
+        ValueTree::Neg(a) => contains_history(a),
+        ValueTree::Binary(_, a, b) => contains_history(a) || contains_history(b),
+    }
 }
 
 /// Folds a tree without `published` references to a constant.
@@ -142,7 +234,7 @@ pub fn fold(tree: &ValueTree) -> ValueTree {
 
 fn contains_published(tree: &ValueTree) -> bool {
     match tree {
-        ValueTree::Published(_) => true,
+        ValueTree::Published(_) | ValueTree::History(_) => true,
         ValueTree::Const(_) => false,
         ValueTree::Neg(a) => contains_published(a),
         ValueTree::Binary(_, a, b) => contains_published(a) || contains_published(b),

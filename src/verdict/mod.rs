@@ -3,11 +3,13 @@
 //! A verdict never acts. `publish` accepts only a [`PassedVerdict`], which
 //! only [`Verdict::into_passed`] can construct.
 
+pub mod history;
 pub mod json;
 pub mod judge;
+pub mod schema;
 pub mod text;
 
-use crate::dsl::ast::Severity;
+use crate::dsl::ast::{Nulls, Severity};
 use crate::value::Value;
 
 /// `pass`, `fail` or `skipped` for one statement.
@@ -59,6 +61,46 @@ pub struct CheckResult {
     /// Why a check was skipped, or a remark on how it was judged.
     pub note: Option<String>,
     pub source: Source,
+    /// The declared null semantics of a key check (`nulls distinct` or
+    /// `nulls not distinct` written in the rule); `None` when not declared.
+    pub nulls: Option<Nulls>,
+    /// Column-by-column differences of a `schema matches published` check.
+    pub drift: Option<Vec<Drift>>,
+}
+
+/// One difference between the published and the staged schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drift {
+    pub column: String,
+    pub change: DriftKind,
+    /// The published side (type, nullability or both), `None` for an extra
+    /// column.
+    pub published: Option<String>,
+    /// The staged side, `None` for a missing column.
+    pub staged: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DriftKind {
+    /// Published, but not in the staged files.
+    Missing,
+    /// In the staged files, not published.
+    Extra,
+    /// The Arrow type changed.
+    Type,
+    /// Nullable became required or the other way round.
+    Nullability,
+}
+
+impl DriftKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriftKind::Missing => "missing",
+            DriftKind::Extra => "extra",
+            DriftKind::Type => "type",
+            DriftKind::Nullability => "nullability",
+        }
+    }
 }
 
 /// A staged data file as the verdict lists it.

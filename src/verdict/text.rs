@@ -85,4 +85,7 @@ fn check_line(out: &mut String, c: &CheckResult, width: usize) {
             s.rows
         );
     }
+    for d in c.drift.iter().flatten() {
+        let _ = writeln!(out, "                 {}", super::schema::drift_line(d));
+    }
 }

@@ -1,0 +1,215 @@
+//! The table's published partitions with what their audit records say, for
+//! `history(N)` baselines.
+//!
+//! Walks `ROOT/k1=v1/.../kn=vn` for the rule file's `partitioned by` keys,
+//! depth by depth, never following a symlink and skipping `_` and `.`
+//! entries (`_dqgate/`, temp names). A published partition is a directory
+//! with an audit record; a directory without one (not written by dqgate) is
+//! counted, never used. Only published partitions have records, so a failed
+//! or never-published run cannot appear here.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::Path;
+
+use serde_json::Value as Json;
+
+use super::error::{IoContext, PublishError};
+use super::layout::RECORD;
+use super::Table;
+use crate::value::Value;
+use crate::verdict::history::{PastRun, PastRuns};
+
+impl Table {
+    /// Reads the audit record of every partition under the root whose
+    /// directories are named by `keys` (the rule file's `partitioned by`).
+    /// A root that does not exist has no partitions. The runs come in
+    /// directory-name order; callers order them by typed run key.
+    pub fn past_runs(&self, keys: &[String]) -> Result<PastRuns, PublishError> {
+        let mut out = PastRuns::default();
+        if !keys.is_empty() {
+            walk(&self.root, keys, &mut Vec::new(), &mut out)?;
+        }
+        Ok(out)
+    }
+}
+
+fn walk(
+    dir: &Path,
+    keys: &[String],
+    pairs: &mut Vec<(String, String)>,
+    out: &mut PastRuns,
+) -> Result<(), PublishError> {
+    let Some(key) = keys.get(pairs.len()) else {
+        read_run(dir, pairs, out);
+        return Ok(());
+    };
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(PublishError::io("cannot list", dir, e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.ctx("cannot list", dir)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && !name.starts_with(['_', '.']) {
+            names.push(name);
+        }
+    }
+    names.sort();
+    for name in names {
+        let Some((k, v)) = name.split_once('=') else {
+            continue;
+        };
+        if k != key || v.is_empty() {
+            continue;
+        }
+        pairs.push((k.to_string(), v.to_string()));
+        walk(&dir.join(&name), keys, pairs, out)?;
+        pairs.pop();
+    }
+    Ok(())
+}
+
+fn read_run(dir: &Path, pairs: &[(String, String)], out: &mut PastRuns) {
+    let text = match fs::read_to_string(dir.join(RECORD)) {
+        Ok(t) => t,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            out.unrecorded += 1;
+            return;
+        }
+        Err(_) => {
+            out.unreadable += 1;
+            return;
+        }
+    };
+    match serde_json::from_str::<Json>(&text) {
+        Ok(json) => out.runs.push(past_run(&json, pairs)),
+        Err(_) => out.unreadable += 1,
+    }
+}
+
+/// What history reads from a record: the verdict, the row count, and each
+/// check's metric and value.
+fn past_run(json: &Json, pairs: &[(String, String)]) -> PastRun {
+    let mut metrics: Vec<(String, Value)> = Vec::new();
+    for c in json
+        .get("checks")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(name) = c.get("metric").and_then(Json::as_str) else {
+            continue;
+        };
+        if metrics.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        let value = c.get("value").map_or(Value::Null, json_value);
+        metrics.push((name.to_string(), value));
+    }
+    PastRun {
+        partition: pairs.to_vec(),
+        passed: json.get("verdict").and_then(Json::as_str) == Some("pass"),
+        row_count: json.pointer("/input/row_count").and_then(Json::as_u64),
+        metrics,
+    }
+}
+
+/// A verdict value read back: integers and decimals exactly (decimals are
+/// written as strings), other numbers as floats, other strings as text.
+fn json_value(j: &Json) -> Value {
+    match j {
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i as i128),
+            None => match n.as_u64() {
+                Some(u) => Value::Int(u as i128),
+                None => n.as_f64().map_or(Value::Null, Value::Float),
+            },
+        },
+        Json::String(s) => decimal(s).unwrap_or_else(|| Value::Text(s.clone())),
+        Json::Bool(b) => Value::Bool(*b),
+        _ => Value::Null,
+    }
+}
+
+/// `"-12.50"` → Decimal(-1250, 2); `None` for anything else.
+fn decimal(s: &str) -> Option<Value> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let ok = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || !ok(int) || !ok(frac) || frac.len() > 38 {
+        return None;
+    }
+    let value: i128 = format!("{int}{frac}").parse().ok()?;
+    let value = if s.starts_with('-') { -value } else { value };
+    Some(Value::Decimal {
+        value,
+        scale: frac.len() as i8,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_read_back() {
+        assert_eq!(json_value(&serde_json::json!(5)), Value::Int(5));
+        assert_eq!(
+            json_value(&serde_json::json!(18446744073709551615u64)),
+            Value::Int(18446744073709551615)
+        );
+        assert_eq!(json_value(&serde_json::json!(0.25)), Value::Float(0.25));
+        assert_eq!(
+            json_value(&serde_json::json!("-12.50")),
+            Value::Decimal {
+                value: -1250,
+                scale: 2
+            }
+        );
+        assert_eq!(
+            json_value(&serde_json::json!("2025-03-05")),
+            Value::Text("2025-03-05".into())
+        );
+        assert_eq!(json_value(&Json::Null), Value::Null);
+    }
+
+    #[test]
+    fn walks_only_key_directories_with_records() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("t");
+        let record = r#"{"verdict": "pass", "input": {"row_count": 7},
+            "checks": [{"metric": "null_rate(sku)", "value": 0.5}, {"metric": "null_rate(sku)", "value": 9}]}"#;
+        for (dir, rec) in [
+            ("d=2/s=a", Some(record)),
+            ("d=1/s=a", Some("not json")),
+            ("d=1/s=b", None),
+            ("_dqgate/trail/d=1", Some(record)),
+            ("x=1/s=a", Some(record)),
+        ] {
+            let p = root.join(dir);
+            fs::create_dir_all(&p).unwrap();
+            if let Some(r) = rec {
+                fs::write(p.join(RECORD), r).unwrap();
+            }
+        }
+        let table = Table::open(&root).unwrap();
+        let found = table.past_runs(&["d".into(), "s".into()]).unwrap();
+        assert_eq!(found.unrecorded, 1);
+        assert_eq!(found.unreadable, 1);
+        assert_eq!(found.runs.len(), 1);
+        let run = &found.runs[0];
+        assert_eq!(
+            run.partition,
+            [("d".into(), "2".into()), ("s".into(), "a".into())]
+        );
+        assert!(run.passed);
+        assert_eq!(run.row_count, Some(7));
+        assert_eq!(run.metrics, [("null_rate(sku)".into(), Value::Float(0.5))]);
+        let none = Table::open(&tmp.path().join("absent")).unwrap();
+        assert_eq!(none.past_runs(&["d".into()]).unwrap(), PastRuns::default());
+    }
+}
