@@ -456,6 +456,87 @@ fn broken(root: &Path) {
     fs::write(dir.join("part-00000.parquet"), b"id,amount\n1,2\n").unwrap();
 }
 
+/// Rule language v2 fixtures: a sales partition whose schema drifted from
+/// `sales_ok`'s, and keys with null parts.
+fn v2(root: &Path) {
+    let mut rng = Rng(5);
+    let rows: Vec<Sale> = (0..300).map(|i| sale(&mut rng, 2_000_000 + i)).collect();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("order_id", DataType::Int64, false),
+        Field::new("sales_date", DataType::Date32, false),
+        Field::new("store_id", DataType::Int32, true),
+        // Was nullable.
+        Field::new("customer_id", DataType::Int64, false),
+        // Was decimal(12, 2).
+        Field::new("amount", DataType::Decimal128(14, 2), true),
+        // Was dictionary-encoded.
+        Field::new("currency", DataType::Utf8, true),
+        Field::new(
+            "order_ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+        // New; `sku` is gone.
+        Field::new("channel", DataType::Utf8, true),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.order))),
+        Arc::new(Date32Array::from_iter_values(rows.iter().map(|r| r.date))),
+        Arc::new(Int32Array::from_iter(rows.iter().map(|r| r.store))),
+        Arc::new(Int64Array::from_iter_values(
+            rows.iter().map(|r| r.customer.unwrap_or(10_000)),
+        )),
+        Arc::new(
+            Decimal128Array::from_iter(rows.iter().map(|r| r.amount))
+                .with_precision_and_scale(14, 2)
+                .unwrap(),
+        ),
+        Arc::new(StringArray::from_iter(rows.iter().map(|r| r.currency))),
+        Arc::new(
+            TimestampMicrosecondArray::from_iter(rows.iter().map(|r| r.ts)).with_timezone("UTC"),
+        ),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter()
+                .map(|r| if r.order % 2 == 0 { "web" } else { "store" }),
+        )),
+    ];
+    let dir = root.join("sales_drift");
+    let _ = fs::remove_dir_all(&dir);
+    let batch = RecordBatch::try_new(schema, cols).unwrap();
+    write(&dir.join("part-00000.parquet"), &[batch], 1000, true);
+
+    // (1, x) (1, -) (1, -) (-, x) (-, -) (-, -) (2, y): no duplicate among
+    // keys without nulls; with nulls not distinct (1, -) and (-, -) repeat.
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("a", DataType::Int64, true),
+        Field::new("b", DataType::Utf8, true),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(vec![
+            Some(1),
+            Some(1),
+            Some(1),
+            None,
+            None,
+            None,
+            Some(2),
+        ])),
+        Arc::new(StringArray::from(vec![
+            Some("x"),
+            None,
+            None,
+            Some("x"),
+            None,
+            None,
+            Some("y"),
+        ])),
+    ];
+    let dir = root.join("keys_nulls");
+    let _ = fs::remove_dir_all(&dir);
+    let batch = RecordBatch::try_new(schema, cols).unwrap();
+    write(&dir.join("part-00000.parquet"), &[batch], 3, true);
+}
+
 fn main() {
     let root: PathBuf = std::env::args()
         .nth(1)
@@ -466,5 +547,6 @@ fn main() {
     types(&root);
     empty(&root);
     broken(&root);
+    v2(&root);
     println!("fixtures written to {}", root.display());
 }

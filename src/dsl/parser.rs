@@ -457,7 +457,7 @@ impl Parser<'_> {
         };
         self.bump();
         let kind = match name.as_str() {
-            "duplicate_count" if self.nulls_after_keys() => {
+            "duplicate_count" if self.nulls_after_keys_at(0) => {
                 let keys = self.key_list(&name)?;
                 MetricKind::DuplicateCountNulls(keys, self.nulls_clause()?)
             }
@@ -662,6 +662,11 @@ impl Parser<'_> {
             TokenKind::Ident(w) if w == "published" => self.published_ref(),
             TokenKind::Ident(w) if self.history_ahead(w) => self.history_ref(),
             TokenKind::Ident(w) if w == "history" => Err(self.bare_history()),
+            TokenKind::Ident(w)
+                if self.peek_at(1).is_sym(Sym::LParen) && self.peek_at(2).is_word("history") =>
+            {
+                Err(self.unknown_statistic(&tok, w))
+            }
             _ => Err(self.expected_value(&tok)),
         }
     }
@@ -782,10 +787,16 @@ impl Parser<'_> {
 
     /// Whether the `(k, ...)` after the current word is followed by `nulls`.
     fn nulls_after_keys(&self) -> bool {
-        if !self.peek_at(1).is_sym(Sym::LParen) {
+        self.nulls_after_keys_at(1)
+    }
+
+    /// Whether the `(k, ...)` starting `open` tokens ahead is followed by
+    /// `nulls`.
+    fn nulls_after_keys_at(&self, open: usize) -> bool {
+        if !self.peek_at(open).is_sym(Sym::LParen) {
             return false;
         }
-        let mut i = 2;
+        let mut i = open + 1;
         loop {
             let t = self.peek_at(i);
             if t.is_sym(Sym::RParen) {
@@ -1003,6 +1014,20 @@ impl Parser<'_> {
                 Err(self.fail(d))
             }
         }
+    }
+
+    /// `WORD(history(...` with a word that is no statistic.
+    fn unknown_statistic(&mut self, tok: &Token, word: &str) -> Failed {
+        let names = HistoryStat::ALL.map(HistoryStat::as_str);
+        let msg = format!(
+            "unknown statistic `{word}`: history offers {}",
+            names.join(", ")
+        );
+        let mut d = Diagnostic::new(codes::SYNTAX, tok.span, msg);
+        if let Some(s) = suggest(word, names) {
+            d = d.with_help(format!("did you mean `{s}`?"));
+        }
+        self.fail(d)
     }
 
     /// `history(...)` without a statistic around it.
@@ -1322,6 +1347,7 @@ mod tests {
             ValueKind::Literal(Literal::Timestamp(s)) => format!("ts:{s}"),
             ValueKind::PartitionRef(k) => format!("partition.{}", k.name),
             ValueKind::PublishedRef(m) => format!("published.{}", super::super::print::metric(m)),
+            ValueKind::History { .. } => super::super::print::value(v),
             ValueKind::Neg(e) => format!("(neg {})", sexp(e)),
             ValueKind::Binary { op, lhs, rhs } => {
                 let op = match op {

@@ -90,8 +90,13 @@ pub fn statistic(h: &HistoryRef, history: History<'_>) -> Result<(Value, String)
     }
     let mut remarks = Vec::new();
     if past.unrecorded > 0 {
+        let dirs = if past.unrecorded == 1 {
+            "directory"
+        } else {
+            "directories"
+        };
         remarks.push(format!(
-            "{} partition director(ies) without an audit record ignored",
+            "{} partition {dirs} without an audit record (not published by dqgate) ignored",
             past.unrecorded
         ));
     }
@@ -118,7 +123,7 @@ pub fn statistic(h: &HistoryRef, history: History<'_>) -> Result<(Value, String)
     if window.is_empty() {
         let mut why = format!("{text}: no published partition before this run key");
         if !remarks.is_empty() {
-            why.push_str(&format!(" ({})", remarks.join("; ")));
+            why.push_str(&format!("; {}", remarks.join("; ")));
         }
         return Err(why);
     }
@@ -269,7 +274,7 @@ mod tests {
         let why = statistic(&h, History::Runs(&empty)).unwrap_err();
         assert!(
             why.contains("no published partition before this run key")
-                && why.contains("2 partition director(ies) without an audit record"),
+                && why.contains("2 partition directories without an audit record"),
             "{why}"
         );
         let h = href(HistoryStat::Stddev, 3, Metric::RowCount);

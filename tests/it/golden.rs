@@ -4,6 +4,13 @@
 //!
 //! `DQGATE_BLESS=1 cargo test golden` rewrites the expected files from the
 //! actual output; review the diff before committing it.
+//!
+//! A case that needs a published table has a `setup` file: one step per
+//! line, run in order in the case directory before `cmd`:
+//! `copy SRC DST` copies a directory without its `_` and `.` entries (a
+//! staged partition is consumed by publishing, which refuses leftovers), `dqgate ARGS...` runs the real binary and must exit 0,
+//! `dqgate! ARGS...` must exit non-zero (a failed publish). `$TMP` in
+//! `setup` and `cmd` is a fresh temporary directory of the case.
 
 use std::fs;
 use std::path::Path;
@@ -37,12 +44,19 @@ fn golden_cases() {
 
 fn run_case(dir: &Path, bless: bool) -> Result<(), String> {
     let name = dir.file_name().unwrap().to_string_lossy().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp_path = tmp.path().to_string_lossy().to_string();
+    if let Ok(setup) = fs::read_to_string(dir.join("setup")) {
+        run_setup(dir, &setup, &tmp_path).map_err(|e| format!("case {name}: setup: {e}"))?;
+    }
     let cmd = fs::read_to_string(dir.join("cmd")).unwrap();
-    let args: Vec<&str> = cmd
+    let args: Vec<String> = cmd
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.replace("$TMP", &tmp_path))
         .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = dqgate(dir, &args);
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
@@ -78,6 +92,50 @@ fn run_case(dir: &Path, bless: bool) -> Result<(), String> {
             problems.join("\n")
         ))
     }
+}
+
+/// Runs the steps of a `setup` file (see the module docs).
+fn run_setup(dir: &Path, setup: &str, tmp: &str) -> Result<(), String> {
+    for line in setup.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.replace("$TMP", tmp);
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["copy", src, dst] => copy_dir(&dir.join(src), &dir.join(dst))
+                .map_err(|e| format!("{line}: {e}"))?,
+            [run @ ("dqgate" | "dqgate!"), args @ ..] => {
+                let out = dqgate(dir, args);
+                if out.status.success() != (*run == "dqgate") {
+                    return Err(format!(
+                        "{line}: exit {:?}\n{}",
+                        out.status.code(),
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+            }
+            _ => return Err(format!("unknown setup step `{line}`")),
+        }
+    }
+    Ok(())
+}
+
+fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(dst)?;
+    for entry in fs::read_dir(src)? {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().starts_with(['_', '.']) {
+            continue;
+        }
+        let to = dst.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &to)?;
+        } else {
+            fs::copy(entry.path(), &to)?;
+        }
+    }
+    Ok(())
 }
 
 /// The first differing line, with context.

@@ -60,11 +60,55 @@ fn metric() -> impl Strategy<Value = Metric> {
         column().prop_map(MetricKind::Avg),
         predicate().prop_map(MetricKind::CountWhere),
         predicate().prop_map(MetricKind::RateWhere),
+        (prop::collection::vec(column(), 1..3), nulls())
+            .prop_map(|(keys, n)| MetricKind::DuplicateCountNulls(keys, n)),
     ];
     kind.prop_map(|kind| Metric {
         kind,
         span: Span::default(),
     })
+}
+
+fn nulls() -> impl Strategy<Value = Nulls> {
+    prop::sample::select(vec![Nulls::Distinct, Nulls::NotDistinct])
+}
+
+fn declared_type() -> impl Strategy<Value = DeclaredType> {
+    prop_oneof![
+        prop::sample::select(vec![
+            DeclaredType::Boolean,
+            DeclaredType::Int8,
+            DeclaredType::Int16,
+            DeclaredType::Int32,
+            DeclaredType::Int64,
+            DeclaredType::UInt8,
+            DeclaredType::UInt16,
+            DeclaredType::UInt32,
+            DeclaredType::UInt64,
+            DeclaredType::Float32,
+            DeclaredType::Float64,
+            DeclaredType::String,
+            DeclaredType::Binary,
+            DeclaredType::Date,
+            DeclaredType::Time,
+        ]),
+        (1u8..=76, 0i8..=10).prop_map(|(precision, s)| DeclaredType::Decimal {
+            precision,
+            scale: s.min(precision as i8),
+        }),
+        (
+            prop::option::of(prop::sample::select(vec!["s", "ms", "us", "ns"])),
+            prop::option::of(prop::sample::select(vec!["UTC", "Europe/Berlin", "+01:00", "it's"])),
+        )
+            .prop_map(|(unit, tz)| DeclaredType::Timestamp {
+                unit: unit.map(String::from),
+                tz: unit.and(tz).map(String::from),
+            }),
+    ]
+}
+
+fn history_stat() -> impl Strategy<Value = HistoryStat> {
+    prop::sample::select(HistoryStat::ALL.to_vec())
 }
 
 fn literal() -> impl Strategy<Value = Literal> {
@@ -89,6 +133,11 @@ fn value() -> impl Strategy<Value = ValueExpr> {
         4 => literal().prop_map(ValueKind::Literal),
         1 => prop::sample::select(vec!["sales_date", "day"]).prop_map(|k| ValueKind::PartitionRef(ident(k))),
         1 => metric().prop_map(|m| ValueKind::PublishedRef(Box::new(m))),
+        1 => (history_stat(), 1u32..=1000, metric()).prop_map(|(stat, n, m)| ValueKind::History {
+            stat,
+            n,
+            metric: Box::new(m),
+        }),
     ]
     .prop_map(|kind| ValueExpr {
         kind,
@@ -144,6 +193,17 @@ fn assertion() -> impl Strategy<Value = Assertion> {
             }
         }),
         1 => predicate().prop_map(move |predicate| Assertion::All { predicate, span: s }),
+        1 => (prop::collection::vec(column(), 1..4), nulls())
+            .prop_map(move |(keys, nulls)| Assertion::UniqueNulls { keys, nulls, span: s }),
+        1 => Just(Assertion::SchemaMatches { span: s }),
+        1 => (column(), declared_type(), prop::option::of(any::<bool>())).prop_map(move |(column, ty, nullable)| {
+            Assertion::ColumnType {
+                column,
+                ty: TypeSpec { ty, span: s },
+                nullable,
+                span: s,
+            }
+        }),
     ]
 }
 
