@@ -495,10 +495,13 @@ fn v2(root: &Path) {
         Arc::new(
             TimestampMicrosecondArray::from_iter(rows.iter().map(|r| r.ts)).with_timezone("UTC"),
         ),
-        Arc::new(StringArray::from_iter_values(
-            rows.iter()
-                .map(|r| if r.order % 2 == 0 { "web" } else { "store" }),
-        )),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| {
+            if r.order % 2 == 0 {
+                "web"
+            } else {
+                "store"
+            }
+        }))),
     ];
     let dir = root.join("sales_drift");
     let _ = fs::remove_dir_all(&dir);

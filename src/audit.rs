@@ -319,8 +319,9 @@ impl Prepared {
 
     /// The published partitions whose run key sorts before this run's, oldest
     /// first. Run-key values compare in the type of their column (as
-    /// `partition.KEY` is typed), tuple-wise in `partitioned by` order; a
-    /// value that does not parse as that type compares as text.
+    /// `partition.KEY` is typed), tuple-wise in `partitioned by` order; a key
+    /// that is no column of the files compares whole numbers by value, other
+    /// text bytewise; a value that does not parse compares as text.
     fn baseline(&self, past: &PastRuns) -> PastRuns {
         let current = self.typed_key(self.run_key.pairs());
         let mut runs: Vec<(Vec<Value>, &PastRun)> = past
@@ -346,14 +347,12 @@ impl Prepared {
                     .iter()
                     .find(|(n, _)| n == k)
                     .map_or("", |(_, v)| v.as_str());
-                let ty = self
-                    .input
-                    .schema
-                    .field_with_name(k)
-                    .map_or(datafusion::arrow::datatypes::DataType::Utf8, |f| {
-                        f.data_type().clone()
-                    });
-                crate::scalar::parse_as(raw, &ty).unwrap_or_else(|_| Value::Text(raw.to_string()))
+                match self.input.schema.field_with_name(k) {
+                    Ok(f) => crate::scalar::parse_as(raw, f.data_type()).ok(),
+                    // A directory-only key: whole numbers by value.
+                    Err(_) => raw.parse::<i128>().ok().map(Value::Int),
+                }
+                .unwrap_or_else(|| Value::Text(raw.to_string()))
             })
             .collect()
     }

@@ -632,7 +632,7 @@ impl<'a> Checker<'a> {
                     n: *n,
                     metric: checked,
                 };
-                Some((ValueTree::History(h), Kind::Number))
+                Some((ValueTree::History(Box::new(h)), Kind::Number))
             }
             ValueKind::Neg(inner) => {
                 let (t, k) = self.value_expr(inner)?;

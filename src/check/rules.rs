@@ -177,7 +177,7 @@ impl Threshold {
         self.for_each_operand(&mut |o| {
             o.tree.walk(&mut |t| {
                 if let ValueTree::History(h) = t {
-                    out.push(h.clone());
+                    out.push(h.as_ref().clone());
                 }
             })
         });
@@ -219,7 +219,7 @@ pub enum ValueTree {
     Neg(Box<ValueTree>),
     Binary(ArithOp, Box<ValueTree>, Box<ValueTree>),
     /// A statistic of the metric over earlier published partitions.
-    History(HistoryRef),
+    History(Box<HistoryRef>),
 }
 
 /// `STAT(history(N).METRIC)`, checked.

@@ -6,7 +6,7 @@ use datafusion::physical_plan::displayable;
 use datafusion::prelude::SessionContext;
 
 use super::{duplicates_frame, key_set_of, scalar_frame, AuditPlan};
-use crate::check::{CheckedRules, SampleSpec};
+use crate::check::{CheckedRules, CheckedStatement, SampleSpec};
 use crate::error::Error;
 use crate::exec::{self, input::StagedInput};
 
@@ -132,12 +132,7 @@ pub async fn explain(
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
     }
-    let schema_lines: Vec<String> = rules
-        .statements
-        .iter()
-        .filter(|s| s.metric.is_schema())
-        .map(|s| format!("line {}", s.line))
-        .collect();
+    let schema_lines = lines_where(rules, |s| s.metric.is_schema());
     if !schema_lines.is_empty() {
         let _ = writeln!(
             out,
@@ -145,12 +140,9 @@ pub async fn explain(
             schema_lines.join(", ")
         );
     }
-    let sampled: Vec<String> = rules
-        .statements
-        .iter()
-        .filter(|s| matches!(s.samples, Some(SampleSpec::Rows { .. })))
-        .map(|s| format!("line {}", s.line))
-        .collect();
+    let sampled = lines_where(rules, |s| {
+        matches!(s.samples, Some(SampleSpec::Rows { .. }))
+    });
     if !sampled.is_empty() {
         let _ = writeln!(
             out,
@@ -159,6 +151,16 @@ pub async fn explain(
         );
     }
     Ok(out)
+}
+
+/// `line N` of every statement that `f` selects.
+fn lines_where(rules: &CheckedRules, f: impl Fn(&CheckedStatement) -> bool) -> Vec<String> {
+    rules
+        .statements
+        .iter()
+        .filter(|s| f(s))
+        .map(|s| format!("line {}", s.line))
+        .collect()
 }
 
 fn pass_index(plan: &AuditPlan, keys: &[String]) -> usize {

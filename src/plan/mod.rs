@@ -344,7 +344,7 @@ pub fn derive(
     derive_with(m, schema, atom, duplicates, &|_| Value::Null)
 }
 
-/// [`derive`], with the duplicate-key counts of `nulls not distinct` key
+/// [`derive()`], with the duplicate-key counts of `nulls not distinct` key
 /// sets too. Schema metrics have no value here (the judge compares schemas).
 pub fn derive_with(
     m: &Metric,

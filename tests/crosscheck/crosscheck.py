@@ -42,6 +42,8 @@ check max(ts) >= timestamp '1900-01-01 00:00:00'
 check min(s) >= ''
 check max(s) >= ''
 check count(where i > 10 and s <> 'v3') >= 0
+check duplicate_count(i, s) nulls not distinct >= 0
+check duplicate_count(i, s) nulls distinct >= 0
 """
 
 # The same metrics in DuckDB SQL, in RULES order.
@@ -68,6 +70,10 @@ SQL = [
     "min(s)",
     "max(s)",
     "count(*) FILTER (WHERE i > 10 AND s <> 'v3')",
+    # GROUP BY puts nulls in one group: a null key part is a value.
+    "(SELECT count(*) FROM (SELECT i, s FROM t GROUP BY i, s HAVING count(*) > 1))",
+    "(SELECT count(*) FROM (SELECT i, s FROM t WHERE i IS NOT NULL AND s IS NOT NULL"
+    " GROUP BY i, s HAVING count(*) > 1))",
 ]
 
 

@@ -103,8 +103,9 @@ fn run_setup(dir: &Path, setup: &str, tmp: &str) -> Result<(), String> {
         let line = line.replace("$TMP", tmp);
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
-            ["copy", src, dst] => copy_dir(&dir.join(src), &dir.join(dst))
-                .map_err(|e| format!("{line}: {e}"))?,
+            ["copy", src, dst] => {
+                copy_dir(&dir.join(src), &dir.join(dst)).map_err(|e| format!("{line}: {e}"))?
+            }
             [run @ ("dqgate" | "dqgate!"), args @ ..] => {
                 let out = dqgate(dir, args);
                 if out.status.success() != (*run == "dqgate") {

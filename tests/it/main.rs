@@ -9,6 +9,7 @@ mod fastpath;
 mod fuzz_corpus;
 mod golden;
 mod hostile;
+mod lang_v2;
 mod memory;
 mod oracle;
 mod props;

@@ -24,7 +24,7 @@ use dqgate::value::Value;
 use proptest::prelude::*;
 
 #[path = "../support/splitmix.rs"]
-mod splitmix;
+pub(crate) mod splitmix;
 use splitmix::Rng;
 
 fn schema() -> Arc<Schema> {

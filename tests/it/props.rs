@@ -98,7 +98,12 @@ fn declared_type() -> impl Strategy<Value = DeclaredType> {
         }),
         (
             prop::option::of(prop::sample::select(vec!["s", "ms", "us", "ns"])),
-            prop::option::of(prop::sample::select(vec!["UTC", "Europe/Berlin", "+01:00", "it's"])),
+            prop::option::of(prop::sample::select(vec![
+                "UTC",
+                "Europe/Berlin",
+                "+01:00",
+                "it's"
+            ])),
         )
             .prop_map(|(unit, tz)| DeclaredType::Timestamp {
                 unit: unit.map(String::from),
