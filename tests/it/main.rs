@@ -12,4 +12,5 @@ mod hostile;
 mod memory;
 mod oracle;
 mod props;
+mod reports;
 mod support;
