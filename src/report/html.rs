@@ -158,14 +158,22 @@ fn verdict(out: &mut String, i: usize, file: &str, v: &VerdictDoc, charts: &Char
         out,
         "</p>\n<details class=\"checks\"{open}><summary>checks</summary>\n"
     );
-    out.push_str("<table class=\"checks\">\n<thead><tr><th>status</th><th>line</th><th>check</th><th>value</th><th>expected</th><th>history</th></tr></thead>\n<tbody>\n");
+    // The history column only when the page has a table's history.
+    let history = charts.table.is_some();
+    let _ = writeln!(
+        out,
+        "<table class=\"checks\">\n<thead><tr><th>status</th><th>line</th><th>check</th><th>value</th><th>expected</th>{}</tr></thead>\n<tbody>",
+        if history { "<th>history</th>" } else { "" }
+    );
     for c in &v.checks {
-        check_row(out, c, charts.anchor(&v.table, &c.metric));
+        let link = history.then(|| charts.anchor(&v.table, &c.metric));
+        check_row(out, c, link);
     }
     out.push_str("</tbody>\n</table>\n</details>\n</section>\n");
 }
 
-fn check_row(out: &mut String, c: &CheckDoc, chart: Option<usize>) {
+/// `chart`: `None` without a history column, else the chart to link to.
+fn check_row(out: &mut String, c: &CheckDoc, chart: Option<Option<usize>>) {
     let outcome = c.outcome();
     let (class, word) = outcome_badge(outcome);
     let value = if outcome == Outcome::Skipped {
@@ -177,12 +185,14 @@ fn check_row(out: &mut String, c: &CheckDoc, chart: Option<usize>) {
     if let Some(note) = &c.note {
         let _ = write!(expected, "<div class=\"note\">{}</div>", escape(note));
     }
-    let link = chart.map_or(String::new(), |n| {
-        format!("<a href=\"#chart-{n}\">chart</a>")
-    });
+    let link = match chart {
+        None => String::new(),
+        Some(None) => "<td></td>".into(),
+        Some(Some(n)) => format!("<td><a href=\"#chart-{n}\">chart</a></td>"),
+    };
     let _ = writeln!(
         out,
-        "<tr class=\"{class}\"><td><span class=\"badge {class}\">{word}</span></td><td class=\"num\">{}</td><td>{}<div class=\"metric\">{}</div>{}</td><td class=\"value\">{value}</td><td>{expected}</td><td>{link}</td></tr>",
+        "<tr class=\"{class}\"><td><span class=\"badge {class}\">{word}</span></td><td class=\"num\">{}</td><td>{}<div class=\"metric\">{}</div>{}</td><td class=\"value\">{value}</td><td>{expected}</td>{link}</tr>",
         c.line,
         escape(&c.name),
         escape(&c.metric),

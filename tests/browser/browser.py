@@ -13,8 +13,9 @@ headless Chromium and checks that
   control page with a deliberate script error proves the detection works),
 - the rendered DOM holds each verdict's status, the check names, samples,
   the error message and one chart per numeric metric,
-- a screenshot can be taken (written to SCREENSHOT, default WORKDIR/report.png;
-  docs/report.png is one of these).
+- a screenshot can be taken (written to SCREENSHOT, default WORKDIR/report.png,
+  window 1200x1600 or DQGATE_SHOT_SIZE; docs/report.png was taken with
+  DQGATE_SHOT_SIZE=1200,2000 so that the charts show).
 
 Chromium comes from the system packages (`apt-get install chromium`).
 """
@@ -186,7 +187,8 @@ def main():
     if charts < 5:
         fail(f"expected a chart per numeric metric (at least 5), found {charts}")
 
-    r = run_chromium(browser, page, f"--screenshot={shot}", "--window-size=1200,1600",
+    size = os.environ.get("DQGATE_SHOT_SIZE", "1200,1600")
+    r = run_chromium(browser, page, f"--screenshot={shot}", f"--window-size={size}",
                      "--hide-scrollbars")
     if r.returncode != 0 or not os.path.exists(shot) or os.path.getsize(shot) < 10_000:
         fail(f"no screenshot (exit {r.returncode}):\n{r.stderr[-2000:]}")

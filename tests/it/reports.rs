@@ -384,6 +384,39 @@ fn report_reads_a_verdict_followed_by_an_error() {
     assert!(html.contains("<pre class=\"message\">publish conflict</pre>"));
 }
 
+/// A passed verdict whose publish is refused (the staged copy keeps Spark's
+/// `_temporary/` files) is still one JUnit document, with the refusal as an
+/// `<error>` testcase, and the exit code of the refusal.
+#[test]
+fn junit_publish_error_stays_one_document() {
+    let tmp = tempfile::tempdir().unwrap();
+    let staged = stage("sales_ok", &FILES, &tmp.path().join("staged"));
+    stage("sales_ok", &["_temporary/0/part-00003.parquet"], &staged);
+    let table = tmp.path().join("table");
+    let out = dqgate(
+        &repo(),
+        &[
+            "publish",
+            "rules/daily_sales.dq",
+            "--staged",
+            staged.to_str().unwrap(),
+            "--partition",
+            "sales_date=2025-03-05",
+            "--table",
+            table.to_str().unwrap(),
+            "--format",
+            "junit",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let doc = stdout(&out);
+    assert_eq!(doc.matches("<?xml").count(), 1);
+    assert_eq!(attr_count(&doc, "testsuite", "tests"), 12);
+    assert_eq!(attr_count(&doc, "testsuite", "errors"), 1);
+    assert!(doc.contains("name=\"publish\" time=\"0\">\n      <error type=\"error\""));
+    assert!(!table.join("sales_date=2025-03-05").exists());
+}
+
 fn gate(staged: &Path, date: &str, table: &Path, reports: &Path) -> Output {
     Command::new("bash")
         .arg(repo().join("docs/recipes/gate.sh"))
