@@ -15,7 +15,7 @@ use crate::engine::EngineOptions;
 use crate::error::Error;
 use crate::publish::{PublishOptions, PublishOutcome, Table};
 use crate::runkey::{self, RunKey};
-use crate::verdict::{json, text, Verdict};
+use crate::verdict::{json, junit, markdown, text, Verdict};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -32,6 +32,10 @@ pub struct Cli {
 pub enum Format {
     Text,
     Json,
+    /// JUnit XML: one testcase per check, for CI test-report collectors.
+    Junit,
+    /// A GitHub-flavoured Markdown table, for pull-request comments.
+    Markdown,
 }
 
 #[derive(Debug, clap::Args)]
@@ -90,6 +94,18 @@ pub enum Command {
         root: PathBuf,
         #[arg(long = "partition", value_name = "KEY=VALUE", required = true)]
         partition: Vec<String>,
+    },
+    /// Render verdict JSON files (and a table's published history) as one static HTML page.
+    Report {
+        /// Verdicts as written by `check --format json` or `publish --format json`.
+        #[arg(required = true, value_name = "VERDICT.json")]
+        verdicts: Vec<PathBuf>,
+        /// A published table root: chart each metric across its published partitions.
+        #[arg(long, value_name = "ROOT")]
+        table: Option<PathBuf>,
+        /// Write the page here instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
     },
     /// Clean leftovers of interrupted publishes under a table root.
     Gc { root: PathBuf },
@@ -160,7 +176,7 @@ fn report_error(e: &Error, format: Format) {
         Error::Rules { .. } => eprint!("{e}"),
         _ => eprintln!("dqgate: error: {e}"),
     }
-    if format == Format::Json {
+    if format != Format::Text {
         let msg = match e {
             Error::Rules {
                 diagnostics, file, ..
@@ -174,7 +190,11 @@ fn report_error(e: &Error, format: Format) {
             ),
             other => other.to_string(),
         };
-        print_stdout(&json::error_json(&msg));
+        print_stdout(&match format {
+            Format::Junit => junit::error(&msg),
+            Format::Markdown => markdown::error(&msg),
+            _ => json::error_json(&msg),
+        });
     }
 }
 
@@ -204,6 +224,11 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             Ok(0)
         }
         Command::Lint { rules, staged } => lint(rules, staged),
+        Command::Report {
+            verdicts,
+            table,
+            output,
+        } => report(&verdicts, table.as_deref(), output.as_deref()),
         Command::Explain {
             rules,
             staged,
@@ -234,6 +259,8 @@ fn emit(v: &Verdict, format: Format) {
     match format {
         Format::Json => print_stdout(&json::to_json(v)),
         Format::Text => print_stdout(&text::render(v)),
+        Format::Junit => print_stdout(&junit::render(v)),
+        Format::Markdown => print_stdout(&markdown::render(v)),
     }
 }
 
@@ -317,7 +344,12 @@ async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> 
     };
     let past = past_runs(&table, &prepared)?;
     let verdict = prepared.run_with(&published, past.as_ref()).await?;
-    emit(&verdict, a.format);
+    // JUnit is one XML document: a publish error after a passing verdict
+    // becomes an <error> testcase inside it, so it is printed afterwards.
+    let junit = a.format == Format::Junit;
+    if !junit || !verdict.passed() {
+        emit(&verdict, a.format);
+    }
     timing(&prepared, started);
     let passed = match verdict.into_passed() {
         Ok(p) => p,
@@ -329,13 +361,26 @@ async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> 
     let opts = PublishOptions {
         keep_versions: keep,
     };
-    match table.publish(
+    let outcome = table.publish(
         &prepared.run_key,
         &a.staged,
         &passed,
         audited_against.as_deref(),
         &opts,
-    )? {
+    );
+    if junit {
+        let error = outcome.as_ref().err().map(|e| e.to_string());
+        print_stdout(&junit::render_with_error(&passed, error.as_deref()));
+    }
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) if junit => {
+            eprintln!("dqgate: error: {e}");
+            return Ok(e.exit_code());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match outcome {
         PublishOutcome::Published { version, displaced } => {
             let shown = displaced.map_or(String::new(), |d| format!(", displacing {d}"));
             eprintln!(
@@ -380,6 +425,24 @@ fn verify(root: PathBuf, partition: Vec<String>) -> Result<u8, Error> {
         }
         Ok(1)
     }
+}
+
+fn report(
+    verdicts: &[PathBuf],
+    table: Option<&std::path::Path>,
+    output: Option<&std::path::Path>,
+) -> Result<u8, Error> {
+    let page = crate::report::render_files(verdicts, table)?;
+    match output {
+        None => print_stdout(&page),
+        Some(path) => std::fs::write(path, page).map_err(|e| {
+            Error::Audit(format!(
+                "cannot write the report to {}: {e}",
+                path.display()
+            ))
+        })?,
+    }
+    Ok(0)
 }
 
 fn lint(rules: PathBuf, staged: Option<PathBuf>) -> Result<u8, Error> {

@@ -11,10 +11,12 @@
 //!                               │
 //!  staged dir ──exec::StagedInput──▶ exec::execute ──▶ Observations
 //!                               │
-//!                        verdict::judge ──▶ Verdict ──▶ JSON / text
+//!                        verdict::judge ──▶ Verdict ──▶ JSON / text / JUnit / Markdown
 //!                               │ (only a PassedVerdict)
 //!                        publish::publish ──▶ atomic swap into ROOT/k=v
 //! ```
+//!
+//! `report` renders saved verdict JSON and a table's audit records as HTML.
 //!
 //! [`audit`] runs the stages from rule text to verdict; the CLI (`cli`) is a
 //! thin layer over it.
@@ -29,6 +31,7 @@ pub mod error;
 pub mod exec;
 pub mod plan;
 pub mod publish;
+pub mod report;
 pub mod runkey;
 pub mod scalar;
 pub mod value;

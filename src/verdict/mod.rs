@@ -6,6 +6,8 @@
 pub mod history;
 pub mod json;
 pub mod judge;
+pub mod junit;
+pub mod markdown;
 pub mod schema;
 pub mod text;
 
@@ -30,12 +32,41 @@ impl Status {
     }
 }
 
+/// How one statement came out, as reports show it: a `warn` that does not
+/// hold is `Warned`, not `Failed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Passed,
+    Failed,
+    Warned,
+    Skipped,
+}
+
+impl Outcome {
+    pub fn of(status: Status, severity: Severity) -> Outcome {
+        match (status, severity) {
+            (Status::Pass, _) => Outcome::Passed,
+            (Status::Skipped, _) => Outcome::Skipped,
+            (Status::Fail, Severity::Check) => Outcome::Failed,
+            (Status::Fail, Severity::Warn) => Outcome::Warned,
+        }
+    }
+}
+
 /// One offending key (or value, or row shape) and how many rows carry it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     /// Column name and value, in the statement's column order.
     pub key: Vec<(String, Value)>,
     pub rows: u64,
+}
+
+impl Sample {
+    /// `k1=v1, k2=v2`, values in their human form (text quoted).
+    pub fn key_text(&self) -> String {
+        let parts: Vec<String> = self.key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        parts.join(", ")
+    }
 }
 
 /// How a metric was obtained: from Parquet footers alone, or by a scan.
@@ -103,6 +134,12 @@ impl DriftKind {
     }
 }
 
+impl CheckResult {
+    pub fn outcome(&self) -> Outcome {
+        Outcome::of(self.status, self.severity)
+    }
+}
+
 /// A staged data file as the verdict lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputFile {
@@ -144,26 +181,42 @@ pub struct Summary {
     pub skipped: usize,
 }
 
-impl Verdict {
-    pub fn summary(&self) -> Summary {
-        let mut s = Summary {
-            checks: self.checks.len(),
-            ..Summary::default()
-        };
-        for c in &self.checks {
-            match (c.status, c.severity) {
-                (Status::Pass, _) => s.passed += 1,
-                (Status::Skipped, _) => s.skipped += 1,
-                (Status::Fail, Severity::Check) => s.failed += 1,
-                (Status::Fail, Severity::Warn) => s.warned += 1,
+impl Summary {
+    /// Counts the outcomes of a verdict's checks.
+    pub fn of(outcomes: impl IntoIterator<Item = Outcome>) -> Summary {
+        let mut s = Summary::default();
+        for o in outcomes {
+            s.checks += 1;
+            match o {
+                Outcome::Passed => s.passed += 1,
+                Outcome::Failed => s.failed += 1,
+                Outcome::Warned => s.warned += 1,
+                Outcome::Skipped => s.skipped += 1,
             }
         }
         s
+    }
+}
+
+/// A run key as `k1=v1/k2=v2` (empty without `partitioned by`).
+pub fn run_key_text(partition: &[(String, String)]) -> String {
+    let parts: Vec<String> = partition.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    parts.join("/")
+}
+
+impl Verdict {
+    pub fn summary(&self) -> Summary {
+        Summary::of(self.checks.iter().map(CheckResult::outcome))
     }
 
     /// True when no `check` statement failed.
     pub fn passed(&self) -> bool {
         self.summary().failed == 0
+    }
+
+    /// The run key as `k1=v1/k2=v2` (empty without `partitioned by`).
+    pub fn run_key_text(&self) -> String {
+        run_key_text(&self.partition)
     }
 
     /// The only way to obtain a [`PassedVerdict`].

@@ -13,4 +13,5 @@ mod lang_v2;
 mod memory;
 mod oracle;
 mod props;
+mod reports;
 mod support;

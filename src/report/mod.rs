@@ -1,0 +1,113 @@
+//! `dqgate report`: saved verdicts (and a table's published history) →
+//! one self-contained static HTML page.
+//!
+//! The inputs are verdict JSON files as `check --format json` and
+//! `publish --format json` print them (also error records, and audit records
+//! `_dqgate_audit.json`), read back by [`model`]. With a table root,
+//! [`history`] reads every published partition's audit record, and the page
+//! charts each metric across them ([`chart`]). The page ([`html`]) has inline
+//! CSS and SVG, no script and no external resource, and is deterministic:
+//! the same files give the same bytes (nothing from the clock, no absolute
+//! path that was not given).
+
+pub mod chart;
+pub mod history;
+pub mod html;
+pub mod model;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+pub use history::History;
+pub use model::Doc;
+
+/// Why a report could not be made. Exit code 3, like unreadable data.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A verdict file or an audit record that cannot be read or is not a
+    /// `dqgate.verdict/v1` document.
+    #[error("cannot read {path}: {reason}")]
+    Read { path: String, reason: String },
+    /// The `--table` root cannot be listed.
+    #[error("cannot read the table {path}: {reason}")]
+    Table { path: String, reason: String },
+}
+
+impl ReportError {
+    pub(crate) fn read(path: &Path, reason: &str) -> ReportError {
+        ReportError::Read {
+            path: path.display().to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
+    pub(crate) fn table(path: &Path, reason: &str) -> ReportError {
+        ReportError::Table {
+            path: path.display().to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+impl From<ReportError> for crate::Error {
+    fn from(e: ReportError) -> Self {
+        crate::Error::Audit(e.to_string())
+    }
+}
+
+/// One verdict file, read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    /// The path as given when relative, else its file name.
+    pub shown: String,
+    pub doc: Doc,
+}
+
+/// A table's history and the name the page shows for its root.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableHistory {
+    pub shown: String,
+    pub history: History,
+}
+
+/// Reads the verdict files (and the table's history) and renders the page.
+pub fn render_files(verdicts: &[PathBuf], table: Option<&Path>) -> Result<String, ReportError> {
+    let mut inputs = Vec::new();
+    for path in verdicts {
+        inputs.extend(read_inputs(path)?);
+    }
+    let history = table
+        .map(|root| {
+            history::read(root).map(|history| TableHistory {
+                shown: shown_path(root),
+                history,
+            })
+        })
+        .transpose()?;
+    Ok(html::page(&inputs, history.as_ref()))
+}
+
+/// The documents of one file (a verdict, maybe followed by an error record).
+fn read_inputs(path: &Path) -> Result<Vec<Input>, ReportError> {
+    let text = fs::read_to_string(path).map_err(|e| ReportError::read(path, &e.to_string()))?;
+    let docs = model::parse_all(&text).map_err(|e| ReportError::read(path, &e))?;
+    Ok(docs
+        .into_iter()
+        .map(|doc| Input {
+            shown: shown_path(path),
+            doc,
+        })
+        .collect())
+}
+
+/// A relative path as given; an absolute one by its file name only, so
+/// that a page does not depend on where its inputs lived.
+fn shown_path(p: &Path) -> String {
+    if p.is_absolute() {
+        p.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| p.display().to_string())
+    } else {
+        p.display().to_string()
+    }
+}
