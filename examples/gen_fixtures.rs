@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int32Array,
-    Int64Array, Int8Array, LargeStringArray, RecordBatch, StringArray, StringDictionaryBuilder,
-    TimestampMicrosecondArray, TimestampMillisecondArray, TimestampNanosecondArray,
-    TimestampSecondArray, UInt64Array,
+    ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int16Array,
+    Int32Array, Int64Array, Int8Array, LargeStringArray, RecordBatch, StringArray,
+    StringDictionaryBuilder, TimestampMicrosecondArray, TimestampMillisecondArray,
+    TimestampNanosecondArray, TimestampSecondArray, UInt64Array,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 use datafusion::parquet::arrow::ArrowWriter;
@@ -198,6 +198,103 @@ fn sales(root: &Path) {
     // A later, smaller version of the good partition (a sudden drop).
     let small: Vec<Sale> = good[..1100].to_vec();
     write_sales(&root.join("sales_small"), &small);
+
+    // The next day: new order ids, except three rows that repeat two of
+    // 2025-03-05's (a retried append), for `unique(...) across published`.
+    let mut next: Vec<Sale> = (0..600)
+        .map(|i| {
+            let mut s = sale(&mut rng, 1_100_000 + i * 7);
+            s.date = DAY_2025_03_05 + 1;
+            s
+        })
+        .collect();
+    next[10].order = 1_000_007;
+    next[20].order = 1_000_007;
+    next[30].order = 1_002_100;
+    write_sales(&root.join("sales_next"), &next);
+
+    // Two days later: order ids interleaved with 2025-03-05's, none equal.
+    let later: Vec<Sale> = (0..600)
+        .map(|i| {
+            let mut s = sale(&mut rng, 1_000_003 + i * 7);
+            s.date = DAY_2025_03_05 + 2;
+            s
+        })
+        .collect();
+    write_sales(&root.join("sales_later"), &later);
+}
+
+/// Reference tables for `values(...) in REF(...)`: stores 1..=45 of the 50
+/// that sales use, Hive-partitioned by region, with `int64` ids (the sales
+/// have `int32`); (store, currency) pairs without GBP, with `int16` ids and
+/// plain strings (the sales' currency is dictionary-encoded); and stores with
+/// text ids, which cannot be compared with the sales' numbers.
+fn dimensions(root: &Path) {
+    let stores = |ids: std::ops::RangeInclusive<i64>| {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("store_id", DataType::Int64, false),
+            Field::new("store_name", DataType::Utf8, true),
+        ]));
+        let names: Vec<String> = ids.clone().map(|i| format!("Store {i}")).collect();
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from_iter_values(ids)) as ArrayRef,
+                Arc::new(StringArray::from_iter_values(names)),
+            ],
+        )
+        .unwrap()
+    };
+    let dir = root.join("dim_stores");
+    let _ = fs::remove_dir_all(&dir);
+    write(
+        &dir.join("region=EU/part-00000.parquet"),
+        &[stores(1..=20)],
+        100,
+        true,
+    );
+    write(
+        &dir.join("region=US/part-00000.parquet"),
+        &[stores(21..=45)],
+        100,
+        true,
+    );
+    fs::write(dir.join("_SUCCESS"), b"").unwrap();
+
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("store_id", DataType::Int16, true),
+        Field::new("currency", DataType::Utf8, true),
+    ]));
+    let pairs: Vec<(i16, &str)> = (1..=50).flat_map(|s| [(s, "EUR"), (s, "USD")]).collect();
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int16Array::from_iter(
+                pairs.iter().map(|p| Some(p.0)).chain([None]),
+            )) as ArrayRef,
+            Arc::new(StringArray::from_iter(
+                pairs.iter().map(|p| Some(p.1)).chain([Some("GBP")]),
+            )),
+        ],
+    )
+    .unwrap();
+    let dir = root.join("dim_store_currency");
+    let _ = fs::remove_dir_all(&dir);
+    write(&dir.join("store_currency.parquet"), &[batch], 1000, true);
+
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "store_id",
+        DataType::Utf8,
+        false,
+    )]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![Arc::new(StringArray::from_iter_values(["1", "2"])) as ArrayRef],
+    )
+    .unwrap();
+    let dir = root.join("dim_stores_text");
+    let _ = fs::remove_dir_all(&dir);
+    write(&dir.join("stores.parquet"), &[batch], 1000, true);
 }
 
 fn sensors(root: &Path) {
@@ -546,6 +643,7 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/data"));
     sales(&root);
+    dimensions(&root);
     sensors(&root);
     types(&root);
     empty(&root);

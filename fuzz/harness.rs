@@ -69,6 +69,7 @@ pub fn run(data: &[u8]) {
             file: &file,
             schema: Some(&schema),
             run_key: run_key.as_ref(),
+            references: &[],
             ctx,
         });
         if let Err(diags) = result {

@@ -5,6 +5,8 @@
 //! fused plans run, `published.*` metrics are computed over the published
 //! version when there is one, and the judge produces the verdict.
 
+mod joins;
+
 use std::path::{Path, PathBuf};
 
 use datafusion::prelude::SessionContext;
@@ -30,6 +32,9 @@ pub struct RuleSource {
     pub display: String,
     pub text: String,
     pub sha256: String,
+    /// The path as given (`reference` paths are resolved against its
+    /// directory).
+    pub path: PathBuf,
 }
 
 impl RuleSource {
@@ -52,6 +57,7 @@ impl RuleSource {
             display,
             text,
             sha256: crate::exec::input::hex(&Sha256::digest(&bytes)),
+            path: path.to_path_buf(),
         })
     }
 
@@ -95,6 +101,11 @@ pub struct Prepared {
     pub ctx: SessionContext,
     /// Under a memory limit: `distinct_count` as a grouped pass that can spill.
     pub spill_distinct: bool,
+    /// The `reference` tables, opened (footers only).
+    pub references: joins::References,
+    /// The published table root (`--table`), for `across published`; set it
+    /// before [`Prepared::run`].
+    pub table_root: Option<PathBuf>,
     /// Bytes the last run spilled to disk (reported on stderr).
     pub spilled_bytes: std::sync::atomic::AtomicU64,
 }
@@ -122,11 +133,17 @@ pub fn prepare(
     }
     let input = StagedInput::open(staged)?;
     let ctx = engine::session(engine_opts).map_err(|e| Error::engine("starting the engine", e))?;
+    let references = joins::open_references(&file, &rules)?;
+    let reference_schemas: Vec<_> = references
+        .iter()
+        .map(|(n, d)| (n.clone(), d.schema.clone()))
+        .collect();
     let checked = check::check(&CheckInput {
         source: &rules.text,
         file: &file,
         schema: Some(&input.schema),
         run_key: run_key.as_ref(),
+        references: &reference_schemas,
         ctx: &ctx,
     })
     .map_err(|d| rules.rules_error(d))?;
@@ -151,6 +168,8 @@ pub fn prepare(
         plan,
         ctx,
         spill_distinct: engine_opts.memory_limit.is_some(),
+        references,
+        table_root: None,
         spilled_bytes: Default::default(),
     })
 }
@@ -165,6 +184,7 @@ pub fn lint_without_data(rules: &RuleSource) -> Result<(), Error> {
         file: &file,
         schema: None,
         run_key: None,
+        references: &[],
         ctx: &ctx,
     }) {
         Ok(_) => Vec::new(),
@@ -207,7 +227,8 @@ impl Prepared {
             duplicates_nulls_equal: &dups_nulls_equal,
             history: baseline.as_ref().map_or(History::NotGiven, History::Runs),
         };
-        let staged = metric_values(
+        let joined = joins::observe(self).await?;
+        let mut staged = metric_values(
             &self
                 .checked
                 .statements
@@ -217,6 +238,7 @@ impl Prepared {
             &self.input,
             &obs,
         );
+        staged.extend(joined.values(&self.checked));
         let (published_values, absent, compared_against) = self.published_values(published).await?;
         let duplicates = |keys: &[String]| {
             obs.duplicates
@@ -237,6 +259,7 @@ impl Prepared {
             published_absent: absent,
             duplicates: &duplicates,
             source: &source,
+            skipped: &|m: &Metric| joined.skip_reason(m),
             extra,
         };
         let mut verdict = judge::judge(
@@ -252,11 +275,13 @@ impl Prepared {
                         .map(|(values, rows)| Sample {
                             key: columns.iter().cloned().zip(values).collect(),
                             rows,
+                            partition: None,
                         })
                         .collect(),
                 );
             }
         }
+        joined.attach_samples(&self.checked, &mut verdict);
         Ok(verdict)
     }
 
@@ -381,7 +406,11 @@ impl Prepared {
 
     /// The plans this audit runs, as `dqgate explain` prints them.
     pub async fn explain(&self) -> Result<String, Error> {
-        crate::plan::explain::explain(&self.ctx, &self.input, &self.checked, &self.plan).await
+        let mut out =
+            crate::plan::explain::explain(&self.ctx, &self.input, &self.checked, &self.plan)
+                .await?;
+        out.push_str(&joins::explain(self).await?);
+        Ok(out)
     }
 }
 

@@ -122,6 +122,9 @@ pub enum Command {
         staged: PathBuf,
         #[arg(long = "partition", value_name = "KEY=VALUE")]
         partition: Vec<String>,
+        /// The published table root, to plan `unique(...) across published`.
+        #[arg(long)]
+        table: Option<PathBuf>,
     },
 }
 
@@ -233,14 +236,16 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             rules,
             staged,
             partition,
+            table,
         } => {
-            let prepared = audit::prepare(
+            let mut prepared = audit::prepare(
                 RuleSource::read(&rules)?,
                 &staged,
                 &partition,
                 false,
                 &EngineOptions::default(),
             )?;
+            prepared.table_root = table;
             print_stdout(&prepared.explain().await?);
             Ok(0)
         }
@@ -266,13 +271,14 @@ fn emit(v: &Verdict, format: Format) {
 
 async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
     let started = Instant::now();
-    let prepared = audit::prepare(
+    let mut prepared = audit::prepare(
         RuleSource::read(&a.rules)?,
         &a.staged,
         &a.partition,
         false,
         &engine_options(&a),
     )?;
+    prepared.table_root = table.clone();
     let published = match (&table, prepared.run_key.is_empty()) {
         (None, _) => Published::NotGiven,
         (Some(root), _) => current_version(&Table::open(root)?, &prepared.run_key)?,
@@ -330,13 +336,14 @@ fn timing(p: &audit::Prepared, started: Instant) {
 async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> {
     let started = Instant::now();
     let table = Table::open(&root)?;
-    let prepared = audit::prepare(
+    let mut prepared = audit::prepare(
         RuleSource::read(&a.rules)?,
         &a.staged,
         &a.partition,
         true,
         &engine_options(&a),
     )?;
+    prepared.table_root = Some(root.clone());
     let published = current_version(&table, &prepared.run_key)?;
     let audited_against = match &published {
         Published::Version { fingerprint, .. } => Some(fingerprint.clone()),

@@ -63,10 +63,12 @@ pub mod codes {
     pub const UNKNOWN_COLUMN: &str = "E201";
     pub const UNKNOWN_PARTITION_KEY: &str = "E202";
     pub const DUPLICATE_NAME: &str = "E203";
+    pub const UNKNOWN_REFERENCE: &str = "E204";
     pub const TYPE: &str = "E301";
     pub const PREDICATE: &str = "E302";
     pub const LITERAL: &str = "E303";
     pub const RUN_KEY: &str = "E401";
+    pub const NOT_PARTITIONED: &str = "E402";
 }
 
 /// 1-based line and column (in characters) of a byte offset.

@@ -5,6 +5,7 @@
 //! you mean", type mismatches, bad literals, unknown run-key references) and
 //! produces a rule set only when there is none.
 
+mod across;
 pub mod literal;
 pub mod predicate;
 pub mod rules;
@@ -14,6 +15,7 @@ use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Expr;
 use datafusion::prelude::{ident, lit, SessionContext};
 
+pub use across::common_key_type;
 pub use rules::*;
 
 use crate::diagnostic::{codes, line_col, suggest, Diagnostic, Span};
@@ -34,12 +36,16 @@ pub struct CheckInput<'a> {
     pub schema: Option<&'a Schema>,
     /// The run key, when known; `partition.KEY` values are typed from it.
     pub run_key: Option<&'a RunKey>,
+    /// The schemas of the opened `reference` tables, by name; a reference
+    /// missing here is checked by name only.
+    pub references: &'a [(String, datafusion::arrow::datatypes::SchemaRef)],
     pub ctx: &'a SessionContext,
 }
 
 /// Checks a parsed rule file against a schema.
 pub fn check(input: &CheckInput<'_>) -> Result<CheckedRules, Vec<Diagnostic>> {
     let mut checker = Checker::new(input);
+    checker.declared_references();
     let statements: Vec<_> = input
         .file
         .statements
@@ -260,6 +266,27 @@ impl<'a> Checker<'a> {
                     nullable: *nullable,
                 };
                 (metric, zero(), None)
+            }
+            Assertion::InReference {
+                columns,
+                reference,
+                ref_columns,
+                ..
+            } => {
+                let lookup = self.in_reference(columns, reference, ref_columns)?;
+                (
+                    Metric::NotInReference(lookup),
+                    zero(),
+                    Some(SampleSpec::Joined),
+                )
+            }
+            Assertion::UniqueAcrossPublished { keys, span } => {
+                let k = self.across_published(keys, *span)?;
+                (
+                    Metric::DuplicateAcrossPublished(k),
+                    zero(),
+                    Some(SampleSpec::Joined),
+                )
             }
             Assertion::All { predicate, .. } => {
                 let expr = self.predicate(predicate)?;

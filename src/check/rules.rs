@@ -87,6 +87,33 @@ pub enum Metric {
         /// `Some(false)`: `not null`; `Some(true)`: `null`; `None`: either.
         nullable: Option<bool>,
     },
+    /// Staged rows whose key (all parts non-null) is absent from a reference
+    /// table; observed by an anti-join pass of its own.
+    NotInReference(RefLookup),
+    /// Distinct staged keys (all parts non-null) that occur in another
+    /// published partition of the table; observed by a join pass of its own.
+    DuplicateAcrossPublished(Vec<String>),
+}
+
+/// `values(columns) in reference(ref_columns)`, typed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RefLookup {
+    pub columns: Vec<String>,
+    pub reference: String,
+    pub ref_columns: Vec<String>,
+    /// The type each key part is compared in (both sides are cast to it).
+    pub key_types: Vec<datafusion::arrow::datatypes::DataType>,
+}
+
+impl Metric {
+    /// Whether the metric is observed by a join pass of its own rather than
+    /// from the fused aggregate or a key set's pass.
+    pub fn is_join(&self) -> bool {
+        matches!(
+            self,
+            Metric::NotInReference(_) | Metric::DuplicateAcrossPublished(_)
+        )
+    }
 }
 
 /// A row filter: a planned DataFusion expression and how to show it.
@@ -125,6 +152,21 @@ impl Metric {
             }
             Metric::SchemaDrift => "schema_drift".into(),
             Metric::ColumnType { column, .. } => format!("type({})", quote_ident(column)),
+            Metric::NotInReference(r) => {
+                let staged = if r.columns.len() == 1 {
+                    keys(&r.columns)
+                } else {
+                    format!("({})", keys(&r.columns))
+                };
+                format!(
+                    "count(where {staged} not in {}({}))",
+                    quote_ident(&r.reference),
+                    keys(&r.ref_columns)
+                )
+            }
+            Metric::DuplicateAcrossPublished(k) => {
+                format!("duplicate_count_across_published({})", keys(k))
+            }
         }
     }
 
@@ -266,4 +308,7 @@ pub enum SampleSpec {
     /// Duplicated keys of a statement that declared its null semantics
     /// (`nulls distinct` / `nulls not distinct`); the verdict reports them.
     DuplicateKeysNulls(Vec<String>, Nulls),
+    /// Offending keys found by the statement's own join pass
+    /// (`values ... in REF(...)`, `unique ... across published`).
+    Joined,
 }

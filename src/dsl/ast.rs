@@ -12,7 +12,24 @@ pub struct RuleFile {
     pub table: Ident,
     /// The run-key columns of `partitioned by`, in order; empty when absent.
     pub partitioned_by: Vec<Ident>,
+    /// `reference NAME at 'PATH'` lines, in file order.
+    pub references: Vec<Reference>,
     pub statements: Vec<Statement>,
+}
+
+/// `reference NAME at 'PATH'`: another table that `values(...) in NAME(...)`
+/// looks keys up in. `PATH` is a published table root, a directory of
+/// Parquet files or one Parquet file; a relative path is resolved against the
+/// rule file's directory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reference {
+    pub name: Ident,
+    /// The path as written (quotes removed, `''` unescaped).
+    pub path: String,
+    /// Where the quoted path was written.
+    pub path_span: Span,
+    /// From `reference` to the end of the line.
+    pub span: Span,
 }
 
 /// A name with where it was written. `quoted` is true for `"double quoted"`
@@ -84,6 +101,17 @@ pub enum Assertion {
         nullable: Option<bool>,
         span: Span,
     },
+    /// `values(c, ...) in NAME(r, ...)`: every staged key whose parts are all
+    /// non-null occurs in the reference table `NAME`.
+    InReference {
+        columns: Vec<Ident>,
+        reference: Ident,
+        ref_columns: Vec<Ident>,
+        span: Span,
+    },
+    /// `unique(k, ...) across published`: no staged key occurs in another
+    /// published partition of the same table.
+    UniqueAcrossPublished { keys: Vec<Ident>, span: Span },
 }
 
 /// How key checks treat a null key part.

@@ -11,11 +11,13 @@
 
 use super::ast::{
     ArithOp, Assertion, CmpOp, Comparison, HistoryStat, Ident, Literal, Metric, MetricKind, Nulls,
-    Predicate, RuleFile, Severity, Statement, TypeSpec, ValueExpr, ValueKind,
+    Predicate, Reference, RuleFile, Severity, Statement, TypeSpec, ValueExpr, ValueKind,
 };
 use super::lexer::{self, Sym, Token, TokenKind};
 use super::types::{self, TypeArg};
 use crate::diagnostic::{codes, line_col, suggest, Diagnostic, Span};
+
+mod across;
 
 /// How deeply value expressions (parentheses, unary minus) may nest.
 pub const MAX_DEPTH: usize = 64;
@@ -131,6 +133,7 @@ struct Parser<'a> {
     diags: Vec<Diagnostic>,
     table: Option<Ident>,
     partitioned_by: Vec<Ident>,
+    references: Vec<Reference>,
     /// The `table` keyword, once seen.
     table_kw: Option<Span>,
     /// The first token of the first statement, when it came before `table`.
@@ -150,6 +153,7 @@ impl<'a> Parser<'a> {
             diags: Vec::new(),
             table: None,
             partitioned_by: Vec::new(),
+            references: Vec::new(),
             table_kw: None,
             early: None,
         }
@@ -166,6 +170,8 @@ impl<'a> Parser<'a> {
                 self.table_line();
             } else if tok.is_word("partitioned") {
                 self.misplaced_partitioned(tok.span);
+            } else if tok.is_word("reference") {
+                self.reference_line();
             } else {
                 if self.table_kw.is_none() && self.early.is_none() {
                     self.early = Some(tok.span);
@@ -182,6 +188,7 @@ impl<'a> Parser<'a> {
                 quoted: false,
             }),
             partitioned_by: std::mem::take(&mut self.partitioned_by),
+            references: std::mem::take(&mut self.references),
             statements,
         }
     }
@@ -346,7 +353,8 @@ impl Parser<'_> {
             "primary_key" if self.nulls_after_keys() => Err(self.primary_key_nulls()),
             "schema" => self.schema_matches(),
             "column" => self.column_type(),
-            "unique" | "primary_key" => self.keys_assertion(&name),
+            "unique" => self.unique(),
+            "primary_key" => self.keys_assertion(&name),
             "values" => self.values(),
             "all" => self.all(),
             n if METRICS.contains(&n) => {
@@ -392,10 +400,14 @@ impl Parser<'_> {
         })
     }
 
-    /// `values(c) [not] in (v, ...)`
+    /// `values(c) [not] in (v, ...)`, or `values(c, ...) in NAME(r, ...)`.
     fn values(&mut self) -> PResult<Assertion> {
         let start = self.bump().span;
-        let column = self.column_arg("values")?;
+        let columns = self.key_list("values")?;
+        if self.names_a_reference() {
+            return self.in_reference(start, columns);
+        }
+        let column = self.one_column(columns)?;
         let negated = self.peek().is_word("not");
         if negated {
             self.bump();

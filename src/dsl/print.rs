@@ -32,6 +32,9 @@ pub fn print(file: &RuleFile) -> String {
         let keys: Vec<_> = file.partitioned_by.iter().map(ident).collect();
         let _ = writeln!(out, "partitioned by {}", keys.join(", "));
     }
+    for r in &file.references {
+        let _ = writeln!(out, "reference {} at {}", ident(&r.name), string(&r.path));
+    }
     if !file.statements.is_empty() {
         out.push('\n');
     }
@@ -92,6 +95,20 @@ pub fn assertion(a: &Assertion) -> String {
                 ident(column),
                 super::types::canonical(&ty.ty)
             )
+        }
+        Assertion::InReference {
+            columns,
+            reference,
+            ref_columns,
+            ..
+        } => format!(
+            "values({}) in {}({})",
+            idents(columns),
+            ident(reference),
+            idents(ref_columns)
+        ),
+        Assertion::UniqueAcrossPublished { keys, .. } => {
+            format!("unique({}) across published", idents(keys))
         }
     }
 }
@@ -232,6 +249,11 @@ pub fn normalized(file: &RuleFile) -> RuleFile {
     f.partitioned_by
         .iter_mut()
         .for_each(|k| k.span = Span::default());
+    for r in &mut f.references {
+        r.name.span = Span::default();
+        r.path_span = Span::default();
+        r.span = Span::default();
+    }
     for s in &mut f.statements {
         s.span = Span::default();
         clear_assertion(&mut s.assertion);
@@ -252,9 +274,24 @@ fn clear_assertion(a: &mut Assertion) {
                 }
             }
         }
-        Assertion::Unique { keys, span } | Assertion::PrimaryKey { keys, span } => {
+        Assertion::Unique { keys, span }
+        | Assertion::PrimaryKey { keys, span }
+        | Assertion::UniqueAcrossPublished { keys, span } => {
             *span = Span::default();
             keys.iter_mut().for_each(|k| k.span = Span::default());
+        }
+        Assertion::InReference {
+            columns,
+            reference,
+            ref_columns,
+            span,
+        } => {
+            *span = Span::default();
+            reference.span = Span::default();
+            columns
+                .iter_mut()
+                .chain(ref_columns.iter_mut())
+                .for_each(|k| k.span = Span::default());
         }
         Assertion::Values {
             column, list, span, ..

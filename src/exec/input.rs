@@ -90,6 +90,15 @@ impl StagedInput {
         if paths.is_empty() {
             return Err(InputError::NoFiles(shown));
         }
+        StagedInput::from_listed(dir, paths)
+    }
+
+    /// Reads the footers of, and fingerprints, files already listed (as
+    /// [`list_parquet_files`] lists them: sorted, paths relative to `dir`).
+    pub fn from_listed(
+        dir: &Path,
+        paths: Vec<(String, PathBuf)>,
+    ) -> Result<StagedInput, InputError> {
         let mut hasher = Sha256::new();
         let mut files = Vec::with_capacity(paths.len());
         for (rel, abs) in paths {

@@ -8,7 +8,9 @@
 
 pub mod dense;
 pub mod input;
+pub mod join;
 pub mod progress;
+pub mod reference;
 pub mod stats;
 pub mod topk;
 
@@ -133,7 +135,8 @@ pub async fn observe(
             },
         );
     }
-    let first = passes - plan.grouped_distinct.len() - plan.key_sets_nulls_equal.len();
+    let first =
+        passes - plan.joins.len() - plan.grouped_distinct.len() - plan.key_sets_nulls_equal.len();
     for (i, column) in plan.grouped_distinct.iter().enumerate() {
         let label = format!("pass {}/{passes}: distinct {column}", first + i + 1);
         let frame = plan::distinct_frame(table(ctx, input)?, column)
@@ -159,7 +162,7 @@ async fn observe_nulls_equal(
     obs: &mut Observations,
 ) -> Result<(), Error> {
     let passes = plan.scans();
-    let first = passes - plan.key_sets_nulls_equal.len();
+    let first = passes - plan.joins.len() - plan.key_sets_nulls_equal.len();
     for (i, keys) in plan.key_sets_nulls_equal.iter().enumerate() {
         let nullable = keys.iter().any(|k| {
             input

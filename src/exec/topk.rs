@@ -17,6 +17,7 @@ pub struct TopK {
     key_columns: usize,
     k: usize,
     groups: u64,
+    rows: u64,
     /// Sorted best first.
     best: Vec<(u64, OwnedRow)>,
 }
@@ -24,6 +25,8 @@ pub struct TopK {
 /// The number of groups and the best ones, key values in column order.
 pub struct Top {
     pub groups: u64,
+    /// The sum of the groups' row counts.
+    pub rows: u64,
     pub best: Vec<(Vec<Value>, u64)>,
     /// Bytes the grouped pass spilled to disk.
     pub spilled_bytes: u64,
@@ -41,6 +44,7 @@ impl TopK {
             key_columns,
             k,
             groups: 0,
+            rows: 0,
             best: Vec::new(),
         })
     }
@@ -57,6 +61,7 @@ impl TopK {
             .convert_columns(&batch.columns()[..self.key_columns])?;
         for i in 0..n {
             let c = counts.value(i).max(0) as u64;
+            self.rows += c;
             if self.best.len() == self.k {
                 let (last_c, last_row) = &self.best[self.k - 1];
                 if c < *last_c || (c == *last_c && rows.row(i) >= last_row.row()) {
@@ -87,6 +92,7 @@ impl TopK {
         }
         Ok(Top {
             groups: self.groups,
+            rows: self.rows,
             best,
             spilled_bytes: 0,
         })

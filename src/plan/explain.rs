@@ -167,7 +167,10 @@ fn pass_index(plan: &AuditPlan, keys: &[String]) -> usize {
     plan.key_sets.iter().position(|k| k == keys).unwrap_or(0)
 }
 
-async fn render(out: &mut String, frame: datafusion::dataframe::DataFrame) -> Result<(), Error> {
+pub(crate) async fn render(
+    out: &mut String,
+    frame: datafusion::dataframe::DataFrame,
+) -> Result<(), Error> {
     let logical = frame
         .clone()
         .into_optimized_plan()

@@ -9,6 +9,7 @@
 
 pub mod explain;
 pub mod fsum;
+pub mod join;
 
 use std::collections::BTreeSet;
 
@@ -60,6 +61,9 @@ pub struct AuditPlan {
     /// Distinct key sets (columns sorted by name) of `nulls not distinct`
     /// checks: grouped passes that keep rows with null key parts.
     pub key_sets_nulls_equal: Vec<Vec<String>>,
+    /// Joins with reference tables and published partitions, one pass each,
+    /// deduplicated, in first-use order.
+    pub joins: Vec<join::JoinPass>,
 }
 
 impl AuditPlan {
@@ -86,6 +90,11 @@ impl AuditPlan {
             if let Some(k) = key_set_nulls_equal_of(m) {
                 if !plan.key_sets_nulls_equal.contains(&k) {
                     plan.key_sets_nulls_equal.push(k);
+                }
+            }
+            if let Some(j) = join::JoinPass::of(m) {
+                if !plan.joins.contains(&j) {
+                    plan.joins.push(j);
                 }
             }
         }
@@ -159,6 +168,7 @@ impl AuditPlan {
     pub fn from_footers_only(&self, m: &Metric) -> bool {
         key_set_of(m).is_none()
             && key_set_nulls_equal_of(m).is_none()
+            && !m.is_join()
             && atoms_of(m)
                 .iter()
                 .all(|a| self.from_footers.iter().any(|(f, _)| f == a))
@@ -170,6 +180,7 @@ impl AuditPlan {
             + self.key_sets.len()
             + self.grouped_distinct.len()
             + self.key_sets_nulls_equal.len()
+            + self.joins.len()
     }
 }
 
@@ -189,6 +200,7 @@ pub fn atoms_of(m: &Metric) -> Vec<Atom> {
         Metric::Avg(c) => vec![Atom::Sum(c.clone()), Atom::NonNull(c.clone())],
         Metric::CountWhere(f) => vec![Atom::CountIf(f.expr.clone())],
         Metric::RateWhere(f) => vec![Atom::RowCount, Atom::CountIf(f.expr.clone())],
+        Metric::NotInReference(_) | Metric::DuplicateAcrossPublished(_) => vec![],
         // Key sets and schemas, no aggregate atoms.
         Metric::DuplicateCountNullsEqual(_) | Metric::SchemaDrift | Metric::ColumnType { .. } => {
             vec![]
@@ -373,6 +385,8 @@ pub fn derive_with(
         Metric::RateWhere(f) => rate(atom(&Atom::CountIf(f.expr.clone())), rows()),
         Metric::DuplicateCountNullsEqual(k) => duplicates_nulls_equal(&sorted(k)),
         Metric::SchemaDrift | Metric::ColumnType { .. } => Value::Null,
+        // Observed by their own join pass (`exec::join`), not derived.
+        Metric::NotInReference(_) | Metric::DuplicateAcrossPublished(_) => Value::Null,
     }
 }
 

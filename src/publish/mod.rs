@@ -45,6 +45,7 @@ mod history;
 mod journal;
 mod kept;
 pub mod layout;
+mod list;
 mod lock;
 mod record;
 mod recover;
@@ -56,6 +57,7 @@ mod verify;
 use std::path::{Path, PathBuf};
 
 pub use error::PublishError;
+pub use list::PublishedPartition;
 
 use crate::runkey::RunKey;
 use crate::verdict::PassedVerdict;

@@ -151,6 +151,8 @@ struct DriftWire<'a> {
 struct SampleWire<'a> {
     key: KeyWire<'a>,
     rows: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<&'a str>,
 }
 
 struct KeyWire<'a>(&'a [(String, Value)]);
@@ -242,5 +244,6 @@ fn sample_wire(s: &Sample) -> SampleWire<'_> {
     SampleWire {
         key: KeyWire(&s.key),
         rows: s.rows,
+        partition: s.partition.as_deref(),
     }
 }

@@ -41,6 +41,9 @@ pub struct Measurements<'a> {
     /// Duplicate-key samples by key set (sorted columns), values in that order.
     pub duplicates: &'a dyn Fn(&[String]) -> RankedKeys,
     pub source: &'a dyn Fn(&Metric) -> Source,
+    /// Why a statement's metric could not be observed (it is `skipped`),
+    /// e.g. `across published` without `--table`.
+    pub skipped: &'a dyn Fn(&Metric) -> Option<String>,
     /// What schema, history and `nulls not distinct` checks read.
     pub extra: Extra<'a>,
 }
@@ -104,6 +107,11 @@ fn judge_thresholded(s: &CheckedStatement, m: &Measurements<'_>) -> CheckResult 
         nulls: None,
         drift: None,
     };
+    if let Some(why) = (m.skipped)(&s.metric) {
+        result.expected = describe_source(&s.threshold);
+        result.note = Some(why);
+        return result;
+    }
     let refs = Refs {
         published: m.published,
         published_absent: m.published_absent,
@@ -149,6 +157,7 @@ fn duplicate_samples(keys: &[String], duplicates: &dyn Fn(&[String]) -> RankedKe
                 })
                 .collect(),
             rows,
+            partition: None,
         })
         .collect()
 }

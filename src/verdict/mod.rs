@@ -59,6 +59,9 @@ pub struct Sample {
     /// Column name and value, in the statement's column order.
     pub key: Vec<(String, Value)>,
     pub rows: u64,
+    /// For `unique(...) across published`: the published partition
+    /// (`k=v[/k=v]`) where the key also occurs.
+    pub partition: Option<String>,
 }
 
 impl Sample {

@@ -78,9 +78,13 @@ fn check_line(out: &mut String, c: &CheckResult, width: usize) {
     }
     for s in c.samples.iter().flatten() {
         let key: Vec<String> = s.key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let place = s
+            .partition
+            .as_ref()
+            .map_or(String::new(), |p| format!(", also in {p}"));
         let _ = writeln!(
             out,
-            "                 {}  ({} rows)",
+            "                 {}  ({} rows{place})",
             key.join(", "),
             s.rows
         );

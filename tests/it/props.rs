@@ -279,6 +279,7 @@ fn check_against_schema(source: &str, file: &RuleFile) {
         file,
         schema: Some(&schema),
         run_key: run_key.as_ref(),
+        references: &[],
         ctx: &ctx,
     });
 }

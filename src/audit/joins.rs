@@ -1,0 +1,254 @@
+//! The join passes of a run: opening `reference` tables, finding the other
+//! published partitions for `across published`, running both kinds of pass,
+//! and what the verdict takes from them (values, skips, samples).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::{Prepared, RuleSource};
+use crate::check::{CheckedRules, Metric};
+use crate::dsl::ast::RuleFile;
+use crate::error::Error;
+use crate::exec::input::StagedInput;
+use crate::exec::join::{self, JoinResult, PublishedPart};
+use crate::exec::reference::Dataset;
+use crate::plan::join::JoinPass;
+use crate::publish::Table;
+use crate::value::Value;
+use crate::verdict::{Sample, Status, Verdict};
+
+/// The opened `reference` tables, by name.
+pub type References = Vec<(String, Dataset)>;
+
+/// Where a `reference` path points: relative paths are resolved against the
+/// directory of the rule file (as the rule file was given), so a rule file
+/// means the same from any working directory.
+pub fn resolve(rules_path: &Path, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    match rules_path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.join(p),
+        _ => p.to_path_buf(),
+    }
+}
+
+/// Opens every declared reference (footers only). A reference that cannot
+/// be read stops the run with exit 3.
+pub(super) fn open_references(file: &RuleFile, rules: &RuleSource) -> Result<References, Error> {
+    let mut out: References = Vec::new();
+    for r in &file.references {
+        if out.iter().any(|(n, _)| *n == r.name.name) {
+            continue; // declared twice: the checker reports it
+        }
+        let at = resolve(&rules.path, &r.path);
+        let dataset = Dataset::open(&at).map_err(|why| {
+            Error::Audit(format!(
+                "reference `{}` at '{}': cannot read `{}`: {why}",
+                r.name.name,
+                r.path,
+                at.display()
+            ))
+        })?;
+        out.push((r.name.name.clone(), dataset));
+    }
+    Ok(out)
+}
+
+/// What the join passes observed, and which were skipped and why.
+#[derive(Debug, Default)]
+pub(super) struct JoinObservations {
+    pub results: HashMap<JoinPass, JoinResult>,
+    pub skipped: HashMap<JoinPass, String>,
+}
+
+impl JoinObservations {
+    /// The observed values, by metric.
+    pub fn values(&self, rules: &CheckedRules) -> Vec<(Metric, Value)> {
+        rules
+            .statements
+            .iter()
+            .filter_map(|s| {
+                let r = self.results.get(&JoinPass::of(&s.metric)?)?;
+                Some((s.metric.clone(), Value::Int(r.value as i128)))
+            })
+            .collect()
+    }
+
+    pub fn skip_reason(&self, m: &Metric) -> Option<String> {
+        self.skipped.get(&JoinPass::of(m)?).cloned()
+    }
+
+    /// Puts the samples of failed join statements into the verdict.
+    pub fn attach_samples(&self, rules: &CheckedRules, verdict: &mut Verdict) {
+        for (s, c) in rules.statements.iter().zip(verdict.checks.iter_mut()) {
+            let Some(result) = JoinPass::of(&s.metric).and_then(|p| self.results.get(&p)) else {
+                continue;
+            };
+            if c.status != Status::Fail {
+                continue;
+            }
+            let columns = match &s.metric {
+                Metric::NotInReference(r) => &r.columns,
+                Metric::DuplicateAcrossPublished(k) => k,
+                _ => continue,
+            };
+            c.samples = Some(
+                result
+                    .samples
+                    .iter()
+                    .map(|j| Sample {
+                        key: columns.iter().cloned().zip(j.key.iter().cloned()).collect(),
+                        rows: j.rows,
+                        partition: j.partition.clone(),
+                    })
+                    .collect(),
+            );
+        }
+    }
+}
+
+/// The other published partitions, or why there are none to compare with.
+fn other_partitions(p: &Prepared) -> Result<Result<Vec<PublishedPart>, String>, Error> {
+    let Some(root) = &p.table_root else {
+        return Ok(Err(
+            "no --table given, so the published partitions cannot be read".into(),
+        ));
+    };
+    let own = p.run_key.rel_dir();
+    let mut parts = Vec::new();
+    for part in Table::open(root)?.partitions(&p.checked.partitioned_by)? {
+        if !p.run_key.is_empty() && part.rel == own {
+            continue;
+        }
+        let input = StagedInput::open(&part.dir).map_err(|e| {
+            Error::Audit(format!(
+                "reading the published partition `{}`: {e}",
+                part.rel
+            ))
+        })?;
+        parts.push(PublishedPart {
+            rel: part.rel,
+            input,
+        });
+    }
+    if parts.is_empty() {
+        return Ok(Err(
+            "no other partition of the table is published yet".into()
+        ));
+    }
+    Ok(Ok(parts))
+}
+
+fn reference<'a>(p: &'a Prepared, name: &str) -> Result<&'a Dataset, Error> {
+    p.references
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, d)| d)
+        .ok_or_else(|| Error::Audit(format!("reference `{name}` was not opened")))
+}
+
+/// Runs every join pass of the plan.
+pub(super) async fn observe(p: &Prepared) -> Result<JoinObservations, Error> {
+    let mut obs = JoinObservations::default();
+    if p.plan.joins.is_empty() {
+        return Ok(obs);
+    }
+    let first = first_join_pass(p);
+    let total = p.plan.scans();
+    let mut others: Option<Result<Vec<PublishedPart>, String>> = None;
+    for (i, pass) in p.plan.joins.iter().enumerate() {
+        let label = format!("pass {}/{total}: {}", first + i, pass.describe());
+        let result = match pass {
+            JoinPass::Reference(r) => {
+                let d = reference(p, &r.reference)?;
+                join::not_in_reference(&p.ctx, &p.input, d, r, &label).await?
+            }
+            JoinPass::AcrossPublished(keys) => {
+                if others.is_none() {
+                    others = Some(other_partitions(p)?);
+                }
+                match others.as_ref().expect("set above") {
+                    Err(why) => {
+                        obs.skipped.insert(pass.clone(), why.clone());
+                        continue;
+                    }
+                    Ok(parts) => {
+                        join::across_published(&p.ctx, &p.input, parts, keys, &label).await?
+                    }
+                }
+            }
+        };
+        obs.results.insert(pass.clone(), result);
+    }
+    Ok(obs)
+}
+
+/// The number of the first join pass (passes are numbered from 1: the fused
+/// aggregate, the key sets, grouped distinct counts, then the joins).
+fn first_join_pass(p: &Prepared) -> usize {
+    p.plan.scans() - p.plan.joins.len() + 1
+}
+
+/// `explain`'s section for the join passes.
+pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
+    let mut out = String::new();
+    let first = first_join_pass(p);
+    for (i, pass) in p.plan.joins.iter().enumerate() {
+        let users: Vec<String> = p
+            .checked
+            .statements
+            .iter()
+            .filter(|s| JoinPass::of(&s.metric).as_ref() == Some(pass))
+            .map(|s| format!("line {}", s.line))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\npass {}: {}, for {}",
+            first + i,
+            pass.describe(),
+            users.join(", ")
+        );
+        match pass {
+            JoinPass::Reference(r) => {
+                let d = reference(p, &r.reference)?;
+                let _ = writeln!(
+                    out,
+                    "  reference `{}`: {} file(s) in {} part(s), only the key columns read",
+                    r.reference,
+                    d.file_count(),
+                    d.parts.len()
+                );
+                let frame = join::not_in_reference_frame(&p.ctx, &p.input, d, r)?;
+                crate::plan::explain::render(&mut out, frame).await?;
+            }
+            JoinPass::AcrossPublished(keys) => match other_partitions(p)? {
+                Err(why) => {
+                    let _ = writeln!(out, "  skipped at run time: {why}");
+                }
+                Ok(parts) => {
+                    let files: usize = parts.iter().map(|q| q.input.files.len()).sum();
+                    let _ = writeln!(
+                        out,
+                        "  {} other published partition(s), {files} file(s); only the key columns read, files outside the staged key range skipped",
+                        parts.len()
+                    );
+                    match join::across_published_frames(&p.ctx, &p.input, &parts, keys)? {
+                        None => {
+                            let _ = writeln!(
+                                out,
+                                "  every published file lies outside the staged key range: nothing to read"
+                            );
+                        }
+                        Some((frame, _)) => {
+                            crate::plan::explain::render(&mut out, frame).await?;
+                        }
+                    }
+                }
+            },
+        }
+    }
+    Ok(out)
+}

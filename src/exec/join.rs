@@ -1,0 +1,358 @@
+//! Runs the join passes of `plan::join`: the staged keys against a
+//! reference table, and against the other published partitions.
+//!
+//! The other side is a union of its parts (a reference's Hive parts, the
+//! published partitions), each projected to the key columns only and cast to
+//! the comparison type. For `across published`, published files whose footers
+//! prove that their integer key range misses the staged range are not read at
+//! all, and a range filter on the key lets the scan skip row groups too.
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
+use datafusion::dataframe::DataFrame;
+use datafusion::logical_expr::{cast, Expr};
+use datafusion::prelude::{ident, lit, SessionContext};
+use futures::TryStreamExt;
+
+use super::input::StagedInput;
+use super::reference::Dataset;
+use super::{grouped_top, stats, table};
+use crate::check::{common_key_type, RefLookup};
+use crate::error::Error;
+use crate::plan::join::{self as pj, other_key, PARTITION};
+use crate::value::Value;
+
+/// One offending key: its staged values, how many staged rows carry it, and
+/// (for `across published`) the published partition where it also lives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinSample {
+    pub key: Vec<Value>,
+    pub rows: u64,
+    pub partition: Option<String>,
+}
+
+/// What a join pass observed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JoinResult {
+    /// Violating staged rows (reference) or clashing distinct keys (across).
+    pub value: u64,
+    pub samples: Vec<JoinSample>,
+}
+
+/// A published partition other than the one being replaced, opened.
+#[derive(Debug, Clone)]
+pub struct PublishedPart {
+    /// `k=v[/k=v]`.
+    pub rel: String,
+    pub input: StagedInput,
+}
+
+/// The reference's key parts, cast, as [`other_key`] columns.
+pub fn reference_keys(
+    ctx: &SessionContext,
+    reference: &Dataset,
+    lookup: &RefLookup,
+) -> Result<DataFrame, Error> {
+    let mut union: Option<DataFrame> = None;
+    for part in &reference.parts {
+        let mut exprs = Vec::new();
+        for (i, (rc, ty)) in lookup.ref_columns.iter().zip(&lookup.key_types).enumerate() {
+            let in_file = part.input.schema.field_with_name(rc).is_ok();
+            let e = match part.hive.iter().find(|(k, _)| k == rc) {
+                Some((_, v)) if !in_file => cast(lit(v.clone()), ty.clone()),
+                _ if in_file => cast(ident(rc), ty.clone()),
+                _ => {
+                    return Err(Error::Audit(format!(
+                        "reference `{}`: the files of `{}` have no column `{rc}`",
+                        lookup.reference,
+                        part_name(&part.hive)
+                    )))
+                }
+            };
+            exprs.push(e.alias(other_key(i)));
+        }
+        let frame = table(ctx, &part.input)?
+            .select(exprs)
+            .map_err(|e| Error::engine("planning the reference", e))?;
+        union = Some(match union {
+            None => frame,
+            Some(u) => u
+                .union(frame)
+                .map_err(|e| Error::engine("planning the reference", e))?,
+        });
+    }
+    union.ok_or_else(|| Error::Audit(format!("reference `{}` has no files", lookup.reference)))
+}
+
+fn part_name(hive: &[(String, String)]) -> String {
+    if hive.is_empty() {
+        return ".".into();
+    }
+    hive.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The anti-join frame of a reference lookup (also rendered by `explain`).
+pub fn not_in_reference_frame(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    reference: &Dataset,
+    lookup: &RefLookup,
+) -> Result<DataFrame, Error> {
+    let other = reference_keys(ctx, reference, lookup)?;
+    pj::not_in_reference_frame(table(ctx, staged)?, other, lookup)
+        .map_err(|e| Error::engine("planning the reference lookup", e))
+}
+
+/// Staged rows whose key is absent from the reference, and the top keys.
+pub async fn not_in_reference(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    reference: &Dataset,
+    lookup: &RefLookup,
+    label: &str,
+) -> Result<JoinResult, Error> {
+    let frame = not_in_reference_frame(ctx, staged, reference, lookup)?;
+    let top = grouped_top(frame, lookup.columns.len(), label, staged.row_count()).await?;
+    Ok(JoinResult {
+        value: top.rows,
+        samples: top
+            .best
+            .into_iter()
+            .map(|(key, rows)| JoinSample {
+                key,
+                rows,
+                partition: None,
+            })
+            .collect(),
+    })
+}
+
+/// The type each key part is compared in: the staged type, widened to
+/// every published partition's type.
+fn across_types(
+    staged: &StagedInput,
+    parts: &[PublishedPart],
+    keys: &[String],
+) -> Result<Vec<DataType>, Error> {
+    let mut types = Vec::new();
+    for k in keys {
+        let mut t = staged
+            .schema
+            .field_with_name(k)
+            .map_err(|e| Error::Audit(e.to_string()))?
+            .data_type()
+            .clone();
+        for p in parts {
+            let theirs = p.input.schema.field_with_name(k).map_err(|_| {
+                Error::Audit(format!(
+                    "the published partition `{}` has no column `{k}`",
+                    p.rel
+                ))
+            })?;
+            t = common_key_type(&t, theirs.data_type()).ok_or_else(|| {
+                Error::Audit(format!(
+                    "column `{k}` is {} in the published partition `{}` but {t} in the staged files; keys of different kinds cannot be compared",
+                    theirs.data_type(),
+                    p.rel
+                ))
+            })?;
+        }
+        types.push(t);
+    }
+    Ok(types)
+}
+
+/// The published partitions' key parts, cast, as [`other_key`] columns plus
+/// [`PARTITION`]; files and row groups outside the staged integer key
+/// ranges are pruned. `None` when no file is left to read.
+fn published_keys(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    parts: &[PublishedPart],
+    keys: &[String],
+    types: &[DataType],
+) -> Result<Option<DataFrame>, Error> {
+    let ranges: Vec<(String, (i64, i64))> = keys
+        .iter()
+        .filter_map(|k| stats::integer_range(staged, k).map(|r| (k.clone(), r)))
+        .collect();
+    let mut union: Option<DataFrame> = None;
+    for part in parts {
+        let input = prune(&part.input, &ranges);
+        if input.files.is_empty() {
+            continue;
+        }
+        let mut exprs: Vec<Expr> = keys
+            .iter()
+            .zip(types)
+            .enumerate()
+            .map(|(i, (k, t))| cast(ident(k), t.clone()).alias(other_key(i)))
+            .collect();
+        exprs.push(lit(part.rel.clone()).alias(PARTITION));
+        let in_range = ranges
+            .iter()
+            .map(|(k, (lo, hi))| ident(k).between(lit(*lo), lit(*hi)))
+            .reduce(Expr::and)
+            .unwrap_or_else(|| lit(true));
+        let frame = table(ctx, &input)?
+            .filter(in_range)
+            .and_then(|f| f.select(exprs))
+            .map_err(|e| Error::engine("planning the published partitions", e))?;
+        union = Some(match union {
+            None => frame,
+            Some(u) => u
+                .union(frame)
+                .map_err(|e| Error::engine("planning the published partitions", e))?,
+        });
+    }
+    Ok(union)
+}
+
+/// The files of `input` whose footers do not rule out every staged key.
+fn prune(input: &StagedInput, ranges: &[(String, (i64, i64))]) -> StagedInput {
+    let mut kept = input.clone();
+    kept.files.retain(|f| {
+        let one = StagedInput {
+            files: vec![f.clone()],
+            ..input.clone()
+        };
+        ranges.iter().all(|(k, (lo, hi))| {
+            stats::integer_range(&one, k).is_none_or(|(min, max)| max >= *lo && min <= *hi)
+        })
+    });
+    kept
+}
+
+/// The semi-join frame of `across published` and the published side, or
+/// `None` when pruning left nothing to compare with.
+pub fn across_published_frames(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    parts: &[PublishedPart],
+    keys: &[String],
+) -> Result<Option<(DataFrame, DataFrame)>, Error> {
+    let types = across_types(staged, parts, keys)?;
+    let Some(published) = published_keys(ctx, staged, parts, keys, &types)? else {
+        return Ok(None);
+    };
+    let projected = published
+        .clone()
+        .select(
+            (0..keys.len())
+                .map(|i| ident(other_key(i)))
+                .collect::<Vec<_>>(),
+        )
+        .map_err(|e| Error::engine("planning the published partitions", e))?;
+    let frame = pj::across_published_frame(table(ctx, staged)?, projected, keys, &types)
+        .map_err(|e| Error::engine("planning the cross-partition check", e))?;
+    Ok(Some((frame, published)))
+}
+
+/// Distinct staged keys that also occur in another published partition,
+/// with samples naming the partition.
+pub async fn across_published(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    parts: &[PublishedPart],
+    keys: &[String],
+    label: &str,
+) -> Result<JoinResult, Error> {
+    let types = across_types(staged, parts, keys)?;
+    let Some((frame, published)) = across_published_frames(ctx, staged, parts, keys)? else {
+        return Ok(JoinResult::default());
+    };
+    let top = grouped_top(frame, keys.len(), label, staged.row_count()).await?;
+    if top.best.is_empty() {
+        return Ok(JoinResult {
+            value: top.groups,
+            samples: Vec::new(),
+        });
+    }
+    let wanted: Vec<Vec<Expr>> = top
+        .best
+        .iter()
+        .map(|(key, _)| {
+            key.iter()
+                .zip(&types)
+                .map(|(v, t)| cast(lit(crate::scalar::to_scalar(v)), t.clone()))
+                .collect()
+        })
+        .collect();
+    let located = pj::partitions_of_keys_frame(published, wanted)
+        .map_err(|e| Error::engine("planning samples", e))?;
+    let found = locate(located, &top.best, &types).await?;
+    let mut samples = Vec::new();
+    for (i, (key, rows)) in top.best.iter().enumerate() {
+        for (_, partition) in found.iter().filter(|(at, _)| *at == i) {
+            samples.push(JoinSample {
+                key: key.clone(),
+                rows: *rows,
+                partition: Some(partition.clone()),
+            });
+        }
+    }
+    samples.truncate(super::SAMPLES);
+    Ok(JoinResult {
+        value: top.groups,
+        samples,
+    })
+}
+
+/// Runs the partition lookup of the top keys; returns (index of the top key,
+/// partition), sorted by both.
+async fn locate(
+    frame: DataFrame,
+    best: &[(Vec<Value>, u64)],
+    types: &[DataType],
+) -> Result<Vec<(usize, String)>, Error> {
+    let as_compared = |v: &Value, t: &DataType| {
+        let s = crate::scalar::to_scalar(v);
+        s.cast_to(t)
+            .ok()
+            .and_then(|c| crate::scalar::from_scalar(&c))
+            .unwrap_or_else(|| v.clone())
+    };
+    let wanted: Vec<Vec<Value>> = best
+        .iter()
+        .map(|(key, _)| {
+            key.iter()
+                .zip(types)
+                .map(|(v, t)| as_compared(v, t))
+                .collect()
+        })
+        .collect();
+    let batches: Vec<RecordBatch> = frame
+        .execute_stream()
+        .await
+        .map_err(|e| Error::engine("locating clashing keys", e))?
+        .try_collect()
+        .await
+        .map_err(|e| Error::engine("locating clashing keys", e))?;
+    let width = types.len();
+    let mut found = Vec::new();
+    for batch in &batches {
+        for row in 0..batch.num_rows() {
+            let value = |c: usize| {
+                ScalarValue::try_from_array(batch.column(c), row)
+                    .ok()
+                    .and_then(|s| crate::scalar::from_scalar(&s))
+                    .unwrap_or(Value::Null)
+            };
+            let key: Vec<Value> = (0..width).map(value).collect();
+            let partition = match value(width) {
+                Value::Text(p) => p,
+                other => other.to_string(),
+            };
+            if let Some(i) = wanted.iter().position(|w| *w == key) {
+                found.push((i, partition));
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    Ok(found)
+}
