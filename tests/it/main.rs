@@ -3,6 +3,7 @@
 //! Fixtures live in `testdata/` (Parquet data written by
 //! `cargo run --example gen_fixtures`, golden cases) and `rules/`.
 
+mod across;
 mod bounds;
 mod determinism;
 mod fastpath;

@@ -209,7 +209,33 @@ fn assertion() -> impl Strategy<Value = Assertion> {
                 span: s,
             }
         }),
+        1 => (prop::collection::vec(column(), 1..3), reference_name(), prop::collection::vec(column(), 1..3))
+            .prop_map(move |(columns, reference, ref_columns)| Assertion::InReference {
+                columns,
+                reference,
+                ref_columns,
+                span: s,
+            }),
+        1 => prop::collection::vec(column(), 1..4)
+            .prop_map(move |keys| Assertion::UniqueAcrossPublished { keys, span: s }),
     ]
+}
+
+fn reference_name() -> impl Strategy<Value = Ident> {
+    prop::sample::select(vec!["stores", "dim stores", "r_2"]).prop_map(ident)
+}
+
+fn reference() -> impl Strategy<Value = Reference> {
+    (
+        reference_name(),
+        prop::sample::select(vec!["warehouse/dim_stores", "O'Hara.parquet", "/abs/x y"]),
+    )
+        .prop_map(|(name, path)| Reference {
+            name,
+            path: path.to_string(),
+            path_span: Span::default(),
+            span: Span::default(),
+        })
 }
 
 fn rule_file() -> impl Strategy<Value = RuleFile> {
@@ -234,9 +260,10 @@ fn rule_file() -> impl Strategy<Value = RuleFile> {
             prop::sample::select(vec!["sales_date", "day", "region id"]),
             0..3,
         ),
+        prop::collection::vec(reference(), 0..3),
         prop::collection::vec(statement, 0..8),
     )
-        .prop_map(|(keys, statements)| {
+        .prop_map(|(keys, references, statements)| {
             let mut partitioned_by: Vec<Ident> = Vec::new();
             for k in keys {
                 if !partitioned_by.iter().any(|p| p.name == k) {
@@ -246,6 +273,7 @@ fn rule_file() -> impl Strategy<Value = RuleFile> {
             RuleFile {
                 table: ident("daily_sales"),
                 partitioned_by,
+                references,
                 statements,
             }
         })
