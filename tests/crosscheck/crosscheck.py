@@ -6,11 +6,18 @@ plain SQL over the same files.
 
 Run by .ci/run (which installs duckdb and pyarrow in a virtual environment).
 Exits 1 on any disagreement, naming the metric and both values.
+
+It also checks the joins differentially, on random data with nulls and
+composite keys: `values(...) in REF(...)` against DuckDB's `NOT EXISTS`, and
+`unique(...) across published` (over a table published by `dqgate publish`)
+against DuckDB's `EXISTS` over the other partitions' files.
 """
 
 import json
 import math
 import os
+import random
+import shutil
 import subprocess
 import sys
 from decimal import Decimal
@@ -159,6 +166,97 @@ def same(ours, theirs):
     return ours == theirs
 
 
+def random_keys(rng, n, null_rate, a_type):
+    """Columns a (integers from a small domain) and b (a few strings), with nulls."""
+    a = [None if rng.random() < null_rate else rng.randrange(0, 60) for _ in range(n)]
+    b = [None if rng.random() < null_rate else rng.choice(["x", "y", "z", "é"]) for _ in range(n)]
+    return pa.table({"a": pa.array(a, a_type), "b": pa.array(b, pa.string()), "c": pa.array(range(n), pa.int64())})
+
+
+def write_files(rng, dir, table):
+    """`table` split into 1-3 files, some without statistics."""
+    os.makedirs(dir, exist_ok=True)
+    cuts = sorted(rng.sample(range(1, max(2, table.num_rows)), min(2, max(0, table.num_rows - 1))))
+    bounds = [0, *cuts[: rng.randrange(0, 3)], table.num_rows]
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        pq.write_table(table.slice(lo, hi - lo), f"{dir}/part-{i}.parquet",
+                       row_group_size=max(1, rng.randrange(20, 200)), write_statistics=rng.random() < 0.7)
+
+
+def run_json(binary, args, cwd):
+    out = subprocess.run([binary, *args, "--format", "json"], capture_output=True, text=True, cwd=cwd)
+    if out.returncode not in (0, 1):
+        sys.exit(f"dqgate {' '.join(args)} failed (exit {out.returncode}): {out.stderr}")
+    return json.loads(out.stdout)
+
+
+def crosscheck_joins(binary, work, trials=12):
+    """Returns (checked, failures)."""
+    rng = random.Random(20250305)
+    checked = failures = 0
+
+    def compare(what, ours, theirs):
+        nonlocal checked, failures
+        checked += 1
+        if ours != theirs:
+            failures += 1
+            print(f"MISMATCH {what}: dqgate {ours!r}, duckdb {theirs!r}")
+
+    for trial in range(trials):
+        base = os.path.join(work, f"joins-{trial}")
+        shutil.rmtree(base, ignore_errors=True)
+        os.makedirs(base)
+        null_rate = rng.choice([0.0, 0.05, 0.3])
+        staged = random_keys(rng, rng.randrange(0, 600), null_rate, pa.int32())
+        write_files(rng, f"{base}/staged", staged)
+        # A reference partitioned Hive-style, with int64 keys (staged: int32).
+        for region in range(rng.randrange(1, 4)):
+            ref = random_keys(rng, rng.randrange(1, 80), null_rate, pa.int64())
+            write_files(rng, f"{base}/ref/region=r{region}", ref)
+        with open(f"{base}/ref.dq", "w") as fh:
+            fh.write("table t\nreference r at 'ref'\n"
+                     "check values(a) in r(a)\ncheck values(a, b) in r(a, b)\ncheck values(b, a) in r(b, a)\n")
+        got = run_json(binary, ["check", "ref.dq", "--staged", "staged"], base)
+        con = duckdb.connect()
+        con.execute(f"CREATE VIEW s AS SELECT * FROM read_parquet('{base}/staged/*.parquet')")
+        con.execute(f"CREATE VIEW r AS SELECT * FROM read_parquet('{base}/ref/*/*.parquet')")
+        one = con.execute("SELECT count(*) FROM s WHERE a IS NOT NULL AND NOT EXISTS (SELECT 1 FROM r WHERE r.a = s.a)").fetchone()[0]
+        two = con.execute("SELECT count(*) FROM s WHERE a IS NOT NULL AND b IS NOT NULL AND "
+                          "NOT EXISTS (SELECT 1 FROM r WHERE r.a = s.a AND r.b = s.b)").fetchone()[0]
+        for i, want in enumerate([one, two, two]):
+            compare(f"trial {trial} {got['checks'][i]['metric']}", got["checks"][i]["value"], want)
+
+        # A table of three days published by dqgate; the staged files replace day 2.
+        with open(f"{base}/pub.dq", "w") as fh:
+            fh.write("table t\npartitioned by day\ncheck row_count >= 0\n")
+        for day in (1, 2, 3):
+            part = random_keys(rng, rng.randrange(0, 300), null_rate, rng.choice([pa.int32(), pa.int64()]))
+            write_files(rng, f"{base}/stage-{day}", part)
+            out = subprocess.run([binary, "publish", "pub.dq", "--staged", f"stage-{day}", "--partition", f"day={day}",
+                                  "--table", "table"], capture_output=True, text=True, cwd=base)
+            if out.returncode != 0:
+                sys.exit(f"publish of day {day} failed: {out.stderr}")
+        with open(f"{base}/across.dq", "w") as fh:
+            fh.write("table t\npartitioned by day\ncheck unique(a) across published\ncheck unique(a, b) across published\n")
+        got = run_json(binary, ["check", "across.dq", "--staged", "staged", "--partition", "day=2", "--table", "table"], base)
+        con.execute(f"CREATE VIEW p AS SELECT * FROM read_parquet('{base}/table/*/*.parquet', hive_partitioning = true, union_by_name = true) WHERE day::VARCHAR <> '2'")
+        one = con.execute("SELECT count(*) FROM (SELECT DISTINCT a FROM s WHERE a IS NOT NULL) k "
+                          "WHERE EXISTS (SELECT 1 FROM p WHERE p.a = k.a)").fetchone()[0]
+        two = con.execute("SELECT count(*) FROM (SELECT DISTINCT a, b FROM s WHERE a IS NOT NULL AND b IS NOT NULL) k "
+                          "WHERE EXISTS (SELECT 1 FROM p WHERE p.a = k.a AND p.b = k.b)").fetchone()[0]
+        for i, want in enumerate([one, two]):
+            check = got["checks"][i]
+            compare(f"trial {trial} {check['metric']}", check["value"], want)
+            for sample in check.get("samples", []):
+                key = sample["key"]
+                cond = " AND ".join(f"{c} = ?" for c in key)
+                rows = con.execute(f"SELECT count(*) FROM s WHERE {cond}", list(key.values())).fetchone()[0]
+                there = con.execute(f"SELECT count(*) FROM p WHERE {cond} AND 'day=' || day::VARCHAR = ?",
+                                    [*key.values(), sample["partition"]]).fetchone()[0]
+                compare(f"trial {trial} sample {sample}", (sample["rows"], there > 0), (rows, True))
+    return checked, failures
+
+
 def main():
     binary, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -179,6 +277,9 @@ def main():
                 if not same(ours, theirs):
                     failures += 1
                     print(f"MISMATCH {writer} {' '.join(extra)}: {metric}: dqgate {ours!r}, duckdb {theirs!r}")
+    joins_checked, joins_failed = crosscheck_joins(binary, os.path.abspath(work))
+    checked += joins_checked
+    failures += joins_failed
     print(f"crosscheck: {checked - failures} passed, {failures} failed")
     sys.exit(1 if failures else 0)
 
