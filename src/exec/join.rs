@@ -54,7 +54,7 @@ pub fn reference_keys(
     reference: &Dataset,
     lookup: &RefLookup,
 ) -> Result<DataFrame, Error> {
-    let mut union: Option<DataFrame> = None;
+    let mut frames = Vec::new();
     for part in &reference.parts {
         let mut exprs = Vec::new();
         for (i, (rc, ty)) in lookup.ref_columns.iter().zip(&lookup.key_types).enumerate() {
@@ -72,17 +72,26 @@ pub fn reference_keys(
             };
             exprs.push(e.alias(other_key(i)));
         }
-        let frame = table(ctx, &part.input)?
-            .select(exprs)
-            .map_err(|e| Error::engine("planning the reference", e))?;
+        frames.push(table(ctx, &part.input)?.select(exprs));
+    }
+    union_all(frames, "planning the reference")?
+        .ok_or_else(|| Error::Audit(format!("reference `{}` has no files", lookup.reference)))
+}
+
+/// `UNION ALL` of the frames; `None` when there are none.
+fn union_all(
+    frames: Vec<datafusion::error::Result<DataFrame>>,
+    context: &str,
+) -> Result<Option<DataFrame>, Error> {
+    let mut union: Option<DataFrame> = None;
+    for frame in frames {
+        let frame = frame.map_err(|e| Error::engine(context, e))?;
         union = Some(match union {
             None => frame,
-            Some(u) => u
-                .union(frame)
-                .map_err(|e| Error::engine("planning the reference", e))?,
+            Some(u) => u.union(frame).map_err(|e| Error::engine(context, e))?,
         });
     }
-    union.ok_or_else(|| Error::Audit(format!("reference `{}` has no files", lookup.reference)))
+    Ok(union)
 }
 
 fn part_name(hive: &[(String, String)]) -> String {
@@ -180,7 +189,7 @@ fn published_keys(
         .iter()
         .filter_map(|k| stats::integer_range(staged, k).map(|r| (k.clone(), r)))
         .collect();
-    let mut union: Option<DataFrame> = None;
+    let mut frames = Vec::new();
     for part in parts {
         let input = prune(&part.input, &ranges);
         if input.files.is_empty() {
@@ -198,18 +207,13 @@ fn published_keys(
             .map(|(k, (lo, hi))| ident(k).between(lit(*lo), lit(*hi)))
             .reduce(Expr::and)
             .unwrap_or_else(|| lit(true));
-        let frame = table(ctx, &input)?
-            .filter(in_range)
-            .and_then(|f| f.select(exprs))
-            .map_err(|e| Error::engine("planning the published partitions", e))?;
-        union = Some(match union {
-            None => frame,
-            Some(u) => u
-                .union(frame)
-                .map_err(|e| Error::engine("planning the published partitions", e))?,
-        });
+        frames.push(
+            table(ctx, &input)?
+                .filter(in_range)
+                .and_then(|f| f.select(exprs)),
+        );
     }
-    Ok(union)
+    union_all(frames, "planning the published partitions")
 }
 
 /// The files of `input` whose footers do not rule out every staged key.

@@ -18,6 +18,11 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 use super::input::{list_parquet_files, StagedInput};
 
+/// `key=value` pairs of a file's directories.
+type Hive = Vec<(String, String)>;
+/// A listed file: path relative to the root, and where it is.
+type Listed = (String, PathBuf);
+
 /// Files that share the same Hive-style `key=value` directory values.
 #[derive(Debug, Clone)]
 pub struct Part {
@@ -64,7 +69,7 @@ impl Dataset {
             );
         }
         let keys = common_hive_keys(&files);
-        let mut groups: Vec<(Vec<(String, String)>, Vec<(String, PathBuf)>)> = Vec::new();
+        let mut groups: Vec<(Hive, Vec<Listed>)> = Vec::new();
         for (rel, abs) in files {
             let hive: Vec<_> = hive_pairs(&rel).into_iter().take(keys).collect();
             match groups.iter_mut().find(|(h, _)| *h == hive) {

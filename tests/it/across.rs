@@ -60,6 +60,30 @@ fn publish(cwd: &Path, staged: &Path, day: &str) {
     assert_eq!(code, 0, "{out}{err}");
 }
 
+/// `check rules.dq` of `staged` as day `day` against `table`, as JSON.
+fn check_json(cwd: &Path, staged: &Path, day: &str) -> (i32, Json) {
+    let partition = format!("sales_date={day}");
+    let (code, out, err) = run(
+        cwd,
+        &[
+            "check",
+            "rules.dq",
+            "--staged",
+            staged.to_str().unwrap(),
+            "--partition",
+            &partition,
+            "--table",
+            "table",
+            "--format",
+            "json",
+        ],
+    );
+    (
+        code,
+        serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}")),
+    )
+}
+
 const RULES: &str =
     "table daily_sales\npartitioned by sales_date\n\ncheck unique(order_id) across published\n";
 
@@ -79,23 +103,8 @@ fn samples_name_every_partition_a_key_lives_in() {
     publish(cwd, &data("sales_next"), "2025-03-06");
     fs::write(cwd.join("rules.dq"), RULES).unwrap();
     let small = data("sales_small");
-    let (code, out, err) = run(
-        cwd,
-        &[
-            "check",
-            "rules.dq",
-            "--staged",
-            small.to_str().unwrap(),
-            "--partition",
-            "sales_date=2025-03-07",
-            "--table",
-            "table",
-            "--format",
-            "json",
-        ],
-    );
-    assert_eq!(code, 1, "{out}{err}");
-    let v: Json = serde_json::from_str(&out).unwrap();
+    let (code, v) = check_json(cwd, &small, "2025-03-07");
+    assert_eq!(code, 1, "{v}");
     let check = &v["checks"][0];
     // sales_small is the first 1100 orders of sales_ok: every one clashes.
     assert_eq!(check["value"], 1100);
@@ -122,23 +131,8 @@ fn samples_name_every_partition_a_key_lives_in() {
     );
     // Replacing 2025-03-05 itself: only 2025-03-06 counts, where 2 of the
     // small partition's orders live.
-    let (_, out, _) = run(
-        cwd,
-        &[
-            "check",
-            "rules.dq",
-            "--staged",
-            small.to_str().unwrap(),
-            "--partition",
-            "sales_date=2025-03-05",
-            "--table",
-            "table",
-            "--format",
-            "json",
-        ],
-    );
-    let v: Json = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["checks"][0]["value"], 2, "{out}");
+    let (_, v) = check_json(cwd, &small, "2025-03-05");
+    assert_eq!(v["checks"][0]["value"], 2, "{v}");
 }
 
 /// One Parquet file of `ids` (with statistics).
