@@ -222,6 +222,15 @@ fn published_files_outside_the_staged_key_range_are_not_read() {
     let v: Json = serde_json::from_str(&out).unwrap();
     assert_eq!(v["checks"][0]["value"], 5);
     assert_eq!(v["checks"][0]["samples"][0]["partition"], "day=2");
+    // A partition directory that dqgate did not publish (no audit record):
+    // the table cannot be trusted, the audit stops (exit 3).
+    ids_file(&cwd.join("table/day=9/part-0.parquet"), 0..10);
+    let (code, out, err) = run(cwd, &[&["check"][..], &args[..]].concat());
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(
+        err.contains("day=9") && err.contains("no audit record"),
+        "{err}"
+    );
 }
 
 #[test]
