@@ -225,14 +225,24 @@ fn samples(list: &[SampleDoc], outcome: Outcome) -> String {
     for c in &columns {
         let _ = write!(out, "<th>{}</th>", escape(c));
     }
-    out.push_str("<th>rows</th></tr></thead><tbody>");
+    let placed = list.iter().any(|s| s.partition.is_some());
+    out.push_str("<th>rows</th>");
+    if placed {
+        out.push_str("<th>also in</th>");
+    }
+    out.push_str("</tr></thead><tbody>");
     for s in list {
         out.push_str("<tr>");
         for c in &columns {
             let cell = s.key.get(*c).map(shown).unwrap_or_default();
             let _ = write!(out, "<td>{}</td>", escape(&cell));
         }
-        let _ = write!(out, "<td class=\"num\">{}</td></tr>", s.rows);
+        let _ = write!(out, "<td class=\"num\">{}</td>", s.rows);
+        if placed {
+            let p = s.partition.as_deref().unwrap_or_default();
+            let _ = write!(out, "<td>{}</td>", escape(p));
+        }
+        out.push_str("</tr>");
     }
     out.push_str("</tbody></table></details>");
     out

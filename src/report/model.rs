@@ -58,6 +58,9 @@ pub struct CheckDoc {
 pub struct SampleDoc {
     pub key: Map<String, Json>,
     pub rows: u64,
+    /// `across published` samples: the published partition holding the key.
+    #[serde(default)]
+    pub partition: Option<String>,
 }
 
 impl CheckDoc {

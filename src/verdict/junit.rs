@@ -147,7 +147,7 @@ fn testcase(out: &mut String, classname: &str, c: &CheckResult) {
     if let Some(samples) = c.samples.as_ref().filter(|s| !s.is_empty()) {
         body.push_str("samples:\n");
         for s in samples {
-            let _ = writeln!(body, "  {}  ({} rows)", s.key_text(), s.rows);
+            let _ = writeln!(body, "  {}  ({})", s.key_text(), s.rows_text());
         }
     }
     match c.outcome() {

@@ -93,7 +93,7 @@ fn samples(c: &CheckResult) -> String {
     };
     let items: Vec<String> = list
         .iter()
-        .map(|s| format!("{} × {} rows", code_span(&s.key_text()), s.rows))
+        .map(|s| format!("{} × {}", code_span(&s.key_text()), cell(&s.rows_text())))
         .collect();
     format!(
         "<details><summary>{} sample(s)</summary>{}</details>",

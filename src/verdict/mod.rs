@@ -70,6 +70,15 @@ impl Sample {
         let parts: Vec<String> = self.key.iter().map(|(k, v)| format!("{k}={v}")).collect();
         parts.join(", ")
     }
+
+    /// `N rows`, and where else the key lives for `across published`
+    /// samples: `2 rows, also in sales_date=2025-03-05`.
+    pub fn rows_text(&self) -> String {
+        match &self.partition {
+            Some(p) => format!("{} rows, also in {p}", self.rows),
+            None => format!("{} rows", self.rows),
+        }
+    }
 }
 
 /// How a metric was obtained: from Parquet footers alone, or by a scan.

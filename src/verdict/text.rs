@@ -77,16 +77,11 @@ fn check_line(out: &mut String, c: &CheckResult, width: usize) {
         let _ = writeln!(out, "                 note: {note}");
     }
     for s in c.samples.iter().flatten() {
-        let key: Vec<String> = s.key.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let place = s
-            .partition
-            .as_ref()
-            .map_or(String::new(), |p| format!(", also in {p}"));
         let _ = writeln!(
             out,
-            "                 {}  ({} rows{place})",
-            key.join(", "),
-            s.rows
+            "                 {}  ({})",
+            s.key_text(),
+            s.rows_text()
         );
     }
     for d in c.drift.iter().flatten() {
