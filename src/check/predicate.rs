@@ -38,6 +38,16 @@ pub fn plan_predicate(
             "empty predicate",
         )]);
     }
+    if let Some(&at) = member_accesses(&pred.sql).get(MAX_MEMBER_ACCESSES) {
+        let start = pred.span.start + at;
+        return Err(vec![Diagnostic::new(
+            codes::SYNTAX,
+            Span::new(start, start + 1),
+            format!(
+                "more than {MAX_MEMBER_ACCESSES} `.` field accesses in one condition: the SQL parser's time grows exponentially with them; split the condition"
+            ),
+        )]);
+    }
     let (sql, placeholders) = substitute_refs(pred, partition)?;
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
     for (name, ty, _) in &placeholders {
@@ -205,6 +215,58 @@ fn find_word(sql: &str, word: &str) -> Option<(usize, usize)> {
     None
 }
 
+/// How many `a.b` field accesses a condition may hold. DataFusion's SQL
+/// parser backtracks over each one, and with a `[` after them its time doubles
+/// per access (found by fuzzing: 20 took 14 s). Struct paths in data-quality
+/// conditions are short; `partition.KEY` does not count.
+const MAX_MEMBER_ACCESSES: usize = 8;
+
+/// Byte offsets of the `.` of every field access (`name.name`, `x].name`,
+/// `"q".name`) outside string literals and quoted names, except in
+/// `partition.KEY`.
+fn member_accesses(sql: &str) -> Vec<usize> {
+    let bytes = sql.as_bytes();
+    let mut out = Vec::new();
+    let mut quote: Option<u8> = None;
+    for (i, &c) in bytes.iter().enumerate() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == b'\'' || c == b'"' => quote = Some(c),
+            None if c == b'.' => {
+                let before = sql[..i].trim_end();
+                let after = sql[i + 1..].trim_start();
+                let joins_names = before
+                    .bytes()
+                    .next_back()
+                    .is_some_and(|b| is_ident_byte(b) || b == b']' || b == b'"' || b == b')')
+                    && after.bytes().next().is_some_and(|b| {
+                        b.is_ascii_alphabetic() || b == b'_' || b == b'"' || b >= 0x80
+                    });
+                let number = before
+                    .bytes()
+                    .next_back()
+                    .is_some_and(|b| b.is_ascii_digit())
+                    && before
+                        .bytes()
+                        .rev()
+                        .take_while(|b| is_ident_byte(*b))
+                        .all(|b| b.is_ascii_digit());
+                let partition_ref = before.ends_with("partition")
+                    && !before[..before.len() - "partition".len()]
+                        .bytes()
+                        .next_back()
+                        .is_some_and(is_ident_byte);
+                if joins_names && !number && !partition_ref {
+                    out.push(i);
+                }
+            }
+            None => {}
+        }
+    }
+    out
+}
+
 fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
@@ -212,6 +274,15 @@ fn is_ident_byte(b: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_field_accesses_outside_strings_and_partition_refs() {
+        assert_eq!(member_accesses("a.b.c > 1"), vec![1, 3]);
+        assert_eq!(member_accesses("x[1].y and \"q\".z"), vec![4, 14]);
+        assert!(member_accesses("'a.b.c' = s and \"d.e\" > 1.5").is_empty());
+        assert!(member_accesses("d = partition.day and 2.e3 > 1").is_empty());
+        assert_eq!(member_accesses("mypartition.x"), vec![11]);
+    }
 
     #[test]
     fn finds_whole_words_outside_strings() {
