@@ -16,7 +16,7 @@ use crate::check::{self, CheckInput, CheckedRules, Metric, SampleSpec};
 use crate::dsl::{self, ast::RuleFile};
 use crate::engine::{self, EngineOptions};
 use crate::error::Error;
-use crate::exec::{self, input::StagedInput, Observations};
+use crate::exec::{self, input::StagedInput, remote::Location, Observations};
 use crate::plan::{self, Atom, AuditPlan};
 use crate::runkey::RunKey;
 use crate::value::Value;
@@ -119,6 +119,30 @@ pub fn prepare(
     require_partition: bool,
     engine_opts: &EngineOptions,
 ) -> Result<Prepared, Error> {
+    let (file, run_key) = begin(&rules, partition_args, require_partition)?;
+    let input = StagedInput::open(staged)?;
+    finish(rules, file, run_key, input, engine_opts)
+}
+
+/// [`prepare`] for a staged location that may be on an object store.
+pub async fn prepare_at(
+    rules: RuleSource,
+    staged: &Location,
+    partition_args: &[String],
+    require_partition: bool,
+    engine_opts: &EngineOptions,
+) -> Result<Prepared, Error> {
+    let (file, run_key) = begin(&rules, partition_args, require_partition)?;
+    let input = StagedInput::open_at(staged).await?;
+    finish(rules, file, run_key, input, engine_opts)
+}
+
+/// What needs no data: the parsed rule file and the validated run key.
+fn begin(
+    rules: &RuleSource,
+    partition_args: &[String],
+    require_partition: bool,
+) -> Result<(RuleFile, Option<RunKey>), Error> {
     let file = rules.parse()?;
     let partitioned_by: Vec<String> = file.partitioned_by.iter().map(|i| i.name.clone()).collect();
     let run_key = if partition_args.is_empty() && !require_partition {
@@ -131,7 +155,17 @@ pub fn prepare(
             "this command needs a run key, but the rule file has no `partitioned by`".into(),
         ));
     }
-    let input = StagedInput::open(staged)?;
+    Ok((file, run_key))
+}
+
+/// Checks the rule file against the staged schema and plans.
+fn finish(
+    rules: RuleSource,
+    file: RuleFile,
+    run_key: Option<RunKey>,
+    input: StagedInput,
+    engine_opts: &EngineOptions,
+) -> Result<Prepared, Error> {
     let ctx = engine::session(engine_opts).map_err(|e| Error::engine("starting the engine", e))?;
     let references = joins::open_references(&file, &rules)?;
     let reference_schemas: Vec<_> = references

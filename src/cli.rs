@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::audit::{self, Published, RuleSource};
 use crate::engine::EngineOptions;
 use crate::error::Error;
+use crate::exec::remote::{is_url, Location, LocationError};
 use crate::publish::{PublishOptions, PublishOutcome, Table};
 use crate::runkey::{self, RunKey};
 use crate::verdict::{json, junit, markdown, text, Verdict};
@@ -42,9 +43,13 @@ pub enum Format {
 pub struct AuditArgs {
     /// The rule file (.dq).
     pub rules: PathBuf,
-    /// The staged partition directory (Parquet files, searched recursively).
+    /// The staged partition: a directory, or an object-store URL (s3://, gs://,
+    /// az://, file://) of a prefix; Parquet files are searched recursively.
     #[arg(long)]
     pub staged: PathBuf,
+    /// An object-store setting, KEY=VALUE (e.g. aws_region=eu-west-1); repeatable.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_option: Vec<String>,
     /// The run key, KEY=VALUE, once per `partitioned by` column.
     #[arg(long = "partition", value_name = "KEY=VALUE")]
     pub partition: Vec<String>,
@@ -114,6 +119,8 @@ pub enum Command {
         rules: PathBuf,
         #[arg(long)]
         staged: Option<PathBuf>,
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
     },
     /// Print the plans the rule file compiles to.
     Explain {
@@ -125,6 +132,8 @@ pub enum Command {
         /// The published table root, to plan `unique(...) across published`.
         #[arg(long)]
         table: Option<PathBuf>,
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
     },
 }
 
@@ -226,7 +235,11 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             println!("{} leftover(s) removed", removed.len());
             Ok(0)
         }
-        Command::Lint { rules, staged } => lint(rules, staged),
+        Command::Lint {
+            rules,
+            staged,
+            storage_option,
+        } => lint(rules, staged, storage_option).await,
         Command::Report {
             verdicts,
             table,
@@ -237,14 +250,19 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             staged,
             partition,
             table,
+            storage_option,
         } => {
-            let mut prepared = audit::prepare(
+            if let Some(root) = &table {
+                local_table(root, false)?;
+            }
+            let mut prepared = audit::prepare_at(
                 RuleSource::read(&rules)?,
-                &staged,
+                &location(&staged, &storage_option)?,
                 &partition,
                 false,
                 &EngineOptions::default(),
-            )?;
+            )
+            .await?;
             prepared.table_root = table;
             print_stdout(&prepared.explain().await?);
             Ok(0)
@@ -269,15 +287,49 @@ fn emit(v: &Verdict, format: Format) {
     }
 }
 
+/// `--staged` as a location: a directory or an object-store prefix.
+fn location(staged: &std::path::Path, options: &[String]) -> Result<Location, Error> {
+    Location::parse(staged, options).map_err(|e| match e {
+        // The store's configuration (credentials files, account names) is
+        // unusable: the data cannot be read (exit 3), like wrong credentials.
+        LocationError::Build { .. } => Error::Audit(e.to_string()),
+        _ => Error::Usage(e.to_string()),
+    })
+}
+
+/// Refuses an object-store `--table`: the published side (published.*
+/// metrics, publish) works on local tables only so far.
+fn local_table(root: &std::path::Path, publishing: bool) -> Result<(), Error> {
+    match root.to_str().filter(|s| is_url(s)) {
+        None => Ok(()),
+        Some(url) if publishing => Err(refuse_remote_publish(url)),
+        Some(url) => Err(Error::Usage(format!(
+            "--table `{url}`: tables on object stores are not supported yet; `published.*` needs a local table root"
+        ))),
+    }
+}
+
+fn refuse_remote_publish(url: &str) -> Error {
+    Error::Usage(format!(
+        "cannot publish with `{url}`: a plain directory on an object store cannot be swapped atomically \
+         (there is no rename), and dqgate never degrades to copy-and-delete; publishing to object stores \
+         needs the Delta Lake target, which is not built yet. Audit with `dqgate check`, or stage and publish on a local file system"
+    ))
+}
+
 async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
     let started = Instant::now();
-    let mut prepared = audit::prepare(
+    if let Some(root) = &table {
+        local_table(root, false)?;
+    }
+    let mut prepared = audit::prepare_at(
         RuleSource::read(&a.rules)?,
-        &a.staged,
+        &location(&a.staged, &a.storage_option)?,
         &a.partition,
         false,
         &engine_options(&a),
-    )?;
+    )
+    .await?;
     prepared.table_root = table.clone();
     let published = match (&table, prepared.run_key.is_empty()) {
         (None, _) => Published::NotGiven,
@@ -324,8 +376,19 @@ fn timing(p: &audit::Prepared, started: Instant) {
     } else {
         String::new()
     };
+    let remote = match &p.input.location {
+        Location::Remote(r) => {
+            let (gets, bytes) = r.store.reads();
+            format!(
+                " from {}, {gets} GET/HEAD request(s), {:.1} MiB read",
+                r.url,
+                bytes as f64 / (1024.0 * 1024.0)
+            )
+        }
+        Location::Local(_) => String::new(),
+    };
     eprintln!(
-        "dqgate: audited {} file(s), {} row(s) in {:.2} s ({} pass(es){spill})",
+        "dqgate: audited {} file(s), {} row(s){remote} in {:.2} s ({} pass(es){spill})",
         p.input.files.len(),
         p.input.row_count(),
         started.elapsed().as_secs_f64(),
@@ -335,6 +398,10 @@ fn timing(p: &audit::Prepared, started: Instant) {
 
 async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> {
     let started = Instant::now();
+    if let Some(url) = a.staged.to_str().filter(|s| is_url(s)) {
+        return Err(refuse_remote_publish(url));
+    }
+    local_table(&root, true)?;
     let table = Table::open(&root)?;
     let mut prepared = audit::prepare(
         RuleSource::read(&a.rules)?,
@@ -452,13 +519,19 @@ fn report(
     Ok(0)
 }
 
-fn lint(rules: PathBuf, staged: Option<PathBuf>) -> Result<u8, Error> {
+async fn lint(rules: PathBuf, staged: Option<PathBuf>, options: Vec<String>) -> Result<u8, Error> {
     let source = RuleSource::read(&rules)?;
     let shown = source.display.clone();
     match staged {
+        None if !options.is_empty() => {
+            return Err(Error::Usage(
+                "--storage-option needs an object-store --staged".into(),
+            ))
+        }
         None => audit::lint_without_data(&source)?,
         Some(dir) => {
-            audit::prepare(source, &dir, &[], false, &EngineOptions::default())?;
+            let staged = location(&dir, &options)?;
+            audit::prepare_at(source, &staged, &[], false, &EngineOptions::default()).await?;
         }
     }
     println!("{shown}: ok");

@@ -12,6 +12,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::remote::Location;
+
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
@@ -34,6 +36,8 @@ pub enum InputError {
     },
     #[error("`{path}` is a symbolic link; staged files must be regular files inside the staged directory")]
     Symlink { path: String },
+    #[error("cannot read `{url}`: {reason}")]
+    Remote { url: String, reason: String },
     #[error("`{path}` is not a valid Parquet file: {reason}")]
     Corrupt { path: String, reason: String },
     #[error("the schema of `{path}` disagrees with `{first}`: {detail}")]
@@ -49,7 +53,6 @@ pub enum InputError {
 pub struct StagedFile {
     /// Path relative to the staged directory, `/`-separated.
     pub path: String,
-    pub abs_path: PathBuf,
     pub bytes: u64,
     /// The decoded footer.
     pub metadata: Arc<ParquetMetaData>,
@@ -65,7 +68,8 @@ impl StagedFile {
 /// schema and the fingerprint over them.
 #[derive(Debug, Clone)]
 pub struct StagedInput {
-    pub dir: PathBuf,
+    /// Where the files are: a local directory or an object-store prefix.
+    pub location: Location,
     pub files: Vec<StagedFile>,
     pub schema: SchemaRef,
     /// `sha256:<hex>` over each file's relative path, size and footer bytes.
@@ -99,11 +103,36 @@ impl StagedInput {
         dir: &Path,
         paths: Vec<(String, PathBuf)>,
     ) -> Result<StagedInput, InputError> {
+        let footers = paths
+            .into_iter()
+            .map(|(rel, abs)| {
+                let (bytes, footer) = read_footer(&abs, &abs.display().to_string())?;
+                Ok(RawFooter { rel, bytes, footer })
+            })
+            .collect::<Result<Vec<_>, InputError>>()?;
+        StagedInput::assemble(Location::Local(dir.to_path_buf()), footers)
+    }
+
+    /// Opens a staged location: a local directory, or an object-store prefix
+    /// (listed and its footers fetched with ranged reads).
+    pub async fn open_at(location: &Location) -> Result<StagedInput, InputError> {
+        match location {
+            Location::Local(dir) => StagedInput::open(dir),
+            Location::Remote(remote) => remote.discover().await,
+        }
+    }
+
+    /// The part shared by every kind of location: decodes and checks each
+    /// footer (given sorted by relative path), fingerprints, and derives the
+    /// common schema.
+    pub(crate) fn assemble(
+        location: Location,
+        footers: Vec<RawFooter>,
+    ) -> Result<StagedInput, InputError> {
         let mut hasher = Sha256::new();
-        let mut files = Vec::with_capacity(paths.len());
-        for (rel, abs) in paths {
-            let shown = abs.display().to_string();
-            let (bytes, footer) = read_footer(&abs, &shown)?;
+        let mut files = Vec::with_capacity(footers.len());
+        for RawFooter { rel, bytes, footer } in footers {
+            let shown = location.name_of(&rel);
             let metadata = ParquetMetaDataReader::decode_metadata(&footer[..footer.len() - 8])
                 .map_err(|e| corrupt(&shown, e))?;
             validate_footer(&metadata, bytes, footer.len() as u64)
@@ -111,14 +140,13 @@ impl StagedInput {
             fingerprint_entry(&mut hasher, &rel, bytes, &footer);
             files.push(StagedFile {
                 path: rel,
-                abs_path: abs,
                 bytes,
                 metadata: Arc::new(metadata),
             });
         }
-        let schema = common_schema(&files)?;
+        let schema = common_schema(&location, &files)?;
         Ok(StagedInput {
-            dir: dir.to_path_buf(),
+            location,
             files,
             schema,
             fingerprint: format!("sha256:{}", hex(&hasher.finalize())),
@@ -152,6 +180,16 @@ pub fn fingerprint_of<'a>(
     Ok(format!("sha256:{}", hex(&hasher.finalize())))
 }
 
+/// A file's footer as read from wherever it lives, before decoding.
+pub(crate) struct RawFooter {
+    /// Path relative to the staged location, `/`-separated.
+    pub rel: String,
+    /// The file's size.
+    pub bytes: u64,
+    /// The Thrift metadata plus the 8-byte trailer.
+    pub footer: Vec<u8>,
+}
+
 fn fingerprint_entry(hasher: &mut Sha256, rel: &str, bytes: u64, footer: &[u8]) {
     hasher.update(rel.as_bytes());
     hasher.update([0]);
@@ -169,6 +207,17 @@ fn corrupt(rel: &str, e: impl std::fmt::Display) -> InputError {
         path: rel.to_string(),
         reason: e.to_string(),
     }
+}
+
+/// Names discovery skips, with everything below them: Spark's
+/// `_temporary/` and `_SUCCESS`, editors' dot files.
+pub(crate) fn is_hidden(name: &str) -> bool {
+    name.starts_with('_') || name.starts_with('.')
+}
+
+/// Names discovery takes as data files.
+pub(crate) fn is_data_file(name: &str) -> bool {
+    name.ends_with(".parquet")
 }
 
 /// All candidate data files under `dir`, sorted by relative path.
@@ -190,21 +239,21 @@ fn walk(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<()
         let Some(name) = name.to_str() else {
             continue; // not UTF-8: cannot be a name we publish; ignored like hidden files
         };
-        if name.starts_with('_') || name.starts_with('.') {
+        if is_hidden(name) {
             continue;
         }
         let rel = format!("{prefix}{name}");
         let path = entry.path();
         let ft = entry.file_type().map_err(|e| io(&path, e))?;
         if ft.is_symlink() {
-            if name.ends_with(".parquet") || path.is_dir() {
+            if is_data_file(name) || path.is_dir() {
                 return Err(InputError::Symlink { path: rel });
             }
             continue;
         }
         if ft.is_dir() {
             walk(&path, &format!("{rel}/"), out)?;
-        } else if name.ends_with(".parquet") {
+        } else if is_data_file(name) {
             if !ft.is_file() {
                 return Err(corrupt(&rel, "not a regular file"));
             }
@@ -223,18 +272,45 @@ fn read_footer(path: &Path, rel: &str) -> Result<(u64, Vec<u8>), InputError> {
     };
     let mut f = File::open(path).map_err(io)?;
     let size = f.metadata().map_err(io)?.len();
-    if size < 12 {
-        return Err(corrupt(rel, format!("file is only {size} bytes long")));
-    }
+    check_size(rel, size)?;
     let mut head = [0u8; 4];
     f.read_exact(&mut head).map_err(io)?;
     let mut tail = [0u8; 8];
     f.seek(SeekFrom::End(-8)).map_err(io)?;
     f.read_exact(&mut tail).map_err(io)?;
+    let len = footer_length(rel, size, &head, &tail)?;
+    let mut footer = vec![0u8; len as usize + 8];
+    f.seek(SeekFrom::End(-(len as i64) - 8)).map_err(io)?;
+    f.read_exact(&mut footer).map_err(io)?;
+    Ok((size, footer))
+}
+
+/// A Parquet file holds at least its two magic numbers and a footer length.
+pub(crate) fn check_size(rel: &str, size: u64) -> Result<(), InputError> {
+    if size < 12 {
+        return Err(corrupt(rel, format!("file is only {size} bytes long")));
+    }
+    Ok(())
+}
+
+/// The footer's length from a file's first 4 and last 8 bytes, after checking
+/// the magic numbers and that the footer fits in the file.
+pub(crate) fn footer_length(
+    rel: &str,
+    size: u64,
+    head: &[u8],
+    tail: &[u8],
+) -> Result<u64, InputError> {
+    if head.len() != 4 || tail.len() != 8 {
+        return Err(corrupt(
+            rel,
+            "short read of the file's first and last bytes",
+        ));
+    }
     if &tail[4..] == b"PARE" {
         return Err(corrupt(rel, "encrypted footers are not supported"));
     }
-    if &head != b"PAR1" || &tail[4..] != b"PAR1" {
+    if head != b"PAR1" || &tail[4..] != b"PAR1" {
         return Err(corrupt(
             rel,
             "missing the PAR1 magic bytes (truncated or not Parquet)",
@@ -247,10 +323,7 @@ fn read_footer(path: &Path, rel: &str) -> Result<(u64, Vec<u8>), InputError> {
             format!("footer length {len} exceeds the file size {size} (truncated?)"),
         ));
     }
-    let mut footer = vec![0u8; len as usize + 8];
-    f.seek(SeekFrom::End(-(len as i64) - 8)).map_err(io)?;
-    f.read_exact(&mut footer).map_err(io)?;
-    Ok((size, footer))
+    Ok(len)
 }
 
 /// Consistency checks a footer must pass before any reader trusts it: row
@@ -310,12 +383,12 @@ fn validate_footer(md: &ParquetMetaData, file_size: u64, footer_len: u64) -> Res
 /// The Arrow schema all files share. Field names and types must agree;
 /// nullability and metadata may differ (writers disagree on them harmlessly),
 /// and the result is nullable wherever any file is.
-fn common_schema(files: &[StagedFile]) -> Result<SchemaRef, InputError> {
+fn common_schema(location: &Location, files: &[StagedFile]) -> Result<SchemaRef, InputError> {
     let mut first: Option<(String, Schema)> = None;
     for f in files {
         let md = f.metadata.file_metadata();
         let schema = parquet_to_arrow_schema(md.schema_descr(), md.key_value_metadata())
-            .map_err(|e| corrupt(&f.abs_path.display().to_string(), e))?;
+            .map_err(|e| corrupt(&location.name_of(&f.path), e))?;
         match &mut first {
             None => first = Some((f.path.clone(), schema)),
             Some((first_path, base)) => {

@@ -11,6 +11,7 @@ pub mod input;
 pub mod join;
 pub mod progress;
 pub mod reference;
+pub mod remote;
 pub mod stats;
 pub mod topk;
 
@@ -35,6 +36,7 @@ use crate::error::Error;
 use crate::plan::{self, Atom, AuditPlan};
 use crate::value::Value;
 use input::StagedInput;
+use remote::Location;
 use topk::TopK;
 
 /// How many samples a failed check shows.
@@ -60,20 +62,37 @@ pub struct Observations {
     pub spilled_bytes: u64,
 }
 
-/// The staged files as a DataFusion table.
+/// The staged files as a DataFusion table. Files on an object store are read
+/// through their store, registered with the session under the location's URL.
 pub fn table(ctx: &SessionContext, input: &StagedInput) -> Result<DataFrame, Error> {
-    let dir = std::fs::canonicalize(&input.dir)
-        .map_err(|e| Error::Audit(format!("cannot resolve `{}`: {e}", input.dir.display())))?;
-    let urls = input
-        .files
-        .iter()
-        .map(|f| {
-            let url = url::Url::from_file_path(dir.join(&f.path))
-                .map_err(|_| Error::Audit(format!("{}: not a usable path", f.path)))?;
-            ListingTableUrl::try_new(url, None)
-                .map_err(|e| Error::engine(format!("registering {}", f.path), e))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let urls = match &input.location {
+        Location::Local(dir) => {
+            let dir = std::fs::canonicalize(dir)
+                .map_err(|e| Error::Audit(format!("cannot resolve `{}`: {e}", dir.display())))?;
+            input
+                .files
+                .iter()
+                .map(|f| {
+                    let url = url::Url::from_file_path(dir.join(&f.path))
+                        .map_err(|_| Error::Audit(format!("{}: not a usable path", f.path)))?;
+                    ListingTableUrl::try_new(url, None)
+                        .map_err(|e| Error::engine(format!("registering {}", f.path), e))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        Location::Remote(remote) => {
+            ctx.register_object_store(&remote.url, remote.store.clone());
+            input
+                .files
+                .iter()
+                .map(|f| {
+                    remote
+                        .file_url(&f.path)
+                        .map_err(|e| Error::Audit(format!("registering {}: {e}", f.path)))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        }
+    };
     let options =
         ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
     let config = ListingTableConfig::new_with_multi_paths(urls)

@@ -12,6 +12,7 @@ mod golden;
 mod hostile;
 mod lang_v2;
 mod memory;
+mod objstore;
 mod oracle;
 mod props;
 mod reports;
