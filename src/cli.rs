@@ -39,6 +39,15 @@ pub enum Format {
     Markdown,
 }
 
+/// What `publish --target` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Target {
+    /// `ROOT/k=v/` directories swapped atomically by rename.
+    Hive,
+    /// A Delta Lake table: one transaction per publish.
+    Delta,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
     /// The rule file (.dq).
@@ -87,6 +96,11 @@ pub enum Command {
         /// How many displaced versions to keep for rollback.
         #[arg(long, default_value_t = 3)]
         keep: usize,
+        /// The table format: a Hive directory swapped by rename, or a Delta
+        /// Lake table (one commit per publish). Default: delta when ROOT
+        /// holds `_delta_log/`, else hive.
+        #[arg(long, value_enum)]
+        target: Option<Target>,
     },
     /// Recompute a published partition's fingerprint and compare it with its audit record.
     Verify {
@@ -219,7 +233,27 @@ fn print_stdout(s: &str) {
 async fn dispatch(command: Command) -> Result<u8, Error> {
     match command {
         Command::Check { audit, table } => check(audit, table).await,
-        Command::Publish { audit, table, keep } => publish(audit, table, keep).await,
+        Command::Publish {
+            audit,
+            table,
+            keep,
+            target,
+        } => {
+            let delta = match target {
+                Some(t) => t == Target::Delta,
+                None => crate::publish::delta::is_delta(&table),
+            };
+            if delta {
+                publish_delta(audit, table).await
+            } else {
+                publish(audit, table, keep).await
+            }
+        }
+        Command::Verify { root, partition } if crate::publish::delta::is_delta(&root) => {
+            let key = free_run_key(&partition)?;
+            let report = crate::publish::delta::verify(&root, &key).await?;
+            Ok(show_verify(&key, &report))
+        }
         Command::Verify { root, partition } => verify(root, partition),
         Command::Rollback { root, partition } => {
             let key = free_run_key(&partition)?;
@@ -418,19 +452,8 @@ async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> 
     };
     let past = past_runs(&table, &prepared)?;
     let verdict = prepared.run_with(&published, past.as_ref()).await?;
-    // JUnit is one XML document: a publish error after a passing verdict
-    // becomes an <error> testcase inside it, so it is printed afterwards.
-    let junit = a.format == Format::Junit;
-    if !junit || !verdict.passed() {
-        emit(&verdict, a.format);
-    }
-    timing(&prepared, started);
-    let passed = match verdict.into_passed() {
-        Ok(p) => p,
-        Err(_) => {
-            eprintln!("dqgate: verdict failed; nothing was published");
-            return Ok(1);
-        }
+    let Some(passed) = gate(verdict, a.format, &prepared, started) else {
+        return Ok(1);
     };
     let opts = PublishOptions {
         keep_versions: keep,
@@ -442,9 +465,43 @@ async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> 
         audited_against.as_deref(),
         &opts,
     );
+    finish_publish(outcome, &passed, a.format, &prepared.run_key)
+}
+
+/// Prints the verdict (JUnit waits for the publish outcome) and timings;
+/// the passed verdict, or `None` when it failed (exit 1).
+fn gate(
+    verdict: Verdict,
+    format: Format,
+    prepared: &audit::Prepared,
+    started: Instant,
+) -> Option<crate::verdict::PassedVerdict> {
+    // JUnit is one XML document: a publish error after a passing verdict
+    // becomes an <error> testcase inside it, so it is printed afterwards.
+    if format != Format::Junit || !verdict.passed() {
+        emit(&verdict, format);
+    }
+    timing(prepared, started);
+    match verdict.into_passed() {
+        Ok(p) => Some(p),
+        Err(_) => {
+            eprintln!("dqgate: verdict failed; nothing was published");
+            None
+        }
+    }
+}
+
+/// Reports a publish outcome (on stderr; in the JUnit document too).
+fn finish_publish(
+    outcome: Result<PublishOutcome, crate::publish::PublishError>,
+    passed: &crate::verdict::PassedVerdict,
+    format: Format,
+    key: &RunKey,
+) -> Result<u8, Error> {
+    let junit = format == Format::Junit;
     if junit {
         let error = outcome.as_ref().err().map(|e| e.to_string());
-        print_stdout(&junit::render_with_error(&passed, error.as_deref()));
+        print_stdout(&junit::render_with_error(passed, error.as_deref()));
     }
     let outcome = match outcome {
         Ok(o) => o,
@@ -459,14 +516,72 @@ async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> 
             let shown = displaced.map_or(String::new(), |d| format!(", displacing {d}"));
             eprintln!(
                 "dqgate: published {} as version {version}{shown}",
-                prepared.run_key.rel_dir()
+                key.rel_dir()
             );
         }
         PublishOutcome::AlreadyPublished { version } => {
-            eprintln!("dqgate: already published: {} is version {version} with the same files; nothing changed", prepared.run_key.rel_dir());
+            eprintln!(
+                "dqgate: already published: {} is version {version} with the same files; nothing changed",
+                key.rel_dir()
+            );
         }
     }
     Ok(0)
+}
+
+/// `publish --target delta`: the audit, then one Delta commit (see
+/// `publish::delta`). Rules that read the published side (`published.*`,
+/// `history(N)`, `schema matches published`, `across published`) are
+/// refused for now: they read Hive directories.
+async fn publish_delta(a: AuditArgs, root: PathBuf) -> Result<u8, Error> {
+    use crate::publish::delta;
+    let started = Instant::now();
+    if let Some(url) = a.staged.to_str().filter(|s| is_url(s)) {
+        return Err(refuse_remote_publish(url));
+    }
+    if let Some(url) = root.to_str().filter(|s| is_url(s)) {
+        return Err(Error::Usage(format!(
+            "--table `{url}`: Delta tables on object stores are not supported yet; the Delta target works on a local file system"
+        )));
+    }
+    let root = std::path::absolute(&root)
+        .map_err(|e| Error::Usage(format!("cannot resolve `{}`: {e}", root.display())))?;
+    let prepared = audit::prepare(
+        RuleSource::read(&a.rules)?,
+        &a.staged,
+        &a.partition,
+        true,
+        &engine_options(&a),
+    )?;
+    let c = &prepared.checked;
+    if !c.published_metrics().is_empty()
+        || c.uses_history()
+        || c.uses_published_schema()
+        || c.statements
+            .iter()
+            .any(|s| matches!(s.metric, crate::check::Metric::DuplicateAcrossPublished(_)))
+    {
+        return Err(Error::Usage(
+            "the rule file reads the published table (published.*, history(N), schema matches published or across published), \
+             which the Delta target does not support yet; publish to a Hive table (--target hive) or drop those statements"
+                .into(),
+        ));
+    }
+    let audited_against = delta::current_txn(&root, &prepared.run_key).await?;
+    let verdict = prepared.run_with(&Published::NotGiven, None).await?;
+    let Some(passed) = gate(verdict, a.format, &prepared, started) else {
+        return Ok(1);
+    };
+    let outcome = delta::publish(
+        &root,
+        &prepared.run_key,
+        &prepared.checked.partitioned_by,
+        &a.staged,
+        &passed,
+        audited_against,
+    )
+    .await;
+    finish_publish(outcome, &passed, a.format, &prepared.run_key)
 }
 
 /// A run key without a rule file (verify, rollback): validated, in the order given.
@@ -481,6 +596,10 @@ fn free_run_key(args: &[String]) -> Result<RunKey, Error> {
 fn verify(root: PathBuf, partition: Vec<String>) -> Result<u8, Error> {
     let key = free_run_key(&partition)?;
     let report = Table::open(&root)?.verify(&key)?;
+    Ok(show_verify(&key, &report))
+}
+
+fn show_verify(key: &RunKey, report: &crate::publish::VerifyReport) -> u8 {
     if report.differences.is_empty() {
         println!(
             "verified: {} is version {} ({})",
@@ -488,7 +607,7 @@ fn verify(root: PathBuf, partition: Vec<String>) -> Result<u8, Error> {
             report.version,
             report.fingerprint
         );
-        Ok(0)
+        0
     } else {
         println!(
             "NOT verified: {} differs from its audit record:",
@@ -497,7 +616,7 @@ fn verify(root: PathBuf, partition: Vec<String>) -> Result<u8, Error> {
         for d in &report.differences {
             println!("  {d}");
         }
-        Ok(1)
+        1
     }
 }
 

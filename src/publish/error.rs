@@ -44,6 +44,9 @@ pub enum PublishError {
     /// The audit record exists but cannot be read or parsed (exit 3).
     #[error("the audit record `{path}` is unreadable: {reason}")]
     BadRecord { path: String, reason: String },
+    /// The Delta table's log could not be read or written (exit 3).
+    #[error("Delta table `{path}`: {reason}")]
+    Delta { path: String, reason: String },
     /// The staged files could not be read (exit 3).
     #[error("cannot read the staged files: {0}")]
     Input(#[from] InputError),
@@ -88,6 +91,7 @@ impl PublishError {
             MissingRecord { .. }
             | NotPublished { .. }
             | BadRecord { .. }
+            | Delta { .. }
             | Input(_)
             | Io { .. } => 3,
             Busy { .. } | StagedChanged { .. } | PublishedChanged { .. } => 4,

@@ -39,6 +39,7 @@
 //! a readable record was not written by dqgate: `current`, `publish`,
 //! `verify` and `rollback` refuse it with exit 3.
 
+pub mod delta;
 mod error;
 mod fsx;
 mod history;

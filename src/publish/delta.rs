@@ -1,0 +1,711 @@
+//! `publish --target delta`: the audited staged files committed into a Delta
+//! Lake table in one transaction that replaces exactly the run key's
+//! partition (local file system; see the README, "Delta Lake target").
+//!
+//! One commit holds, for the partition `ROOT/k1=v1[/k2=v2]`:
+//!
+//! - a `remove` for each file the partition has now, and an `add` for each
+//!   staged file, copied beforehand into the partition directory under a
+//!   version-unique name (`part-00000.1be0c3a9-5d2e91f0.parquet`), with its
+//!   `partitionValues` and size;
+//! - an application transaction `txn` with `appId = "dqgate:" + k1=v1[/...]`
+//!   and `version` = the first 60 bits of the staged fingerprint. The Delta
+//!   log keeps the latest `txn` per `appId`, so it names the fingerprint of
+//!   the partition's current version: a retry of the same staged files finds
+//!   its own version there and commits nothing ("already published"). (The
+//!   version is an identity, not a counter: only dqgate reads this appId.)
+//! - `commitInfo` carries the audit record (the verdict JSON with the
+//!   `published` manifest) under `dqgateAudit`; the same record is written
+//!   as `ROOT/k=v/_dqgate_audit.json` once the commit has landed.
+//!
+//! A first publish creates the table in the same commit (`protocol` 1/2 and
+//! `metaData`: the staged files' schema plus the `partitioned by` columns as
+//! strings).
+//!
+//! Concurrency: the commit is a put-if-absent of the next log entry, never
+//! retried blindly. When another writer took that entry, the table is
+//! reloaded: if the partition's `txn` changed since the audit the publish
+//! exits 4 (the published partition changed); if only other partitions
+//! changed, the actions are re-planned against the new snapshot and the put
+//! is tried again. Copied files of a commit that did not land are removed.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use deltalake_core::kernel::engine::arrow_conversion::TryIntoKernel as _;
+use deltalake_core::kernel::transaction::{CommitBuilder, TransactionError};
+use deltalake_core::kernel::{
+    new_metadata, Action, Add, Protocol, Remove, StructType, Transaction,
+};
+use deltalake_core::protocol::{DeltaOperation, SaveMode};
+use deltalake_core::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use futures::TryStreamExt as _;
+use serde_json::Value as Json;
+
+use super::error::{IoContext, PublishError};
+use super::fsx;
+use super::layout::RECORD;
+use super::record::Record;
+use super::{PublishOutcome, VerifyReport};
+use crate::exec::input::{fingerprint_of, list_parquet_files, InputError};
+use crate::runkey::RunKey;
+use crate::verdict::json::{to_record_json, PublishedFile, PublishedManifest};
+use crate::verdict::PassedVerdict;
+
+/// How often a publish re-plans after losing the log entry to a commit on
+/// other partitions before it gives up with exit 4.
+const MAX_ATTEMPTS: usize = 20;
+
+/// Whether `root` is a Delta table (holds `_delta_log/`).
+pub fn is_delta(root: &Path) -> bool {
+    root.join("_delta_log").is_dir()
+}
+
+/// The application id of a run key's partition in the table's log.
+pub fn app_id(key: &RunKey) -> String {
+    format!("dqgate:{}", key.rel_dir())
+}
+
+/// The `txn` version that stands for a fingerprint (`sha256:HEX`): its first
+/// 15 hex digits, a non-negative i64.
+pub fn txn_version(fingerprint: &str) -> i64 {
+    let hex = fingerprint.strip_prefix("sha256:").unwrap_or(fingerprint);
+    let head: String = hex.chars().take(15).collect();
+    i64::from_str_radix(&head, 16).unwrap_or(0)
+}
+
+fn delta_err(root: &Path, e: impl std::fmt::Display) -> PublishError {
+    PublishError::Delta {
+        path: root.display().to_string(),
+        reason: e.to_string(),
+    }
+}
+
+/// Opens the Delta table at `root`; `None` when there is no table yet.
+async fn load(root: &Path) -> Result<Option<DeltaTable>, PublishError> {
+    if !is_delta(root) {
+        return Ok(None);
+    }
+    let url =
+        url::Url::from_directory_path(root).map_err(|_| delta_err(root, "not an absolute path"))?;
+    let mut table = DeltaTableBuilder::from_url(url)
+        .and_then(|b| b.build())
+        .map_err(|e| delta_err(root, e))?;
+    match table.load().await {
+        Ok(()) => Ok(Some(table)),
+        Err(DeltaTableError::NotATable(_)) => Ok(None),
+        Err(e) => Err(delta_err(root, e)),
+    }
+}
+
+/// The partition's current `txn` version: what a publish audits against.
+pub async fn current_txn(root: &Path, key: &RunKey) -> Result<Option<i64>, PublishError> {
+    match load(root).await? {
+        None => Ok(None),
+        Some(t) => txn_of(&t, key).await,
+    }
+}
+
+async fn txn_of(table: &DeltaTable, key: &RunKey) -> Result<Option<i64>, PublishError> {
+    let state = table.snapshot().map_err(|e| delta_err(&local(table), e))?;
+    state
+        .transaction_version(table.log_store().as_ref(), app_id(key))
+        .await
+        .map_err(|e| delta_err(&local(table), e))
+}
+
+fn local(table: &DeltaTable) -> PathBuf {
+    table
+        .table_url()
+        .to_file_path()
+        .unwrap_or_else(|_| PathBuf::from(table.table_url().as_str()))
+}
+
+/// A file the partition has now, relative to ROOT.
+struct CurrentFile {
+    path: String,
+    size: i64,
+}
+
+async fn partition_files(
+    table: &DeltaTable,
+    key: &RunKey,
+) -> Result<Vec<CurrentFile>, PublishError> {
+    let want: HashMap<String, Option<String>> = key
+        .pairs()
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    let views: Vec<_> = table
+        .get_active_add_actions_by_predicate(None)
+        .try_collect()
+        .await
+        .map_err(|e| delta_err(&local(table), e))?;
+    let mut out: Vec<CurrentFile> = views
+        .iter()
+        .filter(|v| v.partition_values_map() == want)
+        .map(|v| CurrentFile {
+            path: v.path().into_owned(),
+            size: v.size(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// The staged files copied into the partition directory, not yet committed.
+struct Copies {
+    /// (staged relative path, published path relative to the partition, absolute).
+    files: Vec<(String, String, PathBuf)>,
+    token: String,
+}
+
+impl Copies {
+    fn remove(&self) {
+        for (_, _, abs) in &self.files {
+            let _ = fs::remove_file(abs);
+        }
+    }
+}
+
+/// Copies the staged files into `part_dir` under version-unique names,
+/// fsyncs them, and checks that the copies are the audited files.
+fn copy_in(staged: &Path, part_dir: &Path, audited: &str) -> Result<Copies, PublishError> {
+    let listed = list_parquet_files(staged)?;
+    let hex = audited.strip_prefix("sha256:").unwrap_or(audited);
+    let token = format!(
+        "{}-{}",
+        &hex[..8.min(hex.len())],
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let mut copies = Copies {
+        files: Vec::new(),
+        token,
+    };
+    let result = (|| {
+        for (rel, abs) in &listed {
+            let published = match rel.strip_suffix(".parquet") {
+                Some(stem) => format!("{stem}.{}.parquet", copies.token),
+                None => format!("{rel}.{}", copies.token),
+            };
+            let dest = part_dir.join(&published);
+            if let Some(parent) = dest.parent() {
+                fsx::create_dirs(parent)?;
+            }
+            fs::copy(abs, &dest).ctx("cannot copy into the table", &dest)?;
+            copies.files.push((rel.clone(), published, dest.clone()));
+            fsx::sync_file(&dest)?;
+            if let Some(parent) = dest.parent() {
+                fsx::sync_dir(parent)?;
+            }
+        }
+        let now = fingerprint_of(
+            copies
+                .files
+                .iter()
+                .map(|(rel, _, abs)| (rel.as_str(), abs.as_path())),
+        )?;
+        if now != audited {
+            return Err(PublishError::StagedChanged {
+                audited: audited.to_string(),
+                now,
+            });
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => Ok(copies),
+        Err(e) => {
+            copies.remove();
+            Err(e)
+        }
+    }
+}
+
+/// The table's schema for a first publish: the staged files' columns and
+/// the partition columns as strings.
+fn table_schema(first_file: &Path, partitioned_by: &[String]) -> Result<StructType, PublishError> {
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let file = fs::File::open(first_file).ctx("cannot open", first_file)?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| InputError::Corrupt {
+            path: first_file.display().to_string(),
+            reason: e.to_string(),
+        })?;
+    let staged = builder.schema();
+    let mut fields: Vec<Field> = staged.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for col in partitioned_by {
+        // Staged files that carry the partition column give it its type
+        // (readers take the value from the log's partitionValues); else it
+        // is a string column.
+        if staged.field_with_name(col).is_err() {
+            fields.push(Field::new(col, DataType::Utf8, true));
+        }
+    }
+    let schema = Schema::new(fields);
+    (&schema).try_into_kernel().map_err(|e| {
+        PublishError::Refused(format!("the staged schema cannot be a Delta schema: {e}"))
+    })
+}
+
+/// Publishes the audited staged directory as the run key's partition.
+/// `audited_against` is the partition's `txn` version read before the audit.
+pub async fn publish(
+    root: &Path,
+    key: &RunKey,
+    partitioned_by: &[String],
+    staged: &Path,
+    passed: &PassedVerdict,
+    audited_against: Option<i64>,
+) -> Result<PublishOutcome, PublishError> {
+    if key.is_empty() {
+        return Err(PublishError::Refused(
+            "publishing needs a run key (--partition KEY=VALUE): the rule file has no `partitioned by`".into(),
+        ));
+    }
+    let staged = staged
+        .canonicalize()
+        .map_err(|_| InputError::MissingDir(staged.display().to_string()))?;
+    fsx::create_dirs(root)?;
+    let root = root.canonicalize().ctx("cannot resolve", root)?;
+    if staged.starts_with(&root) || root.starts_with(&staged) {
+        return Err(PublishError::Refused(format!(
+            "the staged directory `{}` overlaps the table root `{}`: stage outside the table",
+            staged.display(),
+            root.display()
+        )));
+    }
+    let audited = passed.input.fingerprint.clone();
+    let mine = txn_version(&audited);
+    let rel_dir = key.rel_dir();
+    let part_dir = root.join(&rel_dir);
+
+    let table = load(&root).await?;
+    if let Some(t) = &table {
+        let now = txn_of(t, key).await?;
+        if now == Some(mine) {
+            return already_published(t, &part_dir, passed, key).await;
+        }
+        if now != audited_against {
+            return Err(PublishError::PublishedChanged {
+                expected: audited_against.map(|v| format!("txn {v}")),
+                found: now.map(|v| format!("txn {v}")),
+            });
+        }
+    } else if audited_against.is_some() {
+        return Err(PublishError::PublishedChanged {
+            expected: audited_against.map(|v| format!("txn {v}")),
+            found: None,
+        });
+    }
+
+    let first = list_parquet_files(&staged)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| InputError::NoFiles(staged.display().to_string()))?;
+    let schema = table_schema(&first.1, partitioned_by)?;
+    if let Some(t) = &table {
+        check_compatible(t, partitioned_by, &schema)?;
+    }
+    fsx::create_dirs(&part_dir)?;
+    fsx::phase("copy");
+    let copies = copy_in(&staged, &part_dir, &audited)?;
+    let manifest = PublishedManifest {
+        version: copies.token.clone(),
+        files: {
+            let mut f: Vec<PublishedFile> = copies
+                .files
+                .iter()
+                .map(|(rel, published, abs)| {
+                    Ok(PublishedFile {
+                        path: published.clone(),
+                        staged_path: rel.clone(),
+                        bytes: fs::metadata(abs).ctx("cannot stat", abs)?.len(),
+                    })
+                })
+                .collect::<Result<_, PublishError>>()?;
+            f.sort_by(|a, b| a.path.cmp(&b.path));
+            f
+        },
+    };
+    let record = to_record_json(passed.verdict(), &manifest);
+    let result = commit_loop(
+        &root,
+        table,
+        key,
+        partitioned_by,
+        &manifest,
+        &record,
+        &schema,
+        mine,
+        audited_against,
+    )
+    .await;
+    match result {
+        Ok(version) => {
+            fsx::phase("record");
+            fsx::write_atomic(&part_dir.join(RECORD), record.as_bytes())?;
+            Ok(PublishOutcome::Published {
+                version: format!("{} (Delta table version {version})", copies.token),
+                displaced: None,
+            })
+        }
+        Err(e) => {
+            copies.remove();
+            Err(e)
+        }
+    }
+}
+
+/// A retry of the published fingerprint: nothing is committed; the record
+/// beside the files is rewritten if a killed publish left it behind.
+async fn already_published(
+    table: &DeltaTable,
+    part_dir: &Path,
+    passed: &PassedVerdict,
+    key: &RunKey,
+) -> Result<PublishOutcome, PublishError> {
+    let version = table.version().unwrap_or_default();
+    let current = Record::read(part_dir).ok().flatten();
+    if current.as_ref().map(|r| r.fingerprint.as_str()) != Some(passed.input.fingerprint.as_str()) {
+        // The commit landed but its record was not written: rebuild it from
+        // the files the partition has now (they carry the token).
+        let files = partition_files(table, key).await?;
+        let prefix = format!("{}/", key.rel_dir());
+        let mut published = Vec::new();
+        for f in &files {
+            let rel = f.path.strip_prefix(&prefix).unwrap_or(&f.path).to_string();
+            published.push(PublishedFile {
+                staged_path: staged_name(&rel),
+                path: rel,
+                bytes: f.size.max(0) as u64,
+            });
+        }
+        let token = files
+            .first()
+            .and_then(|f| token_of(&f.path))
+            .unwrap_or_default();
+        let manifest = PublishedManifest {
+            version: token,
+            files: published,
+        };
+        fsx::write_atomic(
+            &part_dir.join(RECORD),
+            to_record_json(passed.verdict(), &manifest).as_bytes(),
+        )?;
+    }
+    let token = Record::read(part_dir)?
+        .map(|r| r.version)
+        .unwrap_or_default();
+    Ok(PublishOutcome::AlreadyPublished {
+        version: format!("{token} (Delta table version {version})"),
+    })
+}
+
+/// `a/part-0.TOKEN.parquet` → `a/part-0.parquet`.
+fn staged_name(published: &str) -> String {
+    match published
+        .strip_suffix(".parquet")
+        .and_then(|s| s.rsplit_once('.'))
+    {
+        Some((stem, _)) => format!("{stem}.parquet"),
+        None => published.to_string(),
+    }
+}
+
+fn token_of(published: &str) -> Option<String> {
+    published
+        .strip_suffix(".parquet")
+        .and_then(|s| s.rsplit_once('.'))
+        .map(|(_, t)| t.to_string())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn commit_loop(
+    root: &Path,
+    mut table: Option<DeltaTable>,
+    key: &RunKey,
+    partitioned_by: &[String],
+    manifest: &PublishedManifest,
+    record: &str,
+    schema: &StructType,
+    mine: i64,
+    audited_against: Option<i64>,
+) -> Result<u64, PublishError> {
+    let rel_dir = key.rel_dir();
+    let partition_values: HashMap<String, Option<String>> = key
+        .pairs()
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let audit: Json = serde_json::from_str(record).map_err(|e| delta_err(root, e))?;
+    let predicate = key
+        .pairs()
+        .iter()
+        .map(|(k, v)| format!("{k} = '{}'", v.replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    for _ in 0..MAX_ATTEMPTS {
+        let mut actions = Vec::new();
+        match &table {
+            None => {
+                let metadata = new_metadata(schema, partitioned_by, Vec::<(String, String)>::new())
+                    .map_err(|e| delta_err(root, e))?;
+                let protocol: Protocol = serde_json::from_value(
+                    serde_json::json!({"minReaderVersion": 1, "minWriterVersion": 2}),
+                )
+                .map_err(|e| delta_err(root, e))?;
+                actions.push(Action::Protocol(protocol));
+                actions.push(Action::Metadata(metadata));
+            }
+            Some(t) => {
+                check_compatible(t, partitioned_by, schema)?;
+                for f in partition_files(t, key).await? {
+                    actions.push(Action::Remove(Remove {
+                        path: f.path,
+                        data_change: true,
+                        deletion_timestamp: Some(now_ms),
+                        extended_file_metadata: Some(true),
+                        partition_values: Some(partition_values.clone()),
+                        size: Some(f.size),
+                        tags: None,
+                        deletion_vector: None,
+                        base_row_id: None,
+                        default_row_commit_version: None,
+                    }));
+                }
+            }
+        }
+        for f in &manifest.files {
+            actions.push(Action::Add(Add {
+                path: format!("{rel_dir}/{}", f.path),
+                partition_values: partition_values.clone(),
+                size: f.bytes as i64,
+                modification_time: now_ms,
+                data_change: true,
+                stats: None,
+                tags: None,
+                deletion_vector: None,
+                base_row_id: None,
+                default_row_commit_version: None,
+                clustering_provider: None,
+            }));
+        }
+        actions.push(Action::Txn(Transaction::new_with_last_update(
+            app_id(key),
+            mine,
+            Some(now_ms),
+        )));
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Overwrite,
+            partition_by: Some(partitioned_by.to_vec()),
+            predicate: Some(predicate.clone()),
+        };
+        let log_store = match &table {
+            Some(t) => t.log_store(),
+            None => {
+                let url = url::Url::from_directory_path(root)
+                    .map_err(|_| delta_err(root, "not an absolute path"))?;
+                DeltaTableBuilder::from_url(url)
+                    .and_then(|b| b.build())
+                    .map_err(|e| delta_err(root, e))?
+                    .log_store()
+            }
+        };
+        let state = match &table {
+            Some(t) => Some(t.snapshot().map_err(|e| delta_err(root, e))?),
+            None => None,
+        };
+        fsx::phase("commit");
+        let committed = CommitBuilder::default()
+            .with_actions(actions)
+            .with_app_metadata(HashMap::from([("dqgateAudit".to_string(), audit.clone())]))
+            .with_max_retries(0)
+            .build(
+                state.map(|s| s as &dyn deltalake_core::kernel::transaction::TableReference),
+                Arc::clone(&log_store),
+                operation,
+            )
+            .await;
+        match committed {
+            Ok(done) => return Ok(done.version()),
+            Err(e) if lost_race(&e) => {
+                // Someone else took the log entry: reload and look at our partition.
+                table = load(root).await?;
+                let now = match &table {
+                    Some(t) => txn_of(t, key).await?,
+                    None => None,
+                };
+                if now != audited_against {
+                    return Err(PublishError::PublishedChanged {
+                        expected: audited_against.map(|v| format!("txn {v}")),
+                        found: now.map(|v| format!("txn {v}")),
+                    });
+                }
+            }
+            Err(e) => return Err(delta_err(root, e)),
+        }
+    }
+    Err(PublishError::Busy {
+        partition: format!("{rel_dir} (the Delta log kept moving for {MAX_ATTEMPTS} attempts)"),
+    })
+}
+
+fn lost_race(e: &DeltaTableError) -> bool {
+    matches!(
+        e,
+        DeltaTableError::VersionAlreadyExists(_)
+            | DeltaTableError::Transaction {
+                source: TransactionError::MaxCommitAttempts(_)
+                    | TransactionError::VersionAlreadyExists(_)
+            }
+    )
+}
+
+/// An existing table must be partitioned like the rule file and have the
+/// staged files' columns.
+fn check_compatible(
+    table: &DeltaTable,
+    partitioned_by: &[String],
+    staged: &StructType,
+) -> Result<(), PublishError> {
+    let state = table.snapshot().map_err(|e| delta_err(&local(table), e))?;
+    let cols: Vec<String> = serde_json::to_value(state.metadata())
+        .ok()
+        .and_then(|m| serde_json::from_value(m.get("partitionColumns")?.clone()).ok())
+        .unwrap_or_default();
+    if cols.as_slice() != partitioned_by {
+        return Err(PublishError::Refused(format!(
+            "the Delta table at `{}` is partitioned by [{}], the rule file by [{}]",
+            local(table).display(),
+            cols.join(", "),
+            partitioned_by.join(", ")
+        )));
+    }
+    {
+        let have = state.schema();
+        let names = |s: &StructType| -> Vec<(String, String)> {
+            s.fields()
+                .map(|f| (f.name().to_string(), format!("{:?}", f.data_type())))
+                .collect()
+        };
+        if names(staged) != names(have.as_ref()) {
+            return Err(PublishError::Refused(format!(
+                "the staged files' columns differ from the Delta table's at `{}` (schema evolution is not supported)",
+                local(table).display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `verify` on a Delta table: the partition's current files (from the log)
+/// must be the files of the audit record beside them, with their sizes, and
+/// their fingerprint under their staged names must be the record's.
+pub async fn verify(root: &Path, key: &RunKey) -> Result<VerifyReport, PublishError> {
+    let root = std::path::absolute(root).ctx("cannot resolve", root)?;
+    let part_dir = root.join(key.rel_dir());
+    let table = load(&root)
+        .await?
+        .ok_or_else(|| PublishError::NotPublished {
+            dir: part_dir.display().to_string(),
+        })?;
+    let files = partition_files(&table, key).await?;
+    if files.is_empty() {
+        return Err(PublishError::NotPublished {
+            dir: part_dir.display().to_string(),
+        });
+    }
+    let record = Record::read_required(&part_dir)?;
+    let mut differences = Vec::new();
+    if txn_of(&table, key).await? != Some(txn_version(&record.fingerprint)) {
+        differences.push(format!(
+            "the log's txn for {} is not the record's fingerprint {}",
+            app_id(key),
+            record.fingerprint
+        ));
+    }
+    let prefix = format!("{}/", key.rel_dir());
+    let in_log: HashMap<String, i64> = files
+        .iter()
+        .map(|f| {
+            (
+                f.path.strip_prefix(&prefix).unwrap_or(&f.path).to_string(),
+                f.size,
+            )
+        })
+        .collect();
+    for f in &record.files {
+        match in_log.get(&f.path) {
+            None => differences.push(format!("missing: {} is not in the Delta log", f.path)),
+            Some(&size) if size as u64 != f.bytes => differences.push(format!(
+                "changed: the log says {} is {size} bytes, the record says {}",
+                f.path, f.bytes
+            )),
+            Some(_) => {}
+        }
+    }
+    for path in in_log.keys() {
+        if !record.files.iter().any(|f| &f.path == path) {
+            differences.push(format!(
+                "extra: {path} is in the Delta log, not in the record"
+            ));
+        }
+    }
+    if differences.is_empty() {
+        let mut present: Vec<(String, PathBuf)> = record
+            .files
+            .iter()
+            .map(|f| (f.staged_path.clone(), part_dir.join(&f.path)))
+            .collect();
+        present.sort_by(|a, b| a.0.cmp(&b.0));
+        match fingerprint_of(present.iter().map(|(n, p)| (n.as_str(), p.as_path()))) {
+            Ok(now) if now == record.fingerprint => {}
+            Ok(now) => differences.push(format!(
+                "changed: the files' fingerprint is {now}, the record says {}",
+                record.fingerprint
+            )),
+            Err(e) => differences.push(format!("changed: {e}")),
+        }
+    }
+    Ok(VerifyReport {
+        version: format!(
+            "{} (Delta table version {})",
+            record.version,
+            table.version().unwrap_or_default()
+        ),
+        fingerprint: record.fingerprint,
+        differences,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn txn_versions_are_fingerprint_prefixes() {
+        assert_eq!(txn_version("sha256:000000000000001ff"), 1);
+        assert_eq!(
+            txn_version("sha256:fffffffffffffffff"),
+            0x0fff_ffff_ffff_ffff
+        );
+        assert!(txn_version("sha256:1be0c3a9") > 0);
+    }
+
+    #[test]
+    fn published_names_map_back() {
+        assert_eq!(
+            staged_name("a/part-0.1be0c3a9-5d2e91f0.parquet"),
+            "a/part-0.parquet"
+        );
+        assert_eq!(
+            token_of("part-0.1be0c3a9-5d2e91f0.parquet").as_deref(),
+            Some("1be0c3a9-5d2e91f0")
+        );
+    }
+}
