@@ -8,6 +8,8 @@ mod cli;
 mod common;
 #[path = "publish/crash.rs"]
 mod crash;
+#[path = "publish/delta.rs"]
+mod delta;
 #[path = "publish/flow.rs"]
 mod flow;
 #[path = "publish/paths.rs"]

@@ -310,6 +310,7 @@ pub async fn publish(
     if let Some(t) = &table {
         check_compatible(t, partitioned_by, &schema)?;
     }
+    test_pause();
     fsx::create_dirs(&part_dir)?;
     fsx::phase("copy");
     let copies = copy_in(&staged, &part_dir, &audited)?;
@@ -553,6 +554,18 @@ async fn commit_loop(
     Err(PublishError::Busy {
         partition: format!("{rel_dir} (the Delta log kept moving for {MAX_ATTEMPTS} attempts)"),
     })
+}
+
+/// For race tests: sleeps `DQGATE_TEST_DELTA_PAUSE_MS` milliseconds after
+/// the table was read and before the files are copied and committed, so that
+/// two publishes audit against the same table version. Never set outside tests.
+fn test_pause() {
+    if let Some(ms) = std::env::var("DQGATE_TEST_DELTA_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }
 
 fn lost_race(e: &DeltaTableError) -> bool {

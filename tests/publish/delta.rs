@@ -1,0 +1,401 @@
+//! `dqgate publish --target delta` on the real binary and real files: the
+//! Delta log it writes is replayed here by a reader of the protocol's JSON
+//! (add/remove/txn), independent of the `deltalake` crate dqgate commits with.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value as Json;
+
+use crate::common::*;
+
+const RULES: &str =
+    "table t\npartitioned by d\ncheck row_count > 0\ncheck distinct_count(version) = 1\n";
+
+struct Lake {
+    tmp: tempfile::TempDir,
+    rules: PathBuf,
+}
+
+impl Lake {
+    fn new() -> Lake {
+        let tmp = tempfile::tempdir().unwrap();
+        let rules = tmp.path().join("t.dq");
+        fs::write(&rules, RULES).unwrap();
+        Lake { tmp, rules }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.tmp.path().join("lake")
+    }
+
+    /// Stages `files` files whose rows all carry `version` (fresh directory).
+    fn stage(&self, name: &str, version: i64, files: usize) -> PathBuf {
+        let dir = self.tmp.path().join("staging").join(name);
+        fs::remove_dir_all(&dir).ok();
+        stage_into(&dir, version, files);
+        dir
+    }
+
+    fn command(&self, rules: &Path, staged: &Path, part: &str) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dqgate"));
+        cmd.arg("publish")
+            .arg(rules)
+            .arg("--staged")
+            .arg(staged)
+            .args(["--partition", &format!("d={part}"), "--table"])
+            .arg(self.root())
+            .args(["--target", "delta"]);
+        cmd
+    }
+
+    fn publish(&self, staged: &Path, part: &str) -> Output {
+        self.command(&self.rules, staged, part).output().unwrap()
+    }
+
+    /// The log entries, in version order.
+    fn log(&self) -> Vec<Vec<Json>> {
+        let dir = self.root().join("_delta_log");
+        let mut names: Vec<PathBuf> = fs::read_dir(&dir)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        names.retain(|p| p.extension().is_some_and(|e| e == "json"));
+        names.sort();
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                assert_eq!(
+                    p.file_name().unwrap().to_string_lossy(),
+                    format!("{i:020}.json"),
+                    "log entries are numbered without gaps"
+                );
+                fs::read_to_string(p)
+                    .unwrap()
+                    .lines()
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Replays the log: the active files (path → partition value of `d`)
+    /// and the latest txn version per appId.
+    fn state(&self) -> (BTreeMap<String, String>, BTreeMap<String, i64>) {
+        let mut files = BTreeMap::new();
+        let mut txns = BTreeMap::new();
+        for entry in self.log() {
+            for action in entry {
+                if let Some(a) = action.get("add") {
+                    let d = a["partitionValues"]["d"].as_str().unwrap().to_string();
+                    files.insert(a["path"].as_str().unwrap().to_string(), d);
+                } else if let Some(r) = action.get("remove") {
+                    files.remove(r["path"].as_str().unwrap());
+                } else if let Some(t) = action.get("txn") {
+                    txns.insert(
+                        t["appId"].as_str().unwrap().to_string(),
+                        t["version"].as_i64().unwrap(),
+                    );
+                }
+            }
+        }
+        (files, txns)
+    }
+
+    /// The `version` values of the rows a Delta reader sees in partition `d`.
+    fn versions_of(&self, d: &str) -> BTreeSet<i64> {
+        let (files, _) = self.state();
+        let mut out = BTreeSet::new();
+        for (path, part) in &files {
+            if part == d {
+                out.extend(versions_in(&self.root().join(path)).unwrap());
+            }
+        }
+        out
+    }
+
+    fn files_of(&self, d: &str) -> BTreeSet<String> {
+        let (files, _) = self.state();
+        files
+            .into_iter()
+            .filter(|(_, p)| p == d)
+            .map(|(f, _)| f)
+            .collect()
+    }
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn verify(lake: &Lake, d: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .arg("verify")
+        .arg(lake.root())
+        .args(["--partition", &format!("d={d}")])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn first_publish_creates_the_table_in_one_commit() {
+    let lake = Lake::new();
+    let staged = lake.stage("a", 1, 2);
+    let out = lake.publish(&staged, "1");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = lake.log();
+    assert_eq!(log.len(), 1);
+    let kinds: Vec<&str> = log[0]
+        .iter()
+        .map(|a| a.as_object().unwrap().keys().next().unwrap().as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["commitInfo", "protocol", "metaData", "add", "add", "txn"]
+    );
+    let meta = &log[0][2]["metaData"];
+    assert_eq!(meta["partitionColumns"], serde_json::json!(["d"]));
+    let schema: Json = serde_json::from_str(meta["schemaString"].as_str().unwrap()).unwrap();
+    let names: Vec<&str> = schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["version", "id", "d"]);
+    // The audit record travels in commitInfo and beside the files.
+    let audit = &log[0][0]["commitInfo"]["dqgateAudit"];
+    assert_eq!(audit["verdict"], "pass");
+    assert_eq!(audit["partition"]["d"], "1");
+    let beside: Json = serde_json::from_str(
+        &fs::read_to_string(lake.root().join("d=1/_dqgate_audit.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(&beside, audit);
+    // Added files: version-unique names under d=1/, with their sizes.
+    for a in log[0].iter().filter_map(|a| a.get("add")) {
+        let path = a["path"].as_str().unwrap();
+        assert!(path.starts_with("d=1/part-0000"), "{path}");
+        assert!(!staged.join(path.trim_start_matches("d=1/")).exists());
+        let len = fs::metadata(lake.root().join(path)).unwrap().len();
+        assert_eq!(a["size"].as_u64(), Some(len));
+    }
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
+    // The staged files stay where they were (copied, not moved).
+    assert_eq!(list_parquet_files_count(&staged), 2);
+    let v = verify(&lake, "1");
+    assert_eq!(code(&v), 0, "{}", String::from_utf8_lossy(&v.stdout));
+}
+
+fn list_parquet_files_count(dir: &Path) -> usize {
+    glob_parquet(dir).len()
+}
+
+#[test]
+fn republish_replaces_exactly_one_partition() {
+    let lake = Lake::new();
+    assert_eq!(code(&lake.publish(&lake.stage("a", 1, 2), "1")), 0);
+    assert_eq!(code(&lake.publish(&lake.stage("b", 2, 3), "2")), 0);
+    let other_before = lake.files_of("2");
+    let first_d1 = lake.files_of("1");
+    let out = lake.publish(&lake.stage("c", 3, 1), "1");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = lake.log();
+    assert_eq!(log.len(), 3);
+    // One commit: removes of exactly d=1's files, adds of the new ones.
+    let removed: BTreeSet<String> = log[2]
+        .iter()
+        .filter_map(|a| a.get("remove"))
+        .map(|r| r["path"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(removed, first_d1);
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([3]));
+    assert_eq!(lake.files_of("1").len(), 1);
+    assert_eq!(lake.files_of("2"), other_before);
+    assert_eq!(lake.versions_of("2"), BTreeSet::from([2]));
+    for d in ["1", "2"] {
+        let v = verify(&lake, d);
+        assert_eq!(code(&v), 0, "{}", String::from_utf8_lossy(&v.stdout));
+    }
+}
+
+#[test]
+fn a_retry_of_the_same_files_commits_nothing() {
+    let lake = Lake::new();
+    let staged = lake.stage("a", 1, 2);
+    assert_eq!(code(&lake.publish(&staged, "1")), 0);
+    let (_, txns) = lake.state();
+    let out = lake.publish(&staged, "1");
+    assert_eq!(code(&out), 0);
+    assert!(
+        stderr(&out).contains("already published"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(lake.log().len(), 1, "no second commit");
+    assert_eq!(lake.state().1, txns);
+    // A different version, then the first again: that is a change, committed.
+    assert_eq!(code(&lake.publish(&lake.stage("b", 2, 2), "1")), 0);
+    let again = lake.publish(&staged, "1");
+    assert_eq!(code(&again), 0);
+    assert!(!stderr(&again).contains("already published"));
+    assert_eq!(lake.log().len(), 3);
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
+    // The txn names the current fingerprint.
+    assert_eq!(lake.state().1, txns);
+}
+
+#[test]
+fn a_failing_verdict_commits_nothing() {
+    let lake = Lake::new();
+    assert_eq!(code(&lake.publish(&lake.stage("a", 1, 2), "1")), 0);
+    // Two versions in one partition: distinct_count(version) = 1 fails.
+    let bad = lake.stage("bad", 5, 1);
+    write_parquet(&bad.join("part-00009.parquet"), 6, 4);
+    let before = glob_parquet(&lake.root());
+    let out = lake.publish(&bad, "1");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_eq!(lake.log().len(), 1);
+    assert_eq!(glob_parquet(&lake.root()), before, "no file copied");
+    // A failing first publish creates no table at all.
+    let empty = Lake::new();
+    let out = empty.publish(&bad, "1");
+    assert_eq!(code(&out), 1);
+    assert!(!empty.root().join("_delta_log").exists());
+}
+
+#[test]
+fn rules_reading_the_published_side_are_refused() {
+    let lake = Lake::new();
+    let rules = lake.tmp.path().join("p.dq");
+    fs::write(
+        &rules,
+        "table t\npartitioned by d\ncheck row_count >= published.row_count\n",
+    )
+    .unwrap();
+    let out = lake
+        .command(&rules, &lake.stage("a", 1, 1), "1")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("Delta target does not support"));
+    assert!(!lake.root().join("_delta_log").exists());
+}
+
+#[test]
+fn an_existing_delta_table_is_detected_without_the_flag() {
+    let lake = Lake::new();
+    assert_eq!(code(&lake.publish(&lake.stage("a", 1, 1), "1")), 0);
+    let out = Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .arg("publish")
+        .arg(&lake.rules)
+        .arg("--staged")
+        .arg(lake.stage("b", 2, 1))
+        .args(["--partition", "d=2", "--table"])
+        .arg(lake.root())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(lake.log().len(), 2);
+    assert_eq!(lake.versions_of("2"), BTreeSet::from([2]));
+}
+
+#[test]
+fn verify_finds_a_changed_file() {
+    let lake = Lake::new();
+    assert_eq!(code(&lake.publish(&lake.stage("a", 1, 2), "1")), 0);
+    let victim = lake.files_of("1").into_iter().next().unwrap();
+    write_parquet(&lake.root().join(&victim), 9, 50);
+    let v = verify(&lake, "1");
+    assert_eq!(code(&v), 1);
+    assert!(String::from_utf8_lossy(&v.stdout).contains("NOT verified"));
+}
+
+/// Two real processes that audited against the same table version race for
+/// the next log entry (each pauses after reading the table, so both have
+/// read it before either commits).
+fn race(lake: &Lake, a: (&Path, &str), b: (&Path, &str)) -> (Output, Output) {
+    let spawn = |staged: &Path, part: &str| {
+        lake.command(&lake.rules, staged, part)
+            .env("DQGATE_TEST_DELTA_PAUSE_MS", "1500")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let pa = spawn(a.0, a.1);
+    let pb = spawn(b.0, b.1);
+    (
+        pa.wait_with_output().unwrap(),
+        pb.wait_with_output().unwrap(),
+    )
+}
+
+#[test]
+fn racing_publishers_of_one_partition_one_wins_the_other_exits_4() {
+    for existing in [false, true] {
+        let lake = Lake::new();
+        if existing {
+            assert_eq!(code(&lake.publish(&lake.stage("z", 0, 1), "1")), 0);
+        }
+        let before = lake.log().len();
+        let (a, b) = race(
+            &lake,
+            (&lake.stage("a", 1, 2), "1"),
+            (&lake.stage("b", 2, 2), "1"),
+        );
+        let mut codes = [code(&a), code(&b)];
+        codes.sort();
+        assert_eq!(
+            codes,
+            [0, 4],
+            "existing table: {existing}\n{}\n{}",
+            stderr(&a),
+            stderr(&b)
+        );
+        let loser = if code(&a) == 4 { &a } else { &b };
+        assert!(
+            stderr(loser).contains("changed since the audit"),
+            "{}",
+            stderr(loser)
+        );
+        assert_eq!(lake.log().len(), before + 1, "exactly one commit");
+        let winner = if code(&a) == 0 { 1 } else { 2 };
+        assert_eq!(lake.versions_of("1"), BTreeSet::from([winner]));
+        // The loser's copies were removed: only committed files (and the
+        // files of earlier versions) are in the partition directory.
+        let (active, _) = lake.state();
+        let on_disk = glob_parquet(&lake.root().join("d=1")).len();
+        let removed_earlier = usize::from(existing);
+        assert_eq!(on_disk, active.len() + removed_earlier);
+        assert_eq!(code(&verify(&lake, "1")), 0);
+    }
+}
+
+#[test]
+fn racing_publishers_of_two_partitions_both_commit() {
+    let lake = Lake::new();
+    assert_eq!(code(&lake.publish(&lake.stage("z", 0, 1), "0")), 0);
+    let (a, b) = race(
+        &lake,
+        (&lake.stage("a", 1, 2), "1"),
+        (&lake.stage("b", 2, 2), "2"),
+    );
+    assert_eq!(
+        (code(&a), code(&b)),
+        (0, 0),
+        "{}\n{}",
+        stderr(&a),
+        stderr(&b)
+    );
+    assert_eq!(lake.log().len(), 3);
+    assert_eq!(lake.versions_of("0"), BTreeSet::from([0]));
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
+    assert_eq!(lake.versions_of("2"), BTreeSet::from([2]));
+}
