@@ -251,6 +251,25 @@ fn table_schema(first_file: &Path, partitioned_by: &[String]) -> Result<StructTy
     })
 }
 
+/// The oldest protocol that can hold `schema`: reader 1 / writer 2, or
+/// reader 3 / writer 7 with the `timestampNtz` feature when a column is a
+/// timestamp without time zone.
+fn protocol_for(schema: &StructType) -> Json {
+    let ntz = serde_json::to_string(schema)
+        .map(|s| s.contains("\"timestamp_ntz\""))
+        .unwrap_or(false);
+    if ntz {
+        serde_json::json!({
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["timestampNtz"],
+            "writerFeatures": ["timestampNtz"],
+        })
+    } else {
+        serde_json::json!({"minReaderVersion": 1, "minWriterVersion": 2})
+    }
+}
+
 /// Publishes the audited staged directory as the run key's partition.
 /// `audited_against` is the partition's `txn` version read before the audit.
 pub async fn publish(
@@ -456,10 +475,8 @@ async fn commit_loop(
             None => {
                 let metadata = new_metadata(schema, partitioned_by, Vec::<(String, String)>::new())
                     .map_err(|e| delta_err(root, e))?;
-                let protocol: Protocol = serde_json::from_value(
-                    serde_json::json!({"minReaderVersion": 1, "minWriterVersion": 2}),
-                )
-                .map_err(|e| delta_err(root, e))?;
+                let protocol: Protocol =
+                    serde_json::from_value(protocol_for(schema)).map_err(|e| delta_err(root, e))?;
                 actions.push(Action::Protocol(protocol));
                 actions.push(Action::Metadata(metadata));
             }
