@@ -255,6 +255,15 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             Ok(show_verify(&key, &report))
         }
         Command::Verify { root, partition } => verify(root, partition),
+        Command::Rollback { root, partition } if crate::publish::delta::is_delta(&root) => {
+            let key = free_run_key(&partition)?;
+            let version = crate::publish::delta::rollback(&root, &key).await?;
+            println!(
+                "rolled back {} to version {version} (a new Delta commit)",
+                key.rel_dir()
+            );
+            Ok(0)
+        }
         Command::Rollback { root, partition } => {
             let key = free_run_key(&partition)?;
             let version = Table::open(&root)?.rollback(&key)?;

@@ -133,11 +133,7 @@ async fn partition_files(
     table: &DeltaTable,
     key: &RunKey,
 ) -> Result<Vec<CurrentFile>, PublishError> {
-    let want: HashMap<String, Option<String>> = key
-        .pairs()
-        .iter()
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
-        .collect();
+    let want = partition_values(key);
     let views: Vec<_> = table
         .get_active_add_actions_by_predicate(None)
         .try_collect()
@@ -456,11 +452,7 @@ async fn commit_loop(
     audited_against: Option<i64>,
 ) -> Result<u64, PublishError> {
     let rel_dir = key.rel_dir();
-    let partition_values: HashMap<String, Option<String>> = key
-        .pairs()
-        .iter()
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
-        .collect();
+    let partition_values = partition_values(key);
     let now_ms = chrono::Utc::now().timestamp_millis();
     let audit: Json = serde_json::from_str(record).map_err(|e| delta_err(root, e))?;
     let predicate = key
@@ -483,35 +475,19 @@ async fn commit_loop(
             Some(t) => {
                 check_compatible(t, partitioned_by, schema)?;
                 for f in partition_files(t, key).await? {
-                    actions.push(Action::Remove(Remove {
-                        path: f.path,
-                        data_change: true,
-                        deletion_timestamp: Some(now_ms),
-                        extended_file_metadata: Some(true),
-                        partition_values: Some(partition_values.clone()),
-                        size: Some(f.size),
-                        tags: None,
-                        deletion_vector: None,
-                        base_row_id: None,
-                        default_row_commit_version: None,
-                    }));
+                    actions.push(remove_action(f, &partition_values, now_ms));
                 }
             }
         }
         for f in &manifest.files {
-            actions.push(Action::Add(Add {
-                path: format!("{rel_dir}/{}", f.path),
-                partition_values: partition_values.clone(),
-                size: f.bytes as i64,
-                modification_time: now_ms,
-                data_change: true,
-                stats: None,
-                tags: None,
-                deletion_vector: None,
-                base_row_id: None,
-                default_row_commit_version: None,
-                clustering_provider: None,
-            }));
+            actions.push(add_action(
+                CurrentFile {
+                    path: format!("{rel_dir}/{}", f.path),
+                    size: f.bytes as i64,
+                },
+                &partition_values,
+                now_ms,
+            ));
         }
         actions.push(Action::Txn(Transaction::new_with_last_update(
             app_id(key),
@@ -571,6 +547,169 @@ async fn commit_loop(
     Err(PublishError::Busy {
         partition: format!("{rel_dir} (the Delta log kept moving for {MAX_ATTEMPTS} attempts)"),
     })
+}
+
+fn remove_action(
+    f: CurrentFile,
+    partition_values: &HashMap<String, Option<String>>,
+    now_ms: i64,
+) -> Action {
+    Action::Remove(Remove {
+        path: f.path,
+        data_change: true,
+        deletion_timestamp: Some(now_ms),
+        extended_file_metadata: Some(true),
+        partition_values: Some(partition_values.clone()),
+        size: Some(f.size),
+        tags: None,
+        deletion_vector: None,
+        base_row_id: None,
+        default_row_commit_version: None,
+    })
+}
+
+fn add_action(
+    f: CurrentFile,
+    partition_values: &HashMap<String, Option<String>>,
+    now_ms: i64,
+) -> Action {
+    Action::Add(Add {
+        path: f.path,
+        partition_values: partition_values.clone(),
+        size: f.size,
+        modification_time: now_ms,
+        data_change: true,
+        stats: None,
+        tags: None,
+        deletion_vector: None,
+        base_row_id: None,
+        default_row_commit_version: None,
+        clustering_provider: None,
+    })
+}
+
+fn partition_values(key: &RunKey) -> HashMap<String, Option<String>> {
+    key.pairs()
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect()
+}
+
+/// `rollback` on a Delta table: a new commit that restores the partition's
+/// files as they were before the last commit that changed it (its `remove`s
+/// are the current files, its `add`s the earlier version's, which Delta
+/// keeps until a vacuum), with that version's `txn` and audit record. The
+/// history is not rewritten; a second rollback undoes the first. Returns the
+/// restored version's id.
+pub async fn rollback(root: &Path, key: &RunKey) -> Result<String, PublishError> {
+    let root = std::path::absolute(root).ctx("cannot resolve", root)?;
+    let rel_dir = key.rel_dir();
+    let part_dir = root.join(&rel_dir);
+    let nothing = |detail: &str| PublishError::NothingToRollBack {
+        partition: rel_dir.clone(),
+        detail: detail.to_string(),
+    };
+    let table = load(&root)
+        .await?
+        .ok_or_else(|| nothing("there is no Delta table"))?;
+    let latest = table.version().unwrap_or_default();
+    let infos: Vec<_> = table
+        .history(None)
+        .try_collect()
+        .await
+        .map_err(|e| delta_err(&root, e))?;
+    let want: serde_json::Map<String, Json> = key
+        .pairs()
+        .iter()
+        .map(|(k, v)| (k.clone(), Json::String(v.clone())))
+        .collect();
+    // Newest first: (table version, audit record) of the commits that
+    // changed this partition.
+    let touching: Vec<(u64, Json)> = infos
+        .iter()
+        .enumerate()
+        .filter_map(|(i, info)| {
+            let audit = info.info.get("dqgateAudit")?;
+            (audit.get("partition")?.as_object()? == &want)
+                .then(|| (latest.saturating_sub(i as u64), audit.clone()))
+        })
+        .collect();
+    let [(last, _), (_, record), ..] = touching.as_slice() else {
+        return Err(nothing("fewer than two versions were published"));
+    };
+    let mut before = DeltaTableBuilder::from_url(
+        url::Url::from_directory_path(&root)
+            .map_err(|_| delta_err(&root, "not an absolute path"))?,
+    )
+    .and_then(|b| b.build())
+    .map_err(|e| delta_err(&root, e))?;
+    before
+        .load_version(last - 1)
+        .await
+        .map_err(|e| delta_err(&root, e))?;
+    let restored = partition_files(&before, key).await?;
+    let restored_txn = txn_of(&before, key).await?;
+    for f in &restored {
+        let path = root.join(&f.path);
+        if !path.is_file() {
+            return Err(nothing(&format!(
+                "`{}` of the earlier version is gone (vacuumed?)",
+                path.display()
+            )));
+        }
+    }
+    let pv = partition_values(key);
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut actions: Vec<Action> = partition_files(&table, key)
+        .await?
+        .into_iter()
+        .map(|f| remove_action(f, &pv, now_ms))
+        .collect();
+    actions.extend(restored.into_iter().map(|f| add_action(f, &pv, now_ms)));
+    if let Some(v) = restored_txn {
+        actions.push(Action::Txn(Transaction::new_with_last_update(
+            app_id(key),
+            v,
+            Some(now_ms),
+        )));
+    }
+    let state = table.snapshot().map_err(|e| delta_err(&root, e))?;
+    let committed = CommitBuilder::default()
+        .with_actions(actions)
+        .with_app_metadata(HashMap::from([
+            ("dqgateAudit".to_string(), record.clone()),
+            (
+                "dqgateRollback".to_string(),
+                serde_json::json!({"restored": last - 1, "undone": last}),
+            ),
+        ]))
+        .with_max_retries(0)
+        .build(
+            Some(state as &dyn deltalake_core::kernel::transaction::TableReference),
+            table.log_store(),
+            DeltaOperation::Write {
+                mode: SaveMode::Overwrite,
+                partition_by: None,
+                predicate: None,
+            },
+        )
+        .await;
+    match committed {
+        Ok(_) => {}
+        Err(e) if lost_race(&e) => {
+            return Err(PublishError::Busy {
+                partition: format!("{rel_dir} (another commit landed during the rollback)"),
+            })
+        }
+        Err(e) => return Err(delta_err(&root, e)),
+    }
+    let text = serde_json::to_string_pretty(record).map_err(|e| delta_err(&root, e))?;
+    fsx::write_atomic(&part_dir.join(RECORD), format!("{text}\n").as_bytes())?;
+    Ok(record
+        .pointer("/published/version")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_string())
 }
 
 /// For race tests: sleeps `DQGATE_TEST_DELTA_PAUSE_MS` milliseconds after

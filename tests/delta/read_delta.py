@@ -7,7 +7,8 @@ the rows of the staged files that were audited (read with pyarrow).
 
 Run by .ci/run (which installs deltalake and pyarrow in a virtual
 environment). Covers two partitions, a re-publish of one of them, a retry
-that must commit nothing, and a failing verdict that must commit nothing.
+that must commit nothing, a failing verdict that must commit nothing, and a
+rollback.
 Exits 1 on any disagreement.
 """
 
@@ -149,6 +150,16 @@ def main():
         fail(f"a failing verdict exited {code}: {err}")
     if DeltaTable(table).version() != version:
         fail("a failing verdict made a commit")
+    check_partition(table, "2025-03-05", b)
+
+    # Rollback: a new commit restoring the previous files of the partition.
+    r = subprocess.run([dqgate, "rollback", table, "--partition", "sales_date=2025-03-04"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"rollback exited {r.returncode}: {r.stderr}")
+    if DeltaTable(table).version() != version + 1:
+        fail("rollback did not make exactly one new commit")
+    check_partition(table, "2025-03-04", a)
     check_partition(table, "2025-03-05", b)
 
     # The audit record travels in the commit: the history has it.

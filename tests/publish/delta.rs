@@ -399,3 +399,56 @@ fn racing_publishers_of_two_partitions_both_commit() {
     assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
     assert_eq!(lake.versions_of("2"), BTreeSet::from([2]));
 }
+
+fn rollback(lake: &Lake, d: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .arg("rollback")
+        .arg(lake.root())
+        .args(["--partition", &format!("d={d}")])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn rollback_is_a_new_commit_restoring_the_previous_files() {
+    let lake = Lake::new();
+    let first = lake.stage("a", 1, 2);
+    assert_eq!(code(&lake.publish(&first, "1")), 0);
+    assert_eq!(code(&lake.publish(&lake.stage("o", 7, 1), "2")), 0);
+    let v1_files = lake.files_of("1");
+    let second = lake.stage("b", 2, 3);
+    assert_eq!(code(&lake.publish(&second, "1")), 0);
+    let v2_files = lake.files_of("1");
+    let other = lake.files_of("2");
+
+    let out = rollback(&lake, "1");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(lake.log().len(), 4, "a new commit, no history rewritten");
+    assert_eq!(lake.files_of("1"), v1_files);
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
+    assert_eq!(lake.files_of("2"), other);
+    assert_eq!(code(&verify(&lake, "1")), 0);
+    let record: Json = serde_json::from_str(
+        &fs::read_to_string(lake.root().join("d=1/_dqgate_audit.json")).unwrap(),
+    )
+    .unwrap();
+    let log = lake.log();
+    assert_eq!(record, log[0][0]["commitInfo"]["dqgateAudit"]);
+    assert_eq!(log[3][0]["commitInfo"]["dqgateAudit"], record);
+    // The txn names the restored fingerprint: re-publishing it is a no-op.
+    let again = lake.publish(&first, "1");
+    assert!(stderr(&again).contains("already published"));
+    assert_eq!(lake.log().len(), 4);
+
+    // A second rollback undoes the first.
+    assert_eq!(code(&rollback(&lake, "1")), 0);
+    assert_eq!(lake.files_of("1"), v2_files);
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([2]));
+    assert_eq!(code(&verify(&lake, "1")), 0);
+
+    // One published version only: nothing to roll back (exit 2).
+    let out = rollback(&lake, "2");
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("nothing to roll back"));
+    assert_eq!(lake.log().len(), 5);
+}
