@@ -222,7 +222,7 @@ fn copy_in(staged: &Path, part_dir: &Path, audited: &str) -> Result<Copies, Publ
 
 /// The table's schema for a first publish: the staged files' columns and
 /// the partition columns as strings.
-fn table_schema(first_file: &Path, partitioned_by: &[String]) -> Result<StructType, PublishError> {
+fn table_schema(first_file: &Path, key: &RunKey) -> Result<StructType, PublishError> {
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let file = fs::File::open(first_file).ctx("cannot open", first_file)?;
@@ -233,18 +233,53 @@ fn table_schema(first_file: &Path, partitioned_by: &[String]) -> Result<StructTy
         })?;
     let staged = builder.schema();
     let mut fields: Vec<Field> = staged.fields().iter().map(|f| f.as_ref().clone()).collect();
-    for col in partitioned_by {
+    for (col, value) in key.pairs() {
+        check_partition_value(col, value)?;
         // Staged files that carry the partition column give it its type
-        // (readers take the value from the log's partitionValues); else it
-        // is a string column.
-        if staged.field_with_name(col).is_err() {
-            fields.push(Field::new(col, DataType::Utf8, true));
+        // (readers take the value from the log's partitionValues; the audit
+        // has checked that the run key value is of that type); else it is a
+        // string column.
+        match staged.field_with_name(col).map(|f| f.data_type()) {
+            Err(_) => fields.push(Field::new(col, DataType::Utf8, true)),
+            Ok(
+                DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+                | DataType::Date32
+                | DataType::Date64
+                | DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::Boolean,
+            ) => {}
+            Ok(other) => {
+                return Err(PublishError::Refused(format!(
+                    "the partition column `{col}` is {other} in the staged files; the Delta target \
+                     supports string, date, integer and boolean partition columns"
+                )))
+            }
         }
     }
     let schema = Schema::new(fields);
     (&schema).try_into_kernel().map_err(|e| {
         PublishError::Refused(format!("the staged schema cannot be a Delta schema: {e}"))
     })
+}
+
+/// Run-key values become directory names and relative URIs in the Delta
+/// log (`add.path`); characters that Hive/Spark would escape or that a URI
+/// would need to encode are refused rather than escaped differently from
+/// Spark.
+fn check_partition_value(col: &str, value: &str) -> Result<(), PublishError> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "-_.+".contains(c);
+    match value.chars().find(|&c| !ok(c)) {
+        None => Ok(()),
+        Some(c) => Err(PublishError::Refused(format!(
+            "the run key value `{col}={value}` contains `{c}`: the Delta target accepts ASCII letters, \
+             digits and - _ . + in partition values (no escaping yet)"
+        ))),
+    }
 }
 
 /// The oldest protocol that can hold `schema`: reader 1 / writer 2, or
@@ -321,7 +356,7 @@ pub async fn publish(
         .into_iter()
         .next()
         .ok_or_else(|| InputError::NoFiles(staged.display().to_string()))?;
-    let schema = table_schema(&first.1, partitioned_by)?;
+    let schema = table_schema(&first.1, key)?;
     if let Some(t) = &table {
         check_compatible(t, partitioned_by, &schema)?;
     }

@@ -452,3 +452,54 @@ fn rollback_is_a_new_commit_restoring_the_previous_files() {
     assert!(stderr(&out).contains("nothing to roll back"));
     assert_eq!(lake.log().len(), 5);
 }
+
+#[test]
+fn partition_values_the_log_cannot_hold_as_they_are_are_refused() {
+    let lake = Lake::new();
+    let staged = lake.stage("a", 1, 1);
+    let out = lake.publish(&staged, "2025-03-05T10:00");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("contains `:`"), "{}", stderr(&out));
+    assert!(!lake.root().join("_delta_log").exists());
+    // A partition column the staged files carry as a date needs a date (the
+    // audit checks the run key: exit 2 before anything is scanned), and
+    // keeps its type in the Delta schema.
+    let rules = lake.tmp.path().join("sales.dq");
+    fs::write(
+        &rules,
+        "table sales\npartitioned by sales_date\ncheck row_count > 0\n",
+    )
+    .unwrap();
+    let sales = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/data/sales_ok");
+    let run = |value: &str| {
+        let mut cmd = lake.command(&rules, &sales, "x");
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| {
+                a.to_string_lossy()
+                    .replace("d=x", &format!("sales_date={value}"))
+            })
+            .collect();
+        cmd = Command::new(cmd.get_program());
+        cmd.args(args).output().unwrap()
+    };
+    let out = run("20250305");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not a valid Date32"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!lake.root().join("_delta_log").exists());
+    let out = run("2025-03-05");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let meta = &lake.log()[0][2]["metaData"];
+    let schema: Json = serde_json::from_str(meta["schemaString"].as_str().unwrap()).unwrap();
+    let date = schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "sales_date")
+        .unwrap();
+    assert_eq!(date["type"], "date");
+}
