@@ -503,3 +503,43 @@ fn partition_values_the_log_cannot_hold_as_they_are_are_refused() {
         .unwrap();
     assert_eq!(date["type"], "date");
 }
+
+#[test]
+fn a_publish_killed_before_or_after_its_commit_converges_on_retry() {
+    let lake = Lake::new();
+    assert_eq!(code(&lake.publish(&lake.stage("a", 1, 2), "1")), 0);
+    let second = lake.stage("b", 2, 2);
+    // Killed (abort, no clean-up) after copying, before the commit: the
+    // table is at the old version; the copies are not in the log.
+    let out = lake
+        .command(&lake.rules, &second, "1")
+        .env("DQGATE_TEST_CRASH_AT", "commit")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(lake.log().len(), 1);
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
+    assert_eq!(code(&verify(&lake, "1")), 0);
+    // Killed after the commit, before the record beside the files: the new
+    // version is published; the retry recognises it and writes the record.
+    let third = lake.stage("c", 3, 2);
+    let out = lake
+        .command(&lake.rules, &third, "1")
+        .env("DQGATE_TEST_CRASH_AT", "record")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(lake.log().len(), 2);
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([3]));
+    assert_eq!(code(&verify(&lake, "1")), 1, "the record is the old one");
+    let retry = lake.publish(&third, "1");
+    assert_eq!(code(&retry), 0, "{}", stderr(&retry));
+    assert!(stderr(&retry).contains("already published"));
+    assert_eq!(lake.log().len(), 2);
+    let v = verify(&lake, "1");
+    assert_eq!(code(&v), 0, "{}", String::from_utf8_lossy(&v.stdout));
+    // And the publish killed before its commit converges too.
+    assert_eq!(code(&lake.publish(&second, "1")), 0);
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([2]));
+    assert_eq!(code(&verify(&lake, "1")), 0);
+}
