@@ -127,6 +127,8 @@ fn local(table: &DeltaTable) -> PathBuf {
 struct CurrentFile {
     path: String,
     size: i64,
+    /// The `add` action's `stats` JSON, if any.
+    stats: Option<String>,
 }
 
 async fn partition_files(
@@ -145,6 +147,7 @@ async fn partition_files(
         .map(|v| CurrentFile {
             path: v.path().into_owned(),
             size: v.size(),
+            stats: v.stats(),
         })
         .collect();
     out.sort_by(|a, b| a.path.cmp(&b.path));
@@ -519,6 +522,7 @@ async fn commit_loop(
                 CurrentFile {
                     path: format!("{rel_dir}/{}", f.path),
                     size: f.bytes as i64,
+                    stats: Some(row_stats(&root.join(&rel_dir).join(&f.path))?),
                 },
                 &partition_values,
                 now_ms,
@@ -614,13 +618,26 @@ fn add_action(
         size: f.size,
         modification_time: now_ms,
         data_change: true,
-        stats: None,
+        stats: f.stats,
         tags: None,
         deletion_vector: None,
         base_row_id: None,
         default_row_commit_version: None,
         clustering_provider: None,
     })
+}
+
+/// `{"numRecords": N}` from a copied file's footer: lets readers count rows
+/// and skip files without opening them (column bounds are not written yet).
+fn row_stats(path: &Path) -> Result<String, PublishError> {
+    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+    let file = fs::File::open(path).ctx("cannot open", path)?;
+    let reader = SerializedFileReader::new(file).map_err(|e| InputError::Corrupt {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let rows = reader.metadata().file_metadata().num_rows();
+    Ok(serde_json::json!({ "numRecords": rows }).to_string())
 }
 
 fn partition_values(key: &RunKey) -> HashMap<String, Option<String>> {

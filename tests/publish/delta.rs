@@ -185,6 +185,9 @@ fn first_publish_creates_the_table_in_one_commit() {
         assert!(!staged.join(path.trim_start_matches("d=1/")).exists());
         let len = fs::metadata(lake.root().join(path)).unwrap().len();
         assert_eq!(a["size"].as_u64(), Some(len));
+        let stats: Json = serde_json::from_str(a["stats"].as_str().unwrap()).unwrap();
+        let rows = if path.contains("part-00000") { 10 } else { 11 };
+        assert_eq!(stats["numRecords"], rows, "{path}");
     }
     assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
     // The staged files stay where they were (copied, not moved).
@@ -427,12 +430,21 @@ fn rollback_is_a_new_commit_restoring_the_previous_files() {
     assert_eq!(lake.files_of("1"), v1_files);
     assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
     assert_eq!(lake.files_of("2"), other);
+    // The restored adds carry their stats again.
+    let stats = |entry: &Vec<Json>| -> BTreeSet<String> {
+        entry
+            .iter()
+            .filter_map(|a| a.get("add"))
+            .map(|a| format!("{} {}", a["path"], a["stats"]))
+            .collect()
+    };
+    let log = lake.log();
+    assert_eq!(stats(&log[3]), stats(&log[0]));
     assert_eq!(code(&verify(&lake, "1")), 0);
     let record: Json = serde_json::from_str(
         &fs::read_to_string(lake.root().join("d=1/_dqgate_audit.json")).unwrap(),
     )
     .unwrap();
-    let log = lake.log();
     assert_eq!(record, log[0][0]["commitInfo"]["dqgateAudit"]);
     assert_eq!(log[3][0]["commitInfo"]["dqgateAudit"], record);
     // The txn names the restored fingerprint: re-publishing it is a no-op.
