@@ -344,6 +344,17 @@ fn location(staged: &std::path::Path, options: &[String]) -> Result<Location, Er
 /// metrics, publish) works on local tables only so far.
 fn local_table(root: &std::path::Path, publishing: bool) -> Result<(), Error> {
     match root.to_str().filter(|s| is_url(s)) {
+        // A Hive swap or a Hive read of a Delta table's directories would
+        // break it or see removed files.
+        None if crate::publish::delta::is_delta(root) => Err(Error::Usage(format!(
+            "`{}` is a Delta table: {}",
+            root.display(),
+            if publishing {
+                "publish to it with --target delta (or without --target), never as a Hive table"
+            } else {
+                "`--table` with a Delta table (for published.*, history or across published) is not supported yet"
+            }
+        ))),
         None => Ok(()),
         Some(url) if publishing => Err(refuse_remote_publish(url)),
         Some(url) => Err(Error::Usage(format!(
@@ -356,7 +367,7 @@ fn refuse_remote_publish(url: &str) -> Error {
     Error::Usage(format!(
         "cannot publish with `{url}`: a plain directory on an object store cannot be swapped atomically \
          (there is no rename), and dqgate never degrades to copy-and-delete; publishing to object stores \
-         needs the Delta Lake target, which is not built yet. Audit with `dqgate check`, or stage and publish on a local file system"
+         needs the Delta Lake target, which works on a local file system only so far. Audit with `dqgate check`, or stage and publish on a local file system"
     ))
 }
 
@@ -555,6 +566,14 @@ async fn publish_delta(a: AuditArgs, root: PathBuf) -> Result<u8, Error> {
     }
     let root = std::path::absolute(&root)
         .map_err(|e| Error::Usage(format!("cannot resolve `{}`: {e}", root.display())))?;
+    let occupied = std::fs::read_dir(&root).is_ok_and(|mut d| d.next().is_some());
+    if occupied && !delta::is_delta(&root) {
+        return Err(Error::Usage(format!(
+            "`{}` is neither empty nor a Delta table (no `_delta_log/`): a Delta table is created in a new or empty directory, \
+             never over a Hive table's partitions",
+            root.display()
+        )));
+    }
     let prepared = audit::prepare(
         RuleSource::read(&a.rules)?,
         &a.staged,

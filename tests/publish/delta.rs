@@ -555,3 +555,42 @@ fn a_publish_killed_before_or_after_its_commit_converges_on_retry() {
     assert_eq!(lake.versions_of("1"), BTreeSet::from([2]));
     assert_eq!(code(&verify(&lake, "1")), 0);
 }
+
+#[test]
+fn hive_and_delta_tables_are_never_mixed_up() {
+    let lake = Lake::new();
+    assert_eq!(code(&lake.publish(&lake.stage("a", 1, 1), "1")), 0);
+    let staged = lake.stage("b", 2, 1);
+    // A Hive swap inside a Delta table would break it.
+    let out = Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .arg("publish")
+        .arg(&lake.rules)
+        .arg("--staged")
+        .arg(&staged)
+        .args(["--partition", "d=1", "--target", "hive", "--table"])
+        .arg(lake.root())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("is a Delta table"));
+    // `check --table` would read removed files as published ones.
+    let out = Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .arg("check")
+        .arg(&lake.rules)
+        .arg("--staged")
+        .arg(&staged)
+        .args(["--partition", "d=1", "--table"])
+        .arg(lake.root())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert_eq!(lake.log().len(), 1);
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
+    // A Delta table is never created over a Hive table's partitions.
+    let hive = Lake::new();
+    fs::create_dir_all(hive.root().join("d=0")).unwrap();
+    let out = hive.publish(&hive.stage("a", 1, 1), "1");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("neither empty nor a Delta table"));
+    assert!(!hive.root().join("_delta_log").exists());
+}
