@@ -556,7 +556,18 @@ async fn commit_loop(
         fsx::phase("commit");
         let committed = CommitBuilder::default()
             .with_actions(actions)
-            .with_app_metadata(HashMap::from([("dqgateAudit".to_string(), audit.clone())]))
+            .with_app_metadata(HashMap::from([
+                ("dqgateAudit".to_string(), audit.clone()),
+                // The commit is made without automatic retries, so it lands
+                // at exactly this version + 1 (rollback reads it back).
+                (
+                    "dqgateReadVersion".to_string(),
+                    serde_json::json!(table
+                        .as_ref()
+                        .and_then(|t| t.version())
+                        .map_or(-1, |v| v as i64)),
+                ),
+            ]))
             .with_max_retries(0)
             .build(
                 state.map(|s| s as &dyn deltalake_core::kernel::transaction::TableReference),
@@ -682,8 +693,13 @@ pub async fn rollback(root: &Path, key: &RunKey) -> Result<String, PublishError>
         .enumerate()
         .filter_map(|(i, info)| {
             let audit = info.info.get("dqgateAudit")?;
-            (audit.get("partition")?.as_object()? == &want)
-                .then(|| (latest.saturating_sub(i as u64), audit.clone()))
+            // The version: recorded by dqgate (read version + 1), else the
+            // position in the newest-first history.
+            let version = match info.info.get("dqgateReadVersion").and_then(Json::as_i64) {
+                Some(read) => (read + 1) as u64,
+                None => latest.saturating_sub(i as u64),
+            };
+            (audit.get("partition")?.as_object()? == &want).then(|| (version, audit.clone()))
         })
         .collect();
     let [(last, _), (_, record), ..] = touching.as_slice() else {
@@ -734,6 +750,7 @@ pub async fn rollback(root: &Path, key: &RunKey) -> Result<String, PublishError>
                 "dqgateRollback".to_string(),
                 serde_json::json!({"restored": last - 1, "undone": last}),
             ),
+            ("dqgateReadVersion".to_string(), serde_json::json!(latest)),
         ]))
         .with_max_retries(0)
         .build(

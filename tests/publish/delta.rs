@@ -211,6 +211,10 @@ fn republish_replaces_exactly_one_partition() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let log = lake.log();
     assert_eq!(log.len(), 3);
+    for (i, entry) in log.iter().enumerate() {
+        let read = &entry[0]["commitInfo"]["dqgateReadVersion"];
+        assert_eq!(read.as_i64(), Some(i as i64 - 1), "commit {i}");
+    }
     // One commit: removes of exactly d=1's files, adds of the new ones.
     let removed: BTreeSet<String> = log[2]
         .iter()
