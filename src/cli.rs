@@ -313,6 +313,17 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
     }
 }
 
+/// Prepares the audit of a `publish`, which always needs a run key.
+fn prepare_publish(a: &AuditArgs) -> Result<audit::Prepared, Error> {
+    audit::prepare(
+        RuleSource::read(&a.rules)?,
+        &a.staged,
+        &a.partition,
+        true,
+        &engine_options(a),
+    )
+}
+
 fn engine_options(a: &AuditArgs) -> EngineOptions {
     EngineOptions {
         threads: a.threads,
@@ -457,13 +468,7 @@ async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> 
     }
     local_table(&root, true)?;
     let table = Table::open(&root)?;
-    let mut prepared = audit::prepare(
-        RuleSource::read(&a.rules)?,
-        &a.staged,
-        &a.partition,
-        true,
-        &engine_options(&a),
-    )?;
+    let mut prepared = prepare_publish(&a)?;
     prepared.table_root = Some(root.clone());
     let published = current_version(&table, &prepared.run_key)?;
     let audited_against = match &published {
@@ -574,13 +579,7 @@ async fn publish_delta(a: AuditArgs, root: PathBuf) -> Result<u8, Error> {
             root.display()
         )));
     }
-    let prepared = audit::prepare(
-        RuleSource::read(&a.rules)?,
-        &a.staged,
-        &a.partition,
-        true,
-        &engine_options(&a),
-    )?;
+    let prepared = prepare_publish(&a)?;
     let c = &prepared.checked;
     if !c.published_metrics().is_empty()
         || c.uses_history()

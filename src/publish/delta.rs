@@ -900,15 +900,10 @@ pub async fn verify(root: &Path, key: &RunKey) -> Result<VerifyReport, PublishEr
             .iter()
             .map(|f| (f.staged_path.clone(), part_dir.join(&f.path)))
             .collect();
-        present.sort_by(|a, b| a.0.cmp(&b.0));
-        match fingerprint_of(present.iter().map(|(n, p)| (n.as_str(), p.as_path()))) {
-            Ok(now) if now == record.fingerprint => {}
-            Ok(now) => differences.push(format!(
-                "changed: the files' fingerprint is {now}, the record says {}",
-                record.fingerprint
-            )),
-            Err(e) => differences.push(format!("changed: {e}")),
-        }
+        differences.extend(super::verify::fingerprint_difference(
+            &mut present,
+            &record.fingerprint,
+        ));
     }
     Ok(VerifyReport {
         version: format!(

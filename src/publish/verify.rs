@@ -56,19 +56,27 @@ pub(crate) fn verify(layout: &Layout) -> Result<VerifyReport, PublishError> {
         }
     }
     if differences.is_empty() {
-        present.sort_by(|a, b| a.0.cmp(b.0));
-        match fingerprint_of(present.iter().map(|(n, p)| (*n, p.as_path()))) {
-            Ok(now) if now == record.fingerprint => {}
-            Ok(now) => differences.push(format!(
-                "changed: the files' fingerprint is {now}, the record says {}",
-                record.fingerprint
-            )),
-            Err(e) => differences.push(format!("changed: {e}")),
-        }
+        differences.extend(fingerprint_difference(&mut present, &record.fingerprint));
     }
     Ok(VerifyReport {
         version: record.version,
         fingerprint: record.fingerprint,
         differences,
     })
+}
+
+/// Re-fingerprints `present` (staged name, published path) as the audit did
+/// and says how it differs from the record's `fingerprint`, if it does.
+pub(crate) fn fingerprint_difference<N: AsRef<str> + Ord>(
+    present: &mut [(N, PathBuf)],
+    fingerprint: &str,
+) -> Option<String> {
+    present.sort_by(|a, b| a.0.cmp(&b.0));
+    match fingerprint_of(present.iter().map(|(n, p)| (n.as_ref(), p.as_path()))) {
+        Ok(now) if now == fingerprint => None,
+        Ok(now) => Some(format!(
+            "changed: the files' fingerprint is {now}, the record says {fingerprint}"
+        )),
+        Err(e) => Some(format!("changed: {e}")),
+    }
 }
