@@ -22,7 +22,7 @@ use crate::runkey::RunKey;
 use crate::value::Value;
 use crate::verdict::history::{History, PastRun, PastRuns};
 use crate::verdict::judge::{self, Extra, Measurements, MetricValues, RunInfo};
-use crate::verdict::{InputFile, InputSummary, Sample, Source, Verdict};
+use crate::verdict::{InputFile, InputSummary, Sample, Source, Status, Verdict};
 
 /// A rule file read from disk.
 #[derive(Debug, Clone)]
@@ -315,8 +315,49 @@ impl Prepared {
                 );
             }
         }
+        self.sample_null_keys(&obs, &mut verdict).await?;
         joined.attach_samples(&self.checked, &mut verdict);
         Ok(verdict)
+    }
+
+    /// A failing `primary_key` whose duplicated keys leave room among the
+    /// samples also shows its keys with a null part, most frequent first.
+    async fn sample_null_keys(
+        &self,
+        obs: &Observations,
+        verdict: &mut Verdict,
+    ) -> Result<(), Error> {
+        for (s, check) in self
+            .checked
+            .statements
+            .iter()
+            .zip(verdict.checks.iter_mut())
+        {
+            let Metric::PrimaryKeyViolations(keys) = &s.metric else {
+                continue;
+            };
+            let shown = check.samples.as_ref().map_or(0, Vec::len);
+            let null_keys = crate::plan::any_null(keys);
+            let has_nulls = matches!(
+                obs.atoms.get(&crate::plan::Atom::CountIf(null_keys.clone())),
+                Some(crate::value::Value::Int(n)) if *n > 0
+            );
+            if check.status != Status::Fail || shown >= exec::SAMPLES || !has_nulls {
+                continue;
+            }
+            let rows = exec::row_samples(&self.ctx, &self.input, &null_keys, keys).await?;
+            let samples = check.samples.get_or_insert_with(Vec::new);
+            samples.extend(
+                rows.into_iter()
+                    .take(exec::SAMPLES - shown)
+                    .map(|(values, rows)| Sample {
+                        key: keys.iter().cloned().zip(values).collect(),
+                        rows,
+                        partition: None,
+                    }),
+            );
+        }
+        Ok(())
     }
 
     async fn published_values(

@@ -232,7 +232,8 @@ pub fn sorted(k: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn any_null(keys: &[String]) -> Expr {
+/// Rows with a null part in `keys`: primary-key violations of their own.
+pub fn any_null(keys: &[String]) -> Expr {
     keys.iter()
         .map(|k| ident(k).is_null())
         .reduce(Expr::or)
