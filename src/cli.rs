@@ -107,12 +107,18 @@ pub enum Command {
         root: PathBuf,
         #[arg(long = "partition", value_name = "KEY=VALUE", required = true)]
         partition: Vec<String>,
+        /// An object-store setting for a Delta table on an object store, KEY=VALUE; repeatable.
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
     },
     /// Atomically restore the version the last publish displaced.
     Rollback {
         root: PathBuf,
         #[arg(long = "partition", value_name = "KEY=VALUE", required = true)]
         partition: Vec<String>,
+        /// An object-store setting for a Delta table on an object store, KEY=VALUE; repeatable.
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
     },
     /// Render verdict JSON files (and a table's published history) as one static HTML page.
     Report {
@@ -241,7 +247,7 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
         } => {
             let delta = match target {
                 Some(t) => t == Target::Delta,
-                None => crate::publish::delta::is_delta(&table),
+                None => crate::publish::delta::is_delta_arg(&table),
             };
             if delta {
                 publish_delta(audit, table).await
@@ -249,14 +255,31 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
                 publish(audit, table, keep).await
             }
         }
-        Command::Verify { root, partition } if crate::publish::delta::is_delta(&root) => {
+        Command::Verify {
+            root,
+            partition,
+            storage_option,
+        } if crate::publish::delta::is_delta_arg(&root) => {
             let key = free_run_key(&partition)?;
+            let root = delta_root(&root, &storage_option)?;
             let report = crate::publish::delta::verify(&root, &key).await?;
             Ok(show_verify(&key, &report))
         }
-        Command::Verify { root, partition } => verify(root, partition),
-        Command::Rollback { root, partition } if crate::publish::delta::is_delta(&root) => {
+        Command::Verify {
+            root,
+            partition,
+            storage_option,
+        } => {
+            no_options(&storage_option)?;
+            verify(root, partition)
+        }
+        Command::Rollback {
+            root,
+            partition,
+            storage_option,
+        } if crate::publish::delta::is_delta_arg(&root) => {
             let key = free_run_key(&partition)?;
+            let root = delta_root(&root, &storage_option)?;
             let version = crate::publish::delta::rollback(&root, &key).await?;
             println!(
                 "rolled back {} to version {version} (a new Delta commit)",
@@ -264,7 +287,12 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             );
             Ok(0)
         }
-        Command::Rollback { root, partition } => {
+        Command::Rollback {
+            root,
+            partition,
+            storage_option,
+        } => {
+            no_options(&storage_option)?;
             let key = free_run_key(&partition)?;
             let version = Table::open(&root)?.rollback(&key)?;
             println!("rolled back {} to version {version}", key.rel_dir());
@@ -343,12 +371,32 @@ fn emit(v: &Verdict, format: Format) {
 
 /// `--staged` as a location: a directory or an object-store prefix.
 fn location(staged: &std::path::Path, options: &[String]) -> Result<Location, Error> {
-    Location::parse(staged, options).map_err(|e| match e {
+    Location::parse(staged, options).map_err(location_error)
+}
+
+fn location_error(e: LocationError) -> Error {
+    match e {
         // The store's configuration (credentials files, account names) is
         // unusable: the data cannot be read (exit 3), like wrong credentials.
         LocationError::Build { .. } => Error::Audit(e.to_string()),
         _ => Error::Usage(e.to_string()),
-    })
+    }
+}
+
+/// A Delta table's root: a directory or an object-store prefix.
+fn delta_root(
+    root: &std::path::Path,
+    options: &[String],
+) -> Result<crate::publish::store::Root, Error> {
+    crate::publish::store::Root::parse(root, options).map_err(location_error)
+}
+
+/// `--storage-option` given where no object store is.
+fn no_options(options: &[String]) -> Result<(), Error> {
+    match options {
+        [] => Ok(()),
+        _ => Err(Error::Usage(LocationError::OptionsWithoutStore.to_string())),
+    }
 }
 
 /// Refuses an object-store `--table`: the published side (published.*
@@ -377,8 +425,8 @@ fn local_table(root: &std::path::Path, publishing: bool) -> Result<(), Error> {
 fn refuse_remote_publish(url: &str) -> Error {
     Error::Usage(format!(
         "cannot publish with `{url}`: a plain directory on an object store cannot be swapped atomically \
-         (there is no rename), and dqgate never degrades to copy-and-delete; publishing to object stores \
-         needs the Delta Lake target, which works on a local file system only so far. Audit with `dqgate check`, or stage and publish on a local file system"
+         (there is no rename), and dqgate never degrades to copy-and-delete; publish into a Delta Lake table \
+         instead (`--target delta`: one atomic, conditional commit), or stage and publish on a local file system"
     ))
 }
 
@@ -555,31 +603,29 @@ fn finish_publish(
 }
 
 /// `publish --target delta`: the audit, then one Delta commit (see
-/// `publish::delta`). Rules that read the published side (`published.*`,
-/// `history(N)`, `schema matches published`, `across published`) are
-/// refused for now: they read Hive directories.
+/// `publish::delta`), on a local file system or an object store; the staged
+/// files may be on either. Rules that read the published side
+/// (`published.*`, `history(N)`, `schema matches published`, `across
+/// published`) are refused for now: they read Hive directories.
 async fn publish_delta(a: AuditArgs, root: PathBuf) -> Result<u8, Error> {
     use crate::publish::delta;
     let started = Instant::now();
-    if let Some(url) = a.staged.to_str().filter(|s| is_url(s)) {
-        return Err(refuse_remote_publish(url));
-    }
-    if let Some(url) = root.to_str().filter(|s| is_url(s)) {
+    let root = delta_root(&root, &a.storage_option)?;
+    if root.occupied().await? && !root.has_log().await? {
         return Err(Error::Usage(format!(
-            "--table `{url}`: Delta tables on object stores are not supported yet; the Delta target works on a local file system"
-        )));
-    }
-    let root = std::path::absolute(&root)
-        .map_err(|e| Error::Usage(format!("cannot resolve `{}`: {e}", root.display())))?;
-    let occupied = std::fs::read_dir(&root).is_ok_and(|mut d| d.next().is_some());
-    if occupied && !delta::is_delta(&root) {
-        return Err(Error::Usage(format!(
-            "`{}` is neither empty nor a Delta table (no `_delta_log/`): a Delta table is created in a new or empty directory, \
+            "`{}` is neither empty nor a Delta table (no `_delta_log/`): a Delta table is created in a new or empty location, \
              never over a Hive table's partitions",
-            root.display()
+            root.show()
         )));
     }
-    let prepared = prepare_publish(&a)?;
+    let prepared = audit::prepare_at(
+        RuleSource::read(&a.rules)?,
+        &location(&a.staged, &a.storage_option)?,
+        &a.partition,
+        true,
+        &engine_options(&a),
+    )
+    .await?;
     let c = &prepared.checked;
     if !c.published_metrics().is_empty()
         || c.uses_history()
@@ -603,7 +649,7 @@ async fn publish_delta(a: AuditArgs, root: PathBuf) -> Result<u8, Error> {
         &root,
         &prepared.run_key,
         &prepared.checked.partitioned_by,
-        &a.staged,
+        &prepared.input,
         &passed,
         audited_against,
     )

@@ -172,12 +172,27 @@ pub fn fingerprint_dir(dir: &Path) -> Result<String, InputError> {
 pub fn fingerprint_of<'a>(
     files: impl IntoIterator<Item = (&'a str, &'a Path)>,
 ) -> Result<String, InputError> {
+    let footers = files
+        .into_iter()
+        .map(|(rel, abs)| read_footer(abs, rel).map(|(bytes, footer)| (rel, bytes, footer)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(fingerprint_footers(
+        footers
+            .iter()
+            .map(|(rel, bytes, f)| (*rel, *bytes, f.as_slice())),
+    ))
+}
+
+/// The fingerprint of files given as `(name, size, footer)` wherever they
+/// were read, sorted by name.
+pub(crate) fn fingerprint_footers<'a>(
+    files: impl IntoIterator<Item = (&'a str, u64, &'a [u8])>,
+) -> String {
     let mut hasher = Sha256::new();
-    for (rel, abs) in files {
-        let (bytes, footer) = read_footer(abs, rel)?;
-        fingerprint_entry(&mut hasher, rel, bytes, &footer);
+    for (rel, bytes, footer) in files {
+        fingerprint_entry(&mut hasher, rel, bytes, footer);
     }
-    Ok(format!("sha256:{}", hex(&hasher.finalize())))
+    format!("sha256:{}", hex(&hasher.finalize()))
 }
 
 /// A file's footer as read from wherever it lives, before decoding.
@@ -265,7 +280,7 @@ fn walk(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<()
 
 /// Reads a file's size and its footer: the Thrift metadata plus the 8-byte
 /// trailer (length and `PAR1`).
-fn read_footer(path: &Path, rel: &str) -> Result<(u64, Vec<u8>), InputError> {
+pub(crate) fn read_footer(path: &Path, rel: &str) -> Result<(u64, Vec<u8>), InputError> {
     let io = |e| InputError::Io {
         path: rel.to_string(),
         source: e,

@@ -65,7 +65,7 @@ impl Location {
     pub fn name_of(&self, rel: &str) -> String {
         match self {
             Location::Local(dir) => dir.join(rel).display().to_string(),
-            Location::Remote(r) => format!("{}{rel}", r.url),
+            Location::Remote(r) => r.name_of(rel),
         }
     }
 }
@@ -204,6 +204,25 @@ impl Remote {
 
     /// Lists the prefix, reads and checks every footer, fingerprints.
     pub async fn discover(&self) -> Result<StagedInput, InputError> {
+        let found = self.list_files().await?;
+        let footers = futures::stream::iter(found)
+            .map(|(rel, meta)| async move {
+                let footer = self.read_footer(&rel, &meta).await?;
+                Ok::<_, InputError>(input::RawFooter {
+                    rel,
+                    bytes: meta.size,
+                    footer,
+                })
+            })
+            .buffered(CONCURRENT_FOOTERS)
+            .try_collect::<Vec<_>>()
+            .await?;
+        StagedInput::assemble(Location::Remote(self.clone()), footers)
+    }
+
+    /// The data files below the prefix as the local walk would keep them
+    /// (relative path, sorted), with their metadata; none is an error.
+    pub async fn list_files(&self) -> Result<Vec<(String, ObjectMeta)>, InputError> {
         let shown = self.url.to_string();
         let listed: Vec<ObjectMeta> = self
             .store
@@ -229,19 +248,43 @@ impl Remote {
             return Err(InputError::NoFiles(shown));
         }
         found.sort_by(|a, b| a.0.cmp(&b.0));
-        let footers = futures::stream::iter(found)
-            .map(|(rel, meta)| async move {
-                let footer = self.read_footer(&rel, &meta).await?;
-                Ok::<_, InputError>(input::RawFooter {
-                    rel,
-                    bytes: meta.size,
-                    footer,
-                })
-            })
-            .buffered(CONCURRENT_FOOTERS)
-            .try_collect::<Vec<_>>()
-            .await?;
-        StagedInput::assemble(Location::Remote(self.clone()), footers)
+        Ok(found)
+    }
+
+    /// The object of `rel`, a `/`-separated path below the prefix.
+    pub fn path_of(&self, rel: &str) -> ObjectPath {
+        rel.split('/')
+            .fold(self.prefix.clone(), |p, part| p.join(part))
+    }
+
+    /// Whether `other` is the same bucket (or container) of the same kind of
+    /// store, so that objects can be copied inside the store.
+    pub fn same_bucket(&self, other: &Remote) -> bool {
+        self.url.scheme() == other.url.scheme() && self.url.host_str() == other.url.host_str()
+    }
+
+    /// The metadata of the object at `rel`; `None` when there is none.
+    pub async fn head(&self, rel: &str) -> Result<Option<ObjectMeta>, InputError> {
+        match self.store.head(&self.path_of(rel)).await {
+            Ok(meta) => Ok(Some(meta)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(remote_error(&self.name_of(rel), e)),
+        }
+    }
+
+    /// The size and footer of the object at `rel` (a HEAD, then the footer
+    /// reads of discovery).
+    pub(crate) async fn footer_of(&self, rel: &str) -> Result<(u64, Vec<u8>), InputError> {
+        let meta = self.head(rel).await?.ok_or_else(|| InputError::Remote {
+            url: self.name_of(rel),
+            reason: "no such object".into(),
+        })?;
+        Ok((meta.size, self.read_footer(rel, &meta).await?))
+    }
+
+    /// The URL of `rel` as messages show it.
+    pub fn name_of(&self, rel: &str) -> String {
+        format!("{}{rel}", self.url)
     }
 
     /// The footer of one object: its first 4 and last 8 bytes (one request
@@ -268,7 +311,7 @@ impl Remote {
     }
 }
 
-fn remote_error(url: &str, e: object_store::Error) -> InputError {
+pub(crate) fn remote_error(url: &str, e: object_store::Error) -> InputError {
     InputError::Remote {
         url: url.to_string(),
         reason: tidy(&e.to_string()),

@@ -1,6 +1,7 @@
 //! `publish --target delta`: the audited staged files committed into a Delta
 //! Lake table in one transaction that replaces exactly the run key's
-//! partition (local file system; see the README, "Delta Lake target").
+//! partition, on a local file system or an object store (see the README,
+//! "Delta Lake target"; [`super::store`] has the file operations).
 //!
 //! One commit holds, for the partition `ROOT/k1=v1[/k2=v2]`:
 //!
@@ -30,8 +31,7 @@
 //! is tried again. Copied files of a commit that did not land are removed.
 
 use std::collections::HashMap;
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use deltalake_core::kernel::engine::arrow_conversion::TryIntoKernel as _;
@@ -40,16 +40,17 @@ use deltalake_core::kernel::{
     new_metadata, Action, Add, Protocol, Remove, StructType, Transaction,
 };
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
-use deltalake_core::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use deltalake_core::{DeltaTable, DeltaTableError};
 use futures::TryStreamExt as _;
 use serde_json::Value as Json;
 
-use super::error::{IoContext, PublishError};
+use super::error::PublishError;
 use super::fsx;
 use super::layout::RECORD;
 use super::record::Record;
+use super::store::{footer_rows, staged_files, Root};
 use super::{PublishOutcome, VerifyReport};
-use crate::exec::input::{fingerprint_of, list_parquet_files, InputError};
+use crate::exec::input::{fingerprint_footers, StagedInput};
 use crate::runkey::RunKey;
 use crate::verdict::json::{to_record_json, PublishedFile, PublishedManifest};
 use crate::verdict::PassedVerdict;
@@ -61,6 +62,13 @@ const MAX_ATTEMPTS: usize = 20;
 /// Whether `root` is a Delta table (holds `_delta_log/`).
 pub fn is_delta(root: &Path) -> bool {
     root.join("_delta_log").is_dir()
+}
+
+/// Whether a `--table` argument names a Delta table: a local directory with
+/// `_delta_log/`, or any object-store URL (a Hive table there could not be
+/// swapped atomically, so the Delta target is the only one).
+pub fn is_delta_arg(root: &Path) -> bool {
+    root.to_str().is_some_and(crate::exec::remote::is_url) || is_delta(root)
 }
 
 /// The application id of a run key's partition in the table's log.
@@ -76,23 +84,35 @@ pub fn txn_version(fingerprint: &str) -> i64 {
     i64::from_str_radix(&head, 16).unwrap_or(0)
 }
 
-fn delta_err(root: &Path, e: impl std::fmt::Display) -> PublishError {
+fn delta_err(root: &Root, e: impl std::fmt::Display) -> PublishError {
     PublishError::Delta {
-        path: root.display().to_string(),
+        path: root.show(),
         reason: e.to_string(),
     }
 }
 
+/// An error about a loaded table, named by its location.
+fn table_err(table: &DeltaTable, e: impl std::fmt::Display) -> PublishError {
+    let url = table.table_url();
+    PublishError::Delta {
+        path: url
+            .to_file_path()
+            .map_or_else(|()| url.to_string(), |p| p.display().to_string()),
+        reason: e.to_string(),
+    }
+}
+
+/// An unbuilt handle on the table at `root` (for its log store).
+fn handle(root: &Root) -> Result<DeltaTable, PublishError> {
+    root.builder()?.build().map_err(|e| delta_err(root, e))
+}
+
 /// Opens the Delta table at `root`; `None` when there is no table yet.
-async fn load(root: &Path) -> Result<Option<DeltaTable>, PublishError> {
-    if !is_delta(root) {
+async fn load(root: &Root) -> Result<Option<DeltaTable>, PublishError> {
+    if !root.has_log().await? {
         return Ok(None);
     }
-    let url =
-        url::Url::from_directory_path(root).map_err(|_| delta_err(root, "not an absolute path"))?;
-    let mut table = DeltaTableBuilder::from_url(url)
-        .and_then(|b| b.build())
-        .map_err(|e| delta_err(root, e))?;
+    let mut table = handle(root)?;
     match table.load().await {
         Ok(()) => Ok(Some(table)),
         Err(DeltaTableError::NotATable(_)) => Ok(None),
@@ -101,7 +121,7 @@ async fn load(root: &Path) -> Result<Option<DeltaTable>, PublishError> {
 }
 
 /// The partition's current `txn` version: what a publish audits against.
-pub async fn current_txn(root: &Path, key: &RunKey) -> Result<Option<i64>, PublishError> {
+pub async fn current_txn(root: &Root, key: &RunKey) -> Result<Option<i64>, PublishError> {
     match load(root).await? {
         None => Ok(None),
         Some(t) => txn_of(&t, key).await,
@@ -109,18 +129,11 @@ pub async fn current_txn(root: &Path, key: &RunKey) -> Result<Option<i64>, Publi
 }
 
 async fn txn_of(table: &DeltaTable, key: &RunKey) -> Result<Option<i64>, PublishError> {
-    let state = table.snapshot().map_err(|e| delta_err(&local(table), e))?;
+    let state = table.snapshot().map_err(|e| table_err(table, e))?;
     state
         .transaction_version(table.log_store().as_ref(), app_id(key))
         .await
-        .map_err(|e| delta_err(&local(table), e))
-}
-
-fn local(table: &DeltaTable) -> PathBuf {
-    table
-        .table_url()
-        .to_file_path()
-        .unwrap_or_else(|_| PathBuf::from(table.table_url().as_str()))
+        .map_err(|e| table_err(table, e))
 }
 
 /// A file the partition has now, relative to ROOT.
@@ -140,7 +153,7 @@ async fn partition_files(
         .get_active_add_actions_by_predicate(None)
         .try_collect()
         .await
-        .map_err(|e| delta_err(&local(table), e))?;
+        .map_err(|e| table_err(table, e))?;
     let mut out: Vec<CurrentFile> = views
         .iter()
         .filter(|v| v.partition_values_map() == want)
@@ -156,23 +169,39 @@ async fn partition_files(
 
 /// The staged files copied into the partition directory, not yet committed.
 struct Copies {
-    /// (staged relative path, published path relative to the partition, absolute).
-    files: Vec<(String, String, PathBuf)>,
+    files: Vec<Copy>,
     token: String,
 }
 
+/// One copied file.
+struct Copy {
+    /// Relative to the staged location.
+    staged: String,
+    /// Relative to the partition directory.
+    published: String,
+    bytes: u64,
+    /// Its footer, read back from the copy.
+    footer: Vec<u8>,
+}
+
 impl Copies {
-    fn remove(&self) {
-        for (_, _, abs) in &self.files {
-            let _ = fs::remove_file(abs);
+    async fn remove(&self, root: &Root, rel_dir: &str) {
+        for f in &self.files {
+            root.remove(&format!("{rel_dir}/{}", f.published)).await;
         }
     }
 }
 
-/// Copies the staged files into `part_dir` under version-unique names,
-/// fsyncs them, and checks that the copies are the audited files.
-fn copy_in(staged: &Path, part_dir: &Path, audited: &str) -> Result<Copies, PublishError> {
-    let listed = list_parquet_files(staged)?;
+/// Copies the staged files into the partition directory `rel_dir` under
+/// version-unique names, durably, and checks by their footers, read back
+/// from the copies, that they are the audited files.
+async fn copy_in(
+    staged: &crate::exec::remote::Location,
+    root: &Root,
+    rel_dir: &str,
+    audited: &str,
+) -> Result<Copies, PublishError> {
+    let listed = staged_files(staged).await?;
     let hex = audited.strip_prefix("sha256:").unwrap_or(audited);
     let token = format!(
         "{}-{}",
@@ -183,29 +212,32 @@ fn copy_in(staged: &Path, part_dir: &Path, audited: &str) -> Result<Copies, Publ
         files: Vec::new(),
         token,
     };
-    let result = (|| {
-        for (rel, abs) in &listed {
+    let result = async {
+        for rel in &listed {
             let published = match rel.strip_suffix(".parquet") {
                 Some(stem) => format!("{stem}.{}.parquet", copies.token),
                 None => format!("{rel}.{}", copies.token),
             };
-            let dest = part_dir.join(&published);
-            if let Some(parent) = dest.parent() {
-                fsx::create_dirs(parent)?;
-            }
-            fs::copy(abs, &dest).ctx("cannot copy into the table", &dest)?;
-            copies.files.push((rel.clone(), published, dest.clone()));
-            fsx::sync_file(&dest)?;
-            if let Some(parent) = dest.parent() {
-                fsx::sync_dir(parent)?;
-            }
+            let dest = format!("{rel_dir}/{published}");
+            // Recorded before the copy, so that a failed copy is cleaned up.
+            copies.files.push(Copy {
+                staged: rel.clone(),
+                published,
+                bytes: 0,
+                footer: Vec::new(),
+            });
+            root.copy_from(staged, rel, &dest).await?;
+            let (bytes, footer) = root.footer(&dest).await?;
+            let copy = copies.files.last_mut().expect("just pushed");
+            copy.bytes = bytes;
+            copy.footer = footer;
         }
-        let now = fingerprint_of(
+        let now = fingerprint_footers(
             copies
                 .files
                 .iter()
-                .map(|(rel, _, abs)| (rel.as_str(), abs.as_path())),
-        )?;
+                .map(|f| (f.staged.as_str(), f.bytes, f.footer.as_slice())),
+        );
         if now != audited {
             return Err(PublishError::StagedChanged {
                 audited: audited.to_string(),
@@ -213,11 +245,12 @@ fn copy_in(staged: &Path, part_dir: &Path, audited: &str) -> Result<Copies, Publ
             });
         }
         Ok(())
-    })();
+    }
+    .await;
     match result {
         Ok(()) => Ok(copies),
         Err(e) => {
-            copies.remove();
+            copies.remove(root, rel_dir).await;
             Err(e)
         }
     }
@@ -225,16 +258,11 @@ fn copy_in(staged: &Path, part_dir: &Path, audited: &str) -> Result<Copies, Publ
 
 /// The table's schema for a first publish: the staged files' columns and
 /// the partition columns as strings.
-fn table_schema(first_file: &Path, key: &RunKey) -> Result<StructType, PublishError> {
+fn table_schema(
+    staged: &datafusion::arrow::datatypes::Schema,
+    key: &RunKey,
+) -> Result<StructType, PublishError> {
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    let file = fs::File::open(first_file).ctx("cannot open", first_file)?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| InputError::Corrupt {
-            path: first_file.display().to_string(),
-            reason: e.to_string(),
-        })?;
-    let staged = builder.schema();
     let mut fields: Vec<Field> = staged.fields().iter().map(|f| f.as_ref().clone()).collect();
     for (col, value) in key.pairs() {
         check_partition_value(col, value)?;
@@ -304,13 +332,13 @@ fn protocol_for(schema: &StructType) -> Json {
     }
 }
 
-/// Publishes the audited staged directory as the run key's partition.
+/// Publishes the audited staged files as the run key's partition.
 /// `audited_against` is the partition's `txn` version read before the audit.
 pub async fn publish(
-    root: &Path,
+    root: &Root,
     key: &RunKey,
     partitioned_by: &[String],
-    staged: &Path,
+    staged: &StagedInput,
     passed: &PassedVerdict,
     audited_against: Option<i64>,
 ) -> Result<PublishOutcome, PublishError> {
@@ -319,28 +347,25 @@ pub async fn publish(
             "publishing needs a run key (--partition KEY=VALUE): the rule file has no `partitioned by`".into(),
         ));
     }
-    let staged = staged
-        .canonicalize()
-        .map_err(|_| InputError::MissingDir(staged.display().to_string()))?;
-    fsx::create_dirs(root)?;
-    let root = root.canonicalize().ctx("cannot resolve", root)?;
-    if staged.starts_with(&root) || root.starts_with(&staged) {
+    if let Root::Local(dir) = root {
+        fsx::create_dirs(dir)?;
+    }
+    if root.overlaps(&staged.location) {
         return Err(PublishError::Refused(format!(
-            "the staged directory `{}` overlaps the table root `{}`: stage outside the table",
-            staged.display(),
-            root.display()
+            "the staged location `{}` overlaps the table root `{}`: stage outside the table",
+            staged.location.display(),
+            root.show()
         )));
     }
     let audited = passed.input.fingerprint.clone();
     let mine = txn_version(&audited);
     let rel_dir = key.rel_dir();
-    let part_dir = root.join(&rel_dir);
 
-    let table = load(&root).await?;
+    let table = load(root).await?;
     if let Some(t) = &table {
         let now = txn_of(t, key).await?;
         if now == Some(mine) {
-            return already_published(t, &part_dir, passed, key).await;
+            return already_published(root, t, passed, key).await;
         }
         if now != audited_against {
             return Err(PublishError::PublishedChanged {
@@ -355,43 +380,51 @@ pub async fn publish(
         });
     }
 
-    let first = list_parquet_files(&staged)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| InputError::NoFiles(staged.display().to_string()))?;
-    let schema = table_schema(&first.1, key)?;
+    let schema = table_schema(&staged.schema, key)?;
     if let Some(t) = &table {
         check_compatible(t, partitioned_by, &schema)?;
     }
     test_pause();
-    fsx::create_dirs(&part_dir)?;
     fsx::phase("copy");
-    let copies = copy_in(&staged, &part_dir, &audited)?;
+    let copies = copy_in(&staged.location, root, &rel_dir, &audited).await?;
+    let mut files = Vec::with_capacity(copies.files.len());
+    for f in &copies.files {
+        let rows = footer_rows(
+            &root.name_of(&format!("{rel_dir}/{}", f.published)),
+            &f.footer,
+        );
+        match rows {
+            Ok(rows) => files.push((
+                PublishedFile {
+                    path: f.published.clone(),
+                    staged_path: f.staged.clone(),
+                    bytes: f.bytes,
+                },
+                rows,
+            )),
+            Err(e) => {
+                copies.remove(root, &rel_dir).await;
+                return Err(e);
+            }
+        }
+    }
+    files.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     let manifest = PublishedManifest {
         version: copies.token.clone(),
-        files: {
-            let mut f: Vec<PublishedFile> = copies
-                .files
-                .iter()
-                .map(|(rel, published, abs)| {
-                    Ok(PublishedFile {
-                        path: published.clone(),
-                        staged_path: rel.clone(),
-                        bytes: fs::metadata(abs).ctx("cannot stat", abs)?.len(),
-                    })
-                })
-                .collect::<Result<_, PublishError>>()?;
-            f.sort_by(|a, b| a.path.cmp(&b.path));
-            f
-        },
+        files: files.iter().map(|(f, _)| f.clone()).collect(),
     };
+    let rows: HashMap<String, i64> = files
+        .iter()
+        .map(|(f, rows)| (f.path.clone(), *rows))
+        .collect();
     let record = to_record_json(passed.verdict(), &manifest);
     let result = commit_loop(
-        &root,
+        root,
         table,
         key,
         partitioned_by,
         &manifest,
+        &rows,
         &record,
         &schema,
         mine,
@@ -401,14 +434,15 @@ pub async fn publish(
     match result {
         Ok(version) => {
             fsx::phase("record");
-            fsx::write_atomic(&part_dir.join(RECORD), record.as_bytes())?;
+            root.write(&format!("{rel_dir}/{RECORD}"), record.as_bytes())
+                .await?;
             Ok(PublishOutcome::Published {
                 version: format!("{} (Delta table version {version})", copies.token),
                 displaced: None,
             })
         }
         Err(e) => {
-            copies.remove();
+            copies.remove(root, &rel_dir).await;
             Err(e)
         }
     }
@@ -417,18 +451,20 @@ pub async fn publish(
 /// A retry of the published fingerprint: nothing is committed; the record
 /// beside the files is rewritten if a killed publish left it behind.
 async fn already_published(
+    root: &Root,
     table: &DeltaTable,
-    part_dir: &Path,
     passed: &PassedVerdict,
     key: &RunKey,
 ) -> Result<PublishOutcome, PublishError> {
     let version = table.version().unwrap_or_default();
-    let current = Record::read(part_dir).ok().flatten();
+    let rel_dir = key.rel_dir();
+    let record_at = format!("{rel_dir}/{RECORD}");
+    let current = root.read_record(&rel_dir).await.ok().flatten();
     if current.as_ref().map(|r| r.fingerprint.as_str()) != Some(passed.input.fingerprint.as_str()) {
         // The commit landed but its record was not written: rebuild it from
         // the files the partition has now (they carry the token).
         let files = partition_files(table, key).await?;
-        let prefix = format!("{}/", key.rel_dir());
+        let prefix = format!("{rel_dir}/");
         let mut published = Vec::new();
         for f in &files {
             let rel = f.path.strip_prefix(&prefix).unwrap_or(&f.path).to_string();
@@ -446,12 +482,15 @@ async fn already_published(
             version: token,
             files: published,
         };
-        fsx::write_atomic(
-            &part_dir.join(RECORD),
+        root.write(
+            &record_at,
             to_record_json(passed.verdict(), &manifest).as_bytes(),
-        )?;
+        )
+        .await?;
     }
-    let token = Record::read(part_dir)?
+    let token = root
+        .read_record(&rel_dir)
+        .await?
         .map(|r| r.version)
         .unwrap_or_default();
     Ok(PublishOutcome::AlreadyPublished {
@@ -479,11 +518,12 @@ fn token_of(published: &str) -> Option<String> {
 
 #[allow(clippy::too_many_arguments)]
 async fn commit_loop(
-    root: &Path,
+    root: &Root,
     mut table: Option<DeltaTable>,
     key: &RunKey,
     partitioned_by: &[String],
     manifest: &PublishedManifest,
+    rows: &HashMap<String, i64>,
     record: &str,
     schema: &StructType,
     mine: i64,
@@ -522,7 +562,7 @@ async fn commit_loop(
                 CurrentFile {
                     path: format!("{rel_dir}/{}", f.path),
                     size: f.bytes as i64,
-                    stats: Some(row_stats(&root.join(&rel_dir).join(&f.path))?),
+                    stats: Some(row_stats(rows.get(&f.path).copied().unwrap_or_default())),
                 },
                 &partition_values,
                 now_ms,
@@ -540,14 +580,7 @@ async fn commit_loop(
         };
         let log_store = match &table {
             Some(t) => t.log_store(),
-            None => {
-                let url = url::Url::from_directory_path(root)
-                    .map_err(|_| delta_err(root, "not an absolute path"))?;
-                DeltaTableBuilder::from_url(url)
-                    .and_then(|b| b.build())
-                    .map_err(|e| delta_err(root, e))?
-                    .log_store()
-            }
+            None => handle(root)?.log_store(),
         };
         let state = match &table {
             Some(t) => Some(t.snapshot().map_err(|e| delta_err(root, e))?),
@@ -638,17 +671,10 @@ fn add_action(
     })
 }
 
-/// `{"numRecords": N}` from a copied file's footer: lets readers count rows
+/// `{"numRecords": N}`, from a copied file's footer: lets readers count rows
 /// and skip files without opening them (column bounds are not written yet).
-fn row_stats(path: &Path) -> Result<String, PublishError> {
-    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
-    let file = fs::File::open(path).ctx("cannot open", path)?;
-    let reader = SerializedFileReader::new(file).map_err(|e| InputError::Corrupt {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
-    let rows = reader.metadata().file_metadata().num_rows();
-    Ok(serde_json::json!({ "numRecords": rows }).to_string())
+fn row_stats(rows: i64) -> String {
+    serde_json::json!({ "numRecords": rows }).to_string()
 }
 
 fn partition_values(key: &RunKey) -> HashMap<String, Option<String>> {
@@ -664,15 +690,13 @@ fn partition_values(key: &RunKey) -> HashMap<String, Option<String>> {
 /// keeps until a vacuum), with that version's `txn` and audit record. The
 /// history is not rewritten; a second rollback undoes the first. Returns the
 /// restored version's id.
-pub async fn rollback(root: &Path, key: &RunKey) -> Result<String, PublishError> {
-    let root = std::path::absolute(root).ctx("cannot resolve", root)?;
+pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError> {
     let rel_dir = key.rel_dir();
-    let part_dir = root.join(&rel_dir);
     let nothing = |detail: &str| PublishError::NothingToRollBack {
         partition: rel_dir.clone(),
         detail: detail.to_string(),
     };
-    let table = load(&root)
+    let table = load(root)
         .await?
         .ok_or_else(|| nothing("there is no Delta table"))?;
     let latest = table.version().unwrap_or_default();
@@ -680,7 +704,7 @@ pub async fn rollback(root: &Path, key: &RunKey) -> Result<String, PublishError>
         .history(None)
         .try_collect()
         .await
-        .map_err(|e| delta_err(&root, e))?;
+        .map_err(|e| delta_err(root, e))?;
     let want: serde_json::Map<String, Json> = key
         .pairs()
         .iter()
@@ -705,24 +729,18 @@ pub async fn rollback(root: &Path, key: &RunKey) -> Result<String, PublishError>
     let [(last, _), (_, record), ..] = touching.as_slice() else {
         return Err(nothing("fewer than two versions were published"));
     };
-    let mut before = DeltaTableBuilder::from_url(
-        url::Url::from_directory_path(&root)
-            .map_err(|_| delta_err(&root, "not an absolute path"))?,
-    )
-    .and_then(|b| b.build())
-    .map_err(|e| delta_err(&root, e))?;
+    let mut before = handle(root)?;
     before
         .load_version(last - 1)
         .await
-        .map_err(|e| delta_err(&root, e))?;
+        .map_err(|e| delta_err(root, e))?;
     let restored = partition_files(&before, key).await?;
     let restored_txn = txn_of(&before, key).await?;
     for f in &restored {
-        let path = root.join(&f.path);
-        if !path.is_file() {
+        if !root.exists(&f.path).await? {
             return Err(nothing(&format!(
                 "`{}` of the earlier version is gone (vacuumed?)",
-                path.display()
+                root.name_of(&f.path)
             )));
         }
     }
@@ -741,7 +759,7 @@ pub async fn rollback(root: &Path, key: &RunKey) -> Result<String, PublishError>
             Some(now_ms),
         )));
     }
-    let state = table.snapshot().map_err(|e| delta_err(&root, e))?;
+    let state = table.snapshot().map_err(|e| delta_err(root, e))?;
     let committed = CommitBuilder::default()
         .with_actions(actions)
         .with_app_metadata(HashMap::from([
@@ -770,10 +788,14 @@ pub async fn rollback(root: &Path, key: &RunKey) -> Result<String, PublishError>
                 partition: format!("{rel_dir} (another commit landed during the rollback)"),
             })
         }
-        Err(e) => return Err(delta_err(&root, e)),
+        Err(e) => return Err(delta_err(root, e)),
     }
-    let text = serde_json::to_string_pretty(record).map_err(|e| delta_err(&root, e))?;
-    fsx::write_atomic(&part_dir.join(RECORD), format!("{text}\n").as_bytes())?;
+    let text = serde_json::to_string_pretty(record).map_err(|e| delta_err(root, e))?;
+    root.write(
+        &format!("{rel_dir}/{RECORD}"),
+        format!("{text}\n").as_bytes(),
+    )
+    .await?;
     Ok(record
         .pointer("/published/version")
         .and_then(Json::as_str)
@@ -811,7 +833,7 @@ fn check_compatible(
     partitioned_by: &[String],
     staged: &StructType,
 ) -> Result<(), PublishError> {
-    let state = table.snapshot().map_err(|e| delta_err(&local(table), e))?;
+    let state = table.snapshot().map_err(|e| table_err(table, e))?;
     let cols: Vec<String> = serde_json::to_value(state.metadata())
         .ok()
         .and_then(|m| serde_json::from_value(m.get("partitionColumns")?.clone()).ok())
@@ -819,7 +841,7 @@ fn check_compatible(
     if cols.as_slice() != partitioned_by {
         return Err(PublishError::Refused(format!(
             "the Delta table at `{}` is partitioned by [{}], the rule file by [{}]",
-            local(table).display(),
+            table.table_url(),
             cols.join(", "),
             partitioned_by.join(", ")
         )));
@@ -834,7 +856,7 @@ fn check_compatible(
         if names(staged) != names(have.as_ref()) {
             return Err(PublishError::Refused(format!(
                 "the staged files' columns differ from the Delta table's at `{}` (schema evolution is not supported)",
-                local(table).display()
+                table.table_url()
             )));
         }
     }
@@ -844,21 +866,22 @@ fn check_compatible(
 /// `verify` on a Delta table: the partition's current files (from the log)
 /// must be the files of the audit record beside them, with their sizes, and
 /// their fingerprint under their staged names must be the record's.
-pub async fn verify(root: &Path, key: &RunKey) -> Result<VerifyReport, PublishError> {
-    let root = std::path::absolute(root).ctx("cannot resolve", root)?;
-    let part_dir = root.join(key.rel_dir());
-    let table = load(&root)
-        .await?
-        .ok_or_else(|| PublishError::NotPublished {
-            dir: part_dir.display().to_string(),
-        })?;
+pub async fn verify(root: &Root, key: &RunKey) -> Result<VerifyReport, PublishError> {
+    let rel_dir = key.rel_dir();
+    let not_published = || PublishError::NotPublished {
+        dir: root.name_of(&rel_dir),
+    };
+    let table = load(root).await?.ok_or_else(not_published)?;
     let files = partition_files(&table, key).await?;
     if files.is_empty() {
-        return Err(PublishError::NotPublished {
-            dir: part_dir.display().to_string(),
-        });
+        return Err(not_published());
     }
-    let record = Record::read_required(&part_dir)?;
+    let record = root
+        .read_record(&rel_dir)
+        .await?
+        .ok_or_else(|| PublishError::MissingRecord {
+            dir: root.name_of(&rel_dir),
+        })?;
     let mut differences = Vec::new();
     if txn_of(&table, key).await? != Some(txn_version(&record.fingerprint)) {
         differences.push(format!(
@@ -867,7 +890,7 @@ pub async fn verify(root: &Path, key: &RunKey) -> Result<VerifyReport, PublishEr
             record.fingerprint
         ));
     }
-    let prefix = format!("{}/", key.rel_dir());
+    let prefix = format!("{rel_dir}/");
     let in_log: HashMap<String, i64> = files
         .iter()
         .map(|f| {
@@ -895,15 +918,7 @@ pub async fn verify(root: &Path, key: &RunKey) -> Result<VerifyReport, PublishEr
         }
     }
     if differences.is_empty() {
-        let mut present: Vec<(String, PathBuf)> = record
-            .files
-            .iter()
-            .map(|f| (f.staged_path.clone(), part_dir.join(&f.path)))
-            .collect();
-        differences.extend(super::verify::fingerprint_difference(
-            &mut present,
-            &record.fingerprint,
-        ));
+        differences.extend(refingerprint(root, &rel_dir, &record).await);
     }
     Ok(VerifyReport {
         version: format!(
@@ -914,6 +929,25 @@ pub async fn verify(root: &Path, key: &RunKey) -> Result<VerifyReport, PublishEr
         fingerprint: record.fingerprint,
         differences,
     })
+}
+
+/// Re-fingerprints the record's files where they are, under their staged
+/// names, as the audit did; the difference from the record, if any.
+async fn refingerprint(root: &Root, rel_dir: &str, record: &Record) -> Option<String> {
+    let mut files: Vec<_> = record.files.iter().collect();
+    files.sort_by(|a, b| a.staged_path.cmp(&b.staged_path));
+    let mut footers = Vec::with_capacity(files.len());
+    for f in files {
+        match root.footer(&format!("{rel_dir}/{}", f.path)).await {
+            Ok((bytes, footer)) => footers.push((f.staged_path.as_str(), bytes, footer)),
+            Err(PublishError::Input(e)) => {
+                return super::verify::compare_fingerprint(Err(e), &record.fingerprint)
+            }
+            Err(e) => return Some(format!("changed: {e}")),
+        }
+    }
+    let now = fingerprint_footers(footers.iter().map(|(n, b, f)| (*n, *b, f.as_slice())));
+    super::verify::compare_fingerprint(Ok(now), &record.fingerprint)
 }
 
 #[cfg(test)]

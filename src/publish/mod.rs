@@ -51,6 +51,7 @@ mod lock;
 mod record;
 mod recover;
 mod rollback;
+pub mod store;
 mod swap;
 mod trail;
 mod verify;

@@ -29,16 +29,26 @@ impl Record {
     /// Reads `dir/_dqgate_audit.json`; `Ok(None)` if it does not exist.
     pub fn read(dir: &Path) -> Result<Option<Record>, PublishError> {
         let path = dir.join(RECORD);
-        let bad = |reason: String| PublishError::BadRecord {
-            path: path.display().to_string(),
-            reason,
-        };
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(bad(e.to_string())),
+            Err(e) => {
+                return Err(PublishError::BadRecord {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })
+            }
         };
-        let json: Json = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        Record::parse(&text, &path.display().to_string()).map(Some)
+    }
+
+    /// A record's text, read from `shown` (for messages).
+    pub fn parse(text: &str, shown: &str) -> Result<Record, PublishError> {
+        let bad = |reason: String| PublishError::BadRecord {
+            path: shown.to_string(),
+            reason,
+        };
+        let json: Json = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
         let text_at = |ptr: &str| {
             json.pointer(ptr)
                 .and_then(Json::as_str)
@@ -69,11 +79,11 @@ impl Record {
                 _ => return Err(bad(format!("bad entry in `published.files`: {f}"))),
             }
         }
-        Ok(Some(Record {
+        Ok(Record {
             fingerprint,
             version,
             files,
-        }))
+        })
     }
 
     /// Reads a record that must exist.

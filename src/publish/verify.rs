@@ -72,7 +72,19 @@ pub(crate) fn fingerprint_difference<N: AsRef<str> + Ord>(
     fingerprint: &str,
 ) -> Option<String> {
     present.sort_by(|a, b| a.0.cmp(&b.0));
-    match fingerprint_of(present.iter().map(|(n, p)| (n.as_ref(), p.as_path()))) {
+    compare_fingerprint(
+        fingerprint_of(present.iter().map(|(n, p)| (n.as_ref(), p.as_path()))),
+        fingerprint,
+    )
+}
+
+/// How a re-computed fingerprint (or the error computing it) differs from
+/// the record's, if it does.
+pub(crate) fn compare_fingerprint(
+    now: Result<String, crate::exec::input::InputError>,
+    fingerprint: &str,
+) -> Option<String> {
+    match now {
         Ok(now) if now == fingerprint => None,
         Ok(now) => Some(format!(
             "changed: the files' fingerprint is {now}, the record says {fingerprint}"

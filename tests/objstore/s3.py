@@ -48,17 +48,23 @@ def free_port():
 
 
 class Moto:
-    """moto_server on loopback with IAM authentication on."""
+    """moto's S3 server on loopback with IAM authentication on."""
 
     def __init__(self, work):
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = os.path.join(work, "moto.log")
         self.log = open(self.log_path, "w")
-        env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="3", PYTHONUNBUFFERED="1")
-        server = os.path.join(os.path.dirname(sys.executable), "moto_server")
+        env = dict(
+            os.environ,
+            INITIAL_NO_AUTH_ACTION_COUNT="3",
+            PYTHONUNBUFFERED="1",
+            MOTO_PORT=str(self.port),
+        )
+        # moto_server, with conditional puts made atomic (see moto_serial.py).
+        server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "moto_serial.py")
         self.proc = subprocess.Popen(
-            [server, "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, server, "127.0.0.1", str(self.port)],
             stdout=self.log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -92,6 +98,30 @@ class Moto:
         )
         return key["AccessKeyId"], key["SecretAccessKey"]
 
+    def clients(self):
+        """The environment a dqgate run against moto gets (the signing user's
+        key, nothing from the caller's AWS configuration) and a boto3 client
+        with the same key."""
+        key, secret = self.setup_user()
+        env = dict(
+            os.environ,
+            AWS_ENDPOINT_URL=self.endpoint,
+            AWS_ALLOW_HTTP="true",
+            AWS_REGION=REGION,
+            AWS_ACCESS_KEY_ID=key,
+            AWS_SECRET_ACCESS_KEY=secret,
+        )
+        env.pop("AWS_SESSION_TOKEN", None)
+        env.pop("AWS_PROFILE", None)
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=key,
+            aws_secret_access_key=secret,
+        )
+        return env, s3
+
     def requests(self):
         """The request lines moto has logged so far."""
         time.sleep(0.5)  # moto logs a request after answering it
@@ -109,13 +139,13 @@ class Moto:
         self.log.close()
 
 
-def upload(s3, local_dir, prefix):
+def upload(s3, local_dir, prefix, bucket=BUCKET):
     n = 0
     for d, _, files in os.walk(local_dir):
         for f in sorted(files):
             path = os.path.join(d, f)
             rel = os.path.relpath(path, local_dir).replace(os.sep, "/")
-            s3.upload_file(path, BUCKET, f"{prefix}/{rel}")
+            s3.upload_file(path, bucket, f"{prefix}/{rel}")
             n += 1
     return n
 
@@ -325,24 +355,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     moto = Moto(work)
     try:
-        key, secret = moto.setup_user()
-        env = dict(
-            os.environ,
-            AWS_ENDPOINT_URL=moto.endpoint,
-            AWS_ALLOW_HTTP="true",
-            AWS_REGION=REGION,
-            AWS_ACCESS_KEY_ID=key,
-            AWS_SECRET_ACCESS_KEY=secret,
-        )
-        env.pop("AWS_SESSION_TOKEN", None)
-        env.pop("AWS_PROFILE", None)
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=moto.endpoint,
-            region_name=REGION,
-            aws_access_key_id=key,
-            aws_secret_access_key=secret,
-        )
+        env, s3 = moto.clients()
         s3.create_bucket(Bucket=BUCKET)
         run = Run(binary, env)
         if "--measure" in argv:

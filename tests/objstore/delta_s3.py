@@ -1,0 +1,396 @@
+"""Publish into a Delta table on a real S3-compatible server (moto, loopback).
+
+    python tests/objstore/delta_s3.py DQGATE_BINARY WORK_DIR [--kills N]
+
+Run by .ci/run in a virtual environment with moto[server], boto3, deltalake
+and pyarrow. moto runs with IAM authentication on and with its conditional
+puts made atomic (moto_serial.py). The real dqgate binary publishes; the
+table is read back with the `deltalake` Python package (delta-rs' Python
+bindings, a reader dqgate does not use) and with plain S3 listings:
+
+- staged on local disk, staged in another bucket, staged in the table's
+  own bucket (server-side copy): each publish is one commit, and the reader
+  sees exactly the audited rows; `verify` agrees;
+- a retry of the same files commits nothing; a failing verdict commits
+  nothing and writes no object;
+- two publishers of one partition racing for the same log entry: exit codes
+  {0, 4}, one commit, the winner's rows; of two partitions: both commit;
+- publishes killed at each step (before the copies, before the commit, after
+  the commit) and at random moments with SIGKILL: the table is at the old
+  or the new version, never between, and a retry converges;
+- wrong credentials: exit 3, nothing written; a tampered object: `verify`
+  exits 1; `rollback` is a new commit that restores the previous rows;
+- `--target hive` on an object store is refused (exit 2) pointing to Delta.
+
+Prints "N passed, M failed" and exits 1 on any failure.
+"""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from s3 import REGION, Moto, Run, upload  # noqa: E402
+
+LAKE = "dqgate-lake"
+STAGING = "dqgate-staging"
+TABLE = f"s3://{LAKE}/events/"
+
+RULES = """table events
+partitioned by d
+check row_count > 0
+check distinct_count(version) = 1
+check unique(id)
+"""
+
+
+def stage(directory, version, files=2, rows=50):
+    """Writes `files` Parquet files whose rows all carry `version`."""
+    os.makedirs(directory, exist_ok=True)
+    for f in range(files):
+        n0 = version * 100000 + f * rows
+        batch = pa.table(
+            {
+                "id": pa.array(range(n0, n0 + rows), pa.int64()),
+                "version": pa.array([version] * rows, pa.int64()),
+                "note": pa.array([f"v{version} f{f} r{i}" for i in range(rows)], pa.string()),
+            }
+        )
+        pq.write_table(batch, os.path.join(directory, f"part-{f:05d}.parquet"))
+    return directory
+
+
+class Lake:
+    def __init__(self, run, s3, env, work):
+        self.run, self.s3, self.env, self.work = run, s3, env, work
+        self.rules = os.path.join(work, "events.dq")
+        with open(self.rules, "w") as f:
+            f.write(RULES)
+        self.storage = {
+            "AWS_ENDPOINT_URL": env["AWS_ENDPOINT_URL"],
+            "AWS_ACCESS_KEY_ID": env["AWS_ACCESS_KEY_ID"],
+            "AWS_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"],
+            "AWS_REGION": REGION,
+            "AWS_ALLOW_HTTP": "true",
+        }
+
+    def publish_args(self, staged, d, *extra):
+        return ["publish", self.rules, "--staged", staged, "--partition", f"d={d}",
+                "--table", TABLE, "--format", "json", *extra]
+
+    def publish(self, staged, d, env=None):
+        return self.run.dqgate(self.publish_args(staged, d), env=env)
+
+    def keys(self, prefix):
+        out = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=LAKE, Prefix=prefix):
+            out.extend(o["Key"] for o in page.get("Contents", []))
+        return sorted(out)
+
+    def commits(self):
+        return [k for k in self.keys("events/_delta_log/") if k.endswith(".json")]
+
+    def versions(self, d):
+        """The `version` values the independent reader sees in partition d."""
+        table = DeltaTable(TABLE, storage_options=self.storage)
+        rows = table.to_pyarrow_table(filters=[("d", "=", str(d))])
+        return rows.column("version").to_pylist(), rows.num_rows
+
+    def verify(self, d, env=None):
+        return self.run.dqgate(["verify", TABLE, "--partition", f"d={d}"], env=env)
+
+
+def code(out):
+    return out.returncode
+
+
+def publishes(lake, work):
+    run = lake.run
+    # 1. Staged on local disk: the first publish creates the table.
+    v1 = stage(os.path.join(work, "local-v1"), 1)
+    out = lake.publish(v1, 1)
+    seen, n = lake.versions(1)
+    run.check(
+        code(out) == 0 and len(lake.commits()) == 1 and n == 100 and set(seen) == {1},
+        "local staged -> Delta on S3: one commit creates the table, reader sees the 100 audited rows",
+        out.stdout + out.stderr,
+    )
+    run.check(code(lake.verify(1)) == 0, "verify on S3 after the first publish")
+
+    # 2. Staged in another bucket: streamed into the table.
+    upload(lake.s3, stage(os.path.join(work, "s3-v2"), 2), "d2-v2", bucket=STAGING)
+    out = lake.publish(f"s3://{STAGING}/d2-v2/", 2)
+    seen, n = lake.versions(2)
+    run.check(
+        code(out) == 0 and len(lake.commits()) == 2 and n == 100 and set(seen) == {2},
+        "staged in another bucket -> second partition, one more commit",
+        out.stdout + out.stderr,
+    )
+
+    # 3. Staged in the table's own bucket: server-side copies replace d=1.
+    upload(lake.s3, stage(os.path.join(work, "s3-v3"), 3), "staging/d1-v3", bucket=LAKE)
+    before = set(lake.keys("events/d=1/"))
+    out = lake.publish(f"s3://{LAKE}/staging/d1-v3/", 1)
+    seen, n = lake.versions(1)
+    run.check(
+        code(out) == 0 and len(lake.commits()) == 3 and n == 100 and set(seen) == {3}
+        and lake.versions(2)[1] == 100,
+        "same-bucket staged -> re-publish replaces exactly d=1",
+        out.stdout + out.stderr,
+    )
+    after = set(lake.keys("events/d=1/"))
+    run.check(
+        before < after,
+        "the replaced files stay (invisible, for rollback); new copies were added",
+        f"{sorted(before)}\n{sorted(after)}",
+    )
+    verdict = json.loads(out.stdout)
+    run.check(
+        verdict.get("verdict") == "pass" and code(lake.verify(1)) == 0,
+        "verdict JSON on stdout and verify agree",
+        out.stdout,
+    )
+
+    # Files larger than one upload buffer (10 MiB): a multipart upload from
+    # local disk, and a streamed multipart copy from the other bucket.
+    big = os.path.join(work, "big")
+    os.makedirs(big, exist_ok=True)
+    rows = 3000
+    blob = pa.table(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "version": pa.array([40] * rows, pa.int64()),
+            "note": pa.array([os.urandom(2048).hex() for _ in range(rows)], pa.string()),
+        }
+    )
+    pq.write_table(blob, os.path.join(big, "part-00000.parquet"), compression="none")
+    size = os.path.getsize(os.path.join(big, "part-00000.parquet"))
+    out = lake.publish(big, 3)
+    seen, n = lake.versions(3)
+    run.check(
+        code(out) == 0 and n == rows and set(seen) == {40} and code(lake.verify(3)) == 0,
+        f"a {size / 2**20:.1f} MiB file uploaded in parts from local disk: published and verified",
+        out.stdout + out.stderr,
+    )
+    upload(lake.s3, big, "big", bucket=STAGING)
+    out = lake.publish(f"s3://{STAGING}/big/", 4)
+    seen, n = lake.versions(4)
+    run.check(
+        code(out) == 0 and n == rows and set(seen) == {40} and code(lake.verify(4)) == 0,
+        f"the same {size / 2**20:.1f} MiB object streamed from another bucket: published and verified",
+        out.stdout + out.stderr,
+    )
+
+    # 4. A retry of the same files commits nothing.
+    commits = len(lake.commits())
+    out = lake.publish(f"s3://{LAKE}/staging/d1-v3/", 1)
+    run.check(
+        code(out) == 0 and "already published" in out.stderr and len(lake.commits()) == commits,
+        "retry of the same staged files: exit 0, already published, no commit",
+        out.stderr,
+    )
+
+    # 5. A failing verdict commits nothing and writes nothing.
+    bad = os.path.join(work, "mixed")
+    stage(bad, 4, files=1)
+    stage(os.path.join(work, "mixed-b"), 5, files=1)
+    os.replace(os.path.join(work, "mixed-b", "part-00000.parquet"), os.path.join(bad, "part-00001.parquet"))
+    objects = lake.keys("events/")
+    out = lake.publish(bad, 1)
+    run.check(
+        code(out) == 1 and lake.keys("events/") == objects and set(lake.versions(1)[0]) == {3},
+        "failing verdict: exit 1, not one object written",
+        out.stdout + out.stderr,
+    )
+
+
+def races(lake, work):
+    run = lake.run
+    a = stage(os.path.join(work, "race-a"), 10)
+    b = stage(os.path.join(work, "race-b"), 11)
+    commits = len(lake.commits())
+    env = dict(lake.env, DQGATE_TEST_DELTA_PAUSE_MS="1500")
+    procs = [
+        subprocess.Popen([run.binary, *lake.publish_args(s, 1)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for s in (a, b)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    seen, _ = lake.versions(1)
+    winner = 10 if procs[0].returncode == 0 else 11
+    run.check(
+        codes == [0, 4] and len(lake.commits()) == commits + 1 and set(seen) == {winner}
+        and code(lake.verify(1)) == 0,
+        f"two publishers of d=1: exit codes {codes}, one commit, the winner's rows",
+        "\n".join(o[1] for o in outs),
+    )
+    loser = outs[0][1] if procs[0].returncode == 4 else outs[1][1]
+    run.check("changed since the audit" in loser, "the loser says why", loser)
+
+    c = stage(os.path.join(work, "race-c"), 12)
+    d = stage(os.path.join(work, "race-d"), 13)
+    commits = len(lake.commits())
+    procs = [
+        subprocess.Popen([run.binary, *lake.publish_args(s, p)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for s, p in ((c, 7), (d, 8))
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    run.check(
+        [p.returncode for p in procs] == [0, 0] and len(lake.commits()) == commits + 2
+        and set(lake.versions(7)[0]) == {12} and set(lake.versions(8)[0]) == {13},
+        "two publishers of different partitions: both commit (the loser of the log entry re-plans)",
+        "\n".join(o[1] for o in outs),
+    )
+
+
+def kills(lake, work, random_kills):
+    run = lake.run
+    phases = os.path.join(work, "phases.log")
+    version = 20
+    old = set(lake.versions(1)[0])
+    # Deterministic crash points first, then SIGKILL at random moments.
+    plans = [("crash", p) for p in ("copy", "commit", "record")]
+    plans += [("kill", None)] * random_kills
+    rng = random.Random(7)
+    # How long a publish takes here: the window random kills fall into.
+    t = time.time()
+    timing = stage(os.path.join(work, "kill-timing"), 99)
+    out = lake.publish(timing, 9)
+    window = max(time.time() - t, 0.2)
+    run.check(code(out) == 0, f"timing publish ({window:.2f} s)", out.stderr)
+    where = {}
+    for how, point in plans:
+        version += 1
+        staged = stage(os.path.join(work, f"kill-{version}"), version)
+        env = dict(lake.env, DQGATE_TEST_PHASE_LOG=phases)
+        if how == "crash":
+            env["DQGATE_TEST_CRASH_AT"] = point
+        if os.path.exists(phases):
+            os.remove(phases)
+        proc = subprocess.Popen([run.binary, *lake.publish_args(staged, 1)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if how == "kill":
+            # Once the copies have started (the audit before them writes
+            # nothing), within a random share of a publish's duration.
+            deadline = time.time() + 120
+            while proc.poll() is None and time.time() < deadline:
+                if os.path.exists(phases) and "copy" in open(phases).read():
+                    break
+                time.sleep(0.001)
+            time.sleep(rng.uniform(0, window / 3))
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=300)
+        last = "finished"
+        if proc.returncode != 0 and os.path.exists(phases):
+            with open(phases) as f:
+                steps = f.read().split()
+            last = steps[-1] if steps else "audit"
+        elif proc.returncode != 0:
+            last = "audit"
+        where[last] = where.get(last, 0) + 1
+        seen = set(lake.versions(1)[0])
+        run.check(
+            seen in (old, {version}),
+            f"{how} at {point or 'random'} (stopped in: {last}): reader sees version {sorted(seen)}, old {sorted(old)} or new {version}",
+        )
+        out = lake.publish(staged, 1)
+        seen = set(lake.versions(1)[0])
+        run.check(
+            code(out) == 0 and seen == {version} and code(lake.verify(1)) == 0,
+            f"retry after {how} at {point or 'random'} converges on version {version}",
+            out.stdout + out.stderr,
+        )
+        old = seen
+    print(f"kills stopped publishes in: {json.dumps(where, sort_keys=True)}")
+
+
+def failures(lake, work):
+    run = lake.run
+    staged = stage(os.path.join(work, "creds"), 30)
+    objects = lake.keys("events/")
+    wrong = dict(lake.env, AWS_SECRET_ACCESS_KEY="not-the-secret")
+    out = lake.publish(staged, 1, env=wrong)
+    run.check(
+        code(out) == 3 and "SignatureDoesNotMatch" in out.stderr and lake.keys("events/") == objects,
+        "wrong secret key on publish: exit 3, the store's reason named, nothing written",
+        out.stdout + out.stderr,
+    )
+    out = lake.verify(1, env=wrong)
+    run.check(code(out) == 3, "wrong secret key on verify: exit 3", out.stdout + out.stderr)
+
+    out = run.dqgate(lake.publish_args(staged, 1, "--target", "hive"))
+    run.check(
+        code(out) == 2 and "cannot be swapped atomically" in out.stderr and "--target delta" in out.stderr
+        and lake.keys("events/") == objects,
+        "--target hive on S3: refused with exit 2, pointing to the Delta target",
+        out.stderr,
+    )
+
+    # rollback: a new commit restoring the previous version of d=1.
+    before = set(lake.versions(1)[0])
+    staged = stage(os.path.join(work, "rollback"), 31)
+    out = lake.publish(staged, 1)
+    commits = len(lake.commits())
+    rb = run.dqgate(["rollback", TABLE, "--partition", "d=1"])
+    run.check(
+        code(out) == 0 and code(rb) == 0 and len(lake.commits()) == commits + 1
+        and set(lake.versions(1)[0]) == before and code(lake.verify(1)) == 0,
+        f"rollback on S3: one new commit, the reader sees version {sorted(before)} again, verify passes",
+        out.stderr + rb.stdout + rb.stderr,
+    )
+
+    # A published object replaced behind dqgate's back: verify finds it.
+    record = json.loads(lake.s3.get_object(Bucket=LAKE, Key="events/d=2/_dqgate_audit.json")["Body"].read())
+    current = [f"events/d=2/{f['path']}" for f in record["published"]["files"]]
+    tampered = os.path.join(work, "tampered.parquet")
+    stage(os.path.join(work, "tamper"), 2, files=1, rows=49)
+    os.replace(os.path.join(work, "tamper", "part-00000.parquet"), tampered)
+    lake.s3.upload_file(tampered, LAKE, current[0])
+    out = lake.verify(2)
+    run.check(
+        code(out) == 1 and "NOT verified" in out.stdout,
+        "a published object replaced behind dqgate's back: verify exits 1",
+        out.stdout + out.stderr,
+    )
+
+
+def main():
+    argv = sys.argv[1:]
+    if len(argv) < 2:
+        raise SystemExit(__doc__)
+    binary, work = os.path.abspath(argv[0]), os.path.abspath(argv[1])
+    random_kills = int(argv[argv.index("--kills") + 1]) if "--kills" in argv else 10
+    os.makedirs(work, exist_ok=True)
+    moto = Moto(work)
+    started = time.time()
+    try:
+        env, s3 = moto.clients()
+        s3.create_bucket(Bucket=LAKE)
+        s3.create_bucket(Bucket=STAGING)
+        run = Run(binary, env)
+        lake = Lake(run, s3, env, work)
+        publishes(lake, work)
+        races(lake, work)
+        kills(lake, work, random_kills)
+        failures(lake, work)
+        puts = [l for l in moto.requests() if '"PUT ' in l and "_delta_log/" in l]
+        print(f"moto served {len(moto.requests())} GET/HEAD/PUT requests, "
+              f"{len(puts)} log-entry PUTs, in {time.time() - started:.1f} s")
+    finally:
+        moto.stop()
+    print(f"{run.passed} passed, {run.failed} failed")
+    sys.exit(1 if run.failed else 0)
+
+
+if __name__ == "__main__":
+    main()
