@@ -88,7 +88,41 @@ pub enum Published {
     /// Nothing is published for the run key yet.
     Absent,
     /// The version readers see now.
-    Version { dir: PathBuf, fingerprint: String },
+    Version {
+        source: PartSource,
+        fingerprint: String,
+    },
+}
+
+/// Where a published partition's files are.
+#[derive(Debug, Clone)]
+pub enum PartSource {
+    /// A Hive partition directory: every data file under it.
+    Dir(PathBuf),
+    /// The files a Delta log names, relative to the table's root.
+    Files {
+        root: crate::publish::store::Root,
+        files: Vec<String>,
+    },
+}
+
+impl PartSource {
+    /// The partition's files as an input (footers read, not the pages).
+    pub async fn open(&self) -> Result<StagedInput, crate::exec::input::InputError> {
+        match self {
+            PartSource::Dir(dir) => StagedInput::open(dir),
+            PartSource::Files { root, files } => root.input_of(files).await,
+        }
+    }
+}
+
+/// The published table an audit compares with (`--table`).
+#[derive(Debug, Clone)]
+pub enum PublishedTable {
+    /// A Hive table root (`ROOT/k=v/` directories).
+    Hive(PathBuf),
+    /// A Delta table, as its current snapshot names its files.
+    Delta(crate::publish::delta::Snapshot),
 }
 
 /// A parsed, checked and planned audit, ready to run.
@@ -103,9 +137,9 @@ pub struct Prepared {
     pub spill_distinct: bool,
     /// The `reference` tables, opened (footers only).
     pub references: joins::References,
-    /// The published table root (`--table`), for `across published`; set it
+    /// The published table (`--table`), for `across published`; set it
     /// before [`Prepared::run`].
-    pub table_root: Option<PathBuf>,
+    pub table: Option<PublishedTable>,
     /// Bytes the last run spilled to disk (reported on stderr).
     pub spilled_bytes: std::sync::atomic::AtomicU64,
 }
@@ -203,7 +237,7 @@ fn finish(
         ctx,
         spill_distinct: engine_opts.memory_limit.is_some(),
         references,
-        table_root: None,
+        table: None,
         spilled_bytes: Default::default(),
     })
 }
@@ -247,7 +281,7 @@ impl Prepared {
         let obs = exec::observe(&self.ctx, &self.input, &self.plan).await?;
         self.spilled_bytes
             .store(obs.spilled_bytes, std::sync::atomic::Ordering::Relaxed);
-        let published_schema = self.published_schema(published)?;
+        let published_schema = self.published_schema(published).await?;
         let baseline = past.map(|p| self.baseline(p));
         let dups_nulls_equal = |keys: &[String]| {
             obs.duplicates_nulls_equal
@@ -372,11 +406,16 @@ impl Prepared {
                 None,
             )),
             Published::Absent => Ok((None, "nothing is published for this run key yet", None)),
-            Published::Version { dir, fingerprint } => {
+            Published::Version {
+                source,
+                fingerprint,
+            } => {
                 if metrics.is_empty() {
                     return Ok((None, "", Some(fingerprint.clone())));
                 }
-                let input = StagedInput::open(dir)
+                let input = source
+                    .open()
+                    .await
                     .map_err(|e| Error::Audit(format!("reading the published version: {e}")))?;
                 let mut plan = AuditPlan::for_metrics(&metrics)
                     .answer_from_footers(|a| exec::stats::answer(a, &input));
@@ -397,7 +436,7 @@ impl Prepared {
 
     /// The published version's schema for `schema matches published`, or why
     /// there is none. Only its footers are read.
-    fn published_schema(
+    async fn published_schema(
         &self,
         published: &Published,
     ) -> Result<Result<datafusion::arrow::datatypes::Schema, &'static str>, Error> {
@@ -409,8 +448,10 @@ impl Prepared {
                 Err("no --table given, so the published schema cannot be compared")
             }
             Published::Absent => Err("nothing is published for this run key yet"),
-            Published::Version { dir, .. } => {
-                let input = StagedInput::open(dir)
+            Published::Version { source, .. } => {
+                let input = source
+                    .open()
+                    .await
                     .map_err(|e| Error::Audit(format!("reading the published version: {e}")))?;
                 Ok(input.schema.as_ref().clone())
             }

@@ -323,18 +323,18 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             table,
             storage_option,
         } => {
-            if let Some(root) = &table {
-                local_table(root, false)?;
-            }
             let mut prepared = audit::prepare_at(
                 RuleSource::read(&rules)?,
-                &location(&staged, &storage_option)?,
+                &staged_location(&staged, table.as_deref(), &storage_option)?,
                 &partition,
                 false,
                 &EngineOptions::default(),
             )
             .await?;
-            prepared.table_root = table;
+            if let Some(root) = &table {
+                let keys = &prepared.checked.partitioned_by;
+                prepared.table = Some(published_table(root, &storage_option, keys).await?);
+            }
             print_stdout(&prepared.explain().await?);
             Ok(0)
         }
@@ -399,26 +399,16 @@ fn no_options(options: &[String]) -> Result<(), Error> {
     }
 }
 
-/// Refuses an object-store `--table`: the published side (published.*
-/// metrics, publish) works on local tables only so far.
-fn local_table(root: &std::path::Path, publishing: bool) -> Result<(), Error> {
+/// A Hive publish's `--table`: never a Delta table (a Hive swap of its
+/// directories would break it), never an object store (no rename there).
+fn hive_publish_table(root: &std::path::Path) -> Result<(), Error> {
     match root.to_str().filter(|s| is_url(s)) {
-        // A Hive swap or a Hive read of a Delta table's directories would
-        // break it or see removed files.
         None if crate::publish::delta::is_delta(root) => Err(Error::Usage(format!(
-            "`{}` is a Delta table: {}",
-            root.display(),
-            if publishing {
-                "publish to it with --target delta (or without --target), never as a Hive table"
-            } else {
-                "`--table` with a Delta table (for published.*, history or across published) is not supported yet"
-            }
+            "`{}` is a Delta table: publish to it with --target delta (or without --target), never as a Hive table",
+            root.display()
         ))),
         None => Ok(()),
-        Some(url) if publishing => Err(refuse_remote_publish(url)),
-        Some(url) => Err(Error::Usage(format!(
-            "--table `{url}`: tables on object stores are not supported yet; `published.*` needs a local table root"
-        ))),
+        Some(url) => Err(refuse_remote_publish(url)),
     }
 }
 
@@ -432,51 +422,104 @@ fn refuse_remote_publish(url: &str) -> Error {
 
 async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
     let started = Instant::now();
-    if let Some(root) = &table {
-        local_table(root, false)?;
-    }
     let mut prepared = audit::prepare_at(
         RuleSource::read(&a.rules)?,
-        &location(&a.staged, &a.storage_option)?,
+        &staged_location(&a.staged, table.as_deref(), &a.storage_option)?,
         &a.partition,
         false,
         &engine_options(&a),
     )
     .await?;
-    prepared.table_root = table.clone();
-    let published = match (&table, prepared.run_key.is_empty()) {
-        (None, _) => Published::NotGiven,
-        (Some(root), _) => current_version(&Table::open(root)?, &prepared.run_key)?,
+    if let Some(root) = &table {
+        let keys = &prepared.checked.partitioned_by;
+        prepared.table = Some(published_table(root, &a.storage_option, keys).await?);
+    }
+    let published = match &prepared.table {
+        None => Published::NotGiven,
+        Some(t) => current_version(t, &prepared.run_key).await?,
     };
-    let past = match &table {
-        Some(root) => past_runs(&Table::open(root)?, &prepared)?,
-        None => None,
-    };
+    let past = past_runs(&prepared).await?;
     let verdict = prepared.run_with(&published, past.as_ref()).await?;
     emit(&verdict, a.format);
     timing(&prepared, started);
     Ok(if verdict.passed() { 0 } else { 1 })
 }
 
-fn current_version(table: &Table, key: &RunKey) -> Result<Published, Error> {
-    Ok(match table.current(key)? {
-        None => Published::Absent,
-        Some(v) => Published::Version {
-            dir: v.dir,
-            fingerprint: v.fingerprint,
+/// `--staged` as a location. The `--storage-option`s belong to whichever
+/// of `--staged` and `--table` is on an object store (both, when both are).
+fn staged_location(
+    staged: &std::path::Path,
+    table: Option<&std::path::Path>,
+    options: &[String],
+) -> Result<Location, Error> {
+    let remote_table = table.and_then(|t| t.to_str()).is_some_and(is_url);
+    let staged_remote = staged.to_str().is_some_and(is_url);
+    location(
+        staged,
+        if remote_table && !staged_remote {
+            &[]
+        } else {
+            options
+        },
+    )
+}
+
+/// `--table` as the audit reads it: a Hive table root, or a Delta table (a
+/// directory with `_delta_log/`, or any object-store URL) read through its
+/// current snapshot.
+async fn published_table(
+    root: &std::path::Path,
+    options: &[String],
+    keys: &[String],
+) -> Result<audit::PublishedTable, Error> {
+    use crate::publish::delta;
+    if delta::is_delta_arg(root) {
+        let root = delta_root(root, options)?;
+        Ok(audit::PublishedTable::Delta(
+            delta::Snapshot::load(root, keys).await?,
+        ))
+    } else {
+        Ok(audit::PublishedTable::Hive(root.to_path_buf()))
+    }
+}
+
+/// The run key's published version in the table.
+async fn current_version(table: &audit::PublishedTable, key: &RunKey) -> Result<Published, Error> {
+    Ok(match table {
+        audit::PublishedTable::Hive(root) => match Table::open(root)?.current(key)? {
+            None => Published::Absent,
+            Some(v) => Published::Version {
+                source: audit::PartSource::Dir(v.dir),
+                fingerprint: v.fingerprint,
+            },
+        },
+        audit::PublishedTable::Delta(snapshot) => match snapshot.current(key).await? {
+            None => Published::Absent,
+            Some((files, fingerprint)) => Published::Version {
+                source: audit::PartSource::Files {
+                    root: snapshot.root.clone(),
+                    files,
+                },
+                fingerprint,
+            },
         },
     })
 }
 
 /// The table's published partitions, read only when a rule uses `history(N)`.
-fn past_runs(
-    table: &Table,
+async fn past_runs(
     p: &audit::Prepared,
 ) -> Result<Option<crate::verdict::history::PastRuns>, Error> {
     if !p.checked.uses_history() {
         return Ok(None);
     }
-    Ok(Some(table.past_runs(&p.checked.partitioned_by)?))
+    Ok(match &p.table {
+        None => None,
+        Some(audit::PublishedTable::Hive(root)) => {
+            Some(Table::open(root)?.past_runs(&p.checked.partitioned_by)?)
+        }
+        Some(audit::PublishedTable::Delta(snapshot)) => Some(snapshot.past_runs().await),
+    })
 }
 
 fn timing(p: &audit::Prepared, started: Instant) {
@@ -514,16 +557,20 @@ async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> 
     if let Some(url) = a.staged.to_str().filter(|s| is_url(s)) {
         return Err(refuse_remote_publish(url));
     }
-    local_table(&root, true)?;
+    hive_publish_table(&root)?;
     let table = Table::open(&root)?;
     let mut prepared = prepare_publish(&a)?;
-    prepared.table_root = Some(root.clone());
-    let published = current_version(&table, &prepared.run_key)?;
+    prepared.table = Some(audit::PublishedTable::Hive(root.clone()));
+    let published = current_version(
+        prepared.table.as_ref().expect("just set"),
+        &prepared.run_key,
+    )
+    .await?;
     let audited_against = match &published {
         Published::Version { fingerprint, .. } => Some(fingerprint.clone()),
         _ => None,
     };
-    let past = past_runs(&table, &prepared)?;
+    let past = past_runs(&prepared).await?;
     let verdict = prepared.run_with(&published, past.as_ref()).await?;
     let Some(passed) = gate(verdict, a.format, &prepared, started) else {
         return Ok(1);
@@ -604,13 +651,13 @@ fn finish_publish(
 
 /// `publish --target delta`: the audit, then one Delta commit (see
 /// `publish::delta`), on a local file system or an object store; the staged
-/// files may be on either. Rules that read the published side
-/// (`published.*`, `history(N)`, `schema matches published`, `across
-/// published`) are refused for now: they read Hive directories.
-async fn publish_delta(a: AuditArgs, root: PathBuf) -> Result<u8, Error> {
+/// files may be on either. The published side of the rules (`published.*`,
+/// `history(N)`, `schema matches published`, `across published`) is read
+/// from the table's current snapshot.
+async fn publish_delta(a: AuditArgs, table_arg: PathBuf) -> Result<u8, Error> {
     use crate::publish::delta;
     let started = Instant::now();
-    let root = delta_root(&root, &a.storage_option)?;
+    let root = delta_root(&table_arg, &a.storage_option)?;
     if root.occupied().await? && !root.has_log().await? {
         return Err(Error::Usage(format!(
             "`{}` is neither empty nor a Delta table (no `_delta_log/`): a Delta table is created in a new or empty location, \
@@ -618,30 +665,26 @@ async fn publish_delta(a: AuditArgs, root: PathBuf) -> Result<u8, Error> {
             root.show()
         )));
     }
-    let prepared = audit::prepare_at(
+    let mut prepared = audit::prepare_at(
         RuleSource::read(&a.rules)?,
-        &location(&a.staged, &a.storage_option)?,
+        &staged_location(&a.staged, Some(table_arg.as_path()), &a.storage_option)?,
         &a.partition,
         true,
         &engine_options(&a),
     )
     .await?;
-    let c = &prepared.checked;
-    if !c.published_metrics().is_empty()
-        || c.uses_history()
-        || c.uses_published_schema()
-        || c.statements
-            .iter()
-            .any(|s| matches!(s.metric, crate::check::Metric::DuplicateAcrossPublished(_)))
-    {
-        return Err(Error::Usage(
-            "the rule file reads the published table (published.*, history(N), schema matches published or across published), \
-             which the Delta target does not support yet; publish to a Hive table (--target hive) or drop those statements"
-                .into(),
-        ));
-    }
+    // The partition's txn before anything is read: the commit must find it
+    // unchanged (the snapshot read next is at least as new).
     let audited_against = delta::current_txn(&root, &prepared.run_key).await?;
-    let verdict = prepared.run_with(&Published::NotGiven, None).await?;
+    let snapshot = delta::Snapshot::load(root.clone(), &prepared.checked.partitioned_by).await?;
+    prepared.table = Some(audit::PublishedTable::Delta(snapshot));
+    let published = current_version(
+        prepared.table.as_ref().expect("just set"),
+        &prepared.run_key,
+    )
+    .await?;
+    let past = past_runs(&prepared).await?;
+    let verdict = prepared.run_with(&published, past.as_ref()).await?;
     let Some(passed) = gate(verdict, a.format, &prepared, started) else {
         return Ok(1);
     };

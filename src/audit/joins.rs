@@ -6,11 +6,10 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::{Prepared, RuleSource};
+use super::{PartSource, Prepared, PublishedTable, RuleSource};
 use crate::check::{CheckedRules, Metric};
 use crate::dsl::ast::RuleFile;
 use crate::error::Error;
-use crate::exec::input::StagedInput;
 use crate::exec::join::{self, JoinResult, PublishedPart};
 use crate::exec::reference::Dataset;
 use crate::plan::join::JoinPass;
@@ -111,28 +110,44 @@ impl JoinObservations {
 }
 
 /// The other published partitions, or why there are none to compare with.
-fn other_partitions(p: &Prepared) -> Result<Result<Vec<PublishedPart>, String>, Error> {
-    let Some(root) = &p.table_root else {
+async fn other_partitions(p: &Prepared) -> Result<Result<Vec<PublishedPart>, String>, Error> {
+    let Some(table) = &p.table else {
         return Ok(Err(
             "no --table given, so the published partitions cannot be read".into(),
         ));
     };
-    let own = p.run_key.rel_dir();
+    let own = if p.run_key.is_empty() {
+        String::new()
+    } else {
+        p.run_key.rel_dir()
+    };
+    let sources: Vec<(String, PartSource)> = match table {
+        PublishedTable::Hive(root) => Table::open(root)?
+            .partitions(&p.checked.partitioned_by)?
+            .into_iter()
+            .filter(|part| part.rel != own)
+            .map(|part| (part.rel, PartSource::Dir(part.dir)))
+            .collect(),
+        PublishedTable::Delta(snapshot) => snapshot
+            .others(&own)
+            .map(|(rel, files)| {
+                (
+                    rel.to_string(),
+                    PartSource::Files {
+                        root: snapshot.root.clone(),
+                        files: files.to_vec(),
+                    },
+                )
+            })
+            .collect(),
+    };
     let mut parts = Vec::new();
-    for part in Table::open(root)?.partitions(&p.checked.partitioned_by)? {
-        if !p.run_key.is_empty() && part.rel == own {
-            continue;
-        }
-        let input = StagedInput::open(&part.dir).map_err(|e| {
-            Error::Audit(format!(
-                "reading the published partition `{}`: {e}",
-                part.rel
-            ))
-        })?;
-        parts.push(PublishedPart {
-            rel: part.rel,
-            input,
-        });
+    for (rel, source) in sources {
+        let input = source
+            .open()
+            .await
+            .map_err(|e| Error::Audit(format!("reading the published partition `{rel}`: {e}")))?;
+        parts.push(PublishedPart { rel, input });
     }
     if parts.is_empty() {
         return Ok(Err(
@@ -168,7 +183,7 @@ pub(super) async fn observe(p: &Prepared) -> Result<JoinObservations, Error> {
             }
             JoinPass::AcrossPublished(keys) => {
                 if others.is_none() {
-                    others = Some(other_partitions(p)?);
+                    others = Some(other_partitions(p).await?);
                 }
                 match others.as_ref().expect("set above") {
                     Err(why) => {
@@ -224,7 +239,7 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
                 let frame = join::not_in_reference_frame(&p.ctx, &p.input, d, r)?;
                 crate::plan::explain::render(&mut out, frame).await?;
             }
-            JoinPass::AcrossPublished(keys) => match other_partitions(p)? {
+            JoinPass::AcrossPublished(keys) => match other_partitions(p).await? {
                 Err(why) => {
                     let _ = writeln!(out, "  skipped at run time: {why}");
                 }

@@ -205,6 +205,35 @@ impl Remote {
     /// Lists the prefix, reads and checks every footer, fingerprints.
     pub async fn discover(&self) -> Result<StagedInput, InputError> {
         let found = self.list_files().await?;
+        self.open_listed(found).await
+    }
+
+    /// The input of the objects `rels` below the prefix (a HEAD each, then
+    /// the footer reads of discovery), e.g. the files a Delta log names.
+    pub async fn open_files(&self, rels: &[String]) -> Result<StagedInput, InputError> {
+        let found = futures::stream::iter(rels)
+            .map(|rel| async move {
+                match self.head(rel).await? {
+                    Some(meta) => Ok((rel.clone(), meta)),
+                    None => Err(InputError::Remote {
+                        url: self.name_of(rel),
+                        reason: "no such object".into(),
+                    }),
+                }
+            })
+            .buffered(CONCURRENT_FOOTERS)
+            .try_collect::<Vec<_>>()
+            .await?;
+        if found.is_empty() {
+            return Err(InputError::NoFiles(self.url.to_string()));
+        }
+        self.open_listed(found).await
+    }
+
+    async fn open_listed(
+        &self,
+        found: Vec<(String, ObjectMeta)>,
+    ) -> Result<StagedInput, InputError> {
         let footers = futures::stream::iter(found)
             .map(|(rel, meta)| async move {
                 let footer = self.read_footer(&rel, &meta).await?;

@@ -833,6 +833,25 @@ fn check_compatible(
     partitioned_by: &[String],
     staged: &StructType,
 ) -> Result<(), PublishError> {
+    check_partitioning(table, partitioned_by)?;
+    let state = table.snapshot().map_err(|e| table_err(table, e))?;
+    let have = state.schema();
+    let names = |s: &StructType| -> Vec<(String, String)> {
+        s.fields()
+            .map(|f| (f.name().to_string(), format!("{:?}", f.data_type())))
+            .collect()
+    };
+    if names(staged) != names(have.as_ref()) {
+        return Err(PublishError::Refused(format!(
+            "the staged files' columns differ from the Delta table's at `{}` (schema evolution is not supported)",
+            table.table_url()
+        )));
+    }
+    Ok(())
+}
+
+/// The table's partition columns must be the rule file's `partitioned by`.
+fn check_partitioning(table: &DeltaTable, partitioned_by: &[String]) -> Result<(), PublishError> {
     let state = table.snapshot().map_err(|e| table_err(table, e))?;
     let cols: Vec<String> = serde_json::to_value(state.metadata())
         .ok()
@@ -846,21 +865,99 @@ fn check_compatible(
             partitioned_by.join(", ")
         )));
     }
-    {
-        let have = state.schema();
-        let names = |s: &StructType| -> Vec<(String, String)> {
-            s.fields()
-                .map(|f| (f.name().to_string(), format!("{:?}", f.data_type())))
-                .collect()
-        };
-        if names(staged) != names(have.as_ref()) {
-            return Err(PublishError::Refused(format!(
-                "the staged files' columns differ from the Delta table's at `{}` (schema evolution is not supported)",
-                table.table_url()
-            )));
-        }
-    }
     Ok(())
+}
+
+/// A Delta table's published partitions as its current snapshot names
+/// them: the published side of an audit (`published.*`, `history(N)`,
+/// `schema matches published`, `across published`) on a Delta table.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub root: Root,
+    /// `k1=v1/k2=v2` → the partition's files, relative to the root, sorted.
+    parts: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl Snapshot {
+    /// Reads the table's current snapshot (nothing when there is no table
+    /// yet); its partition columns must be `keys`, the rule file's.
+    pub async fn load(root: Root, keys: &[String]) -> Result<Snapshot, PublishError> {
+        let mut parts = std::collections::BTreeMap::<String, Vec<String>>::new();
+        if let Some(table) = load(&root).await? {
+            check_partitioning(&table, keys)?;
+            let views: Vec<_> = table
+                .get_active_add_actions_by_predicate(None)
+                .try_collect()
+                .await
+                .map_err(|e| table_err(&table, e))?;
+            for v in &views {
+                let values = v.partition_values_map();
+                let rel = keys
+                    .iter()
+                    .map(|k| {
+                        let value = values.get(k).cloned().flatten();
+                        format!(
+                            "{k}={}",
+                            value.as_deref().unwrap_or("__HIVE_DEFAULT_PARTITION__")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("/");
+                parts.entry(rel).or_default().push(v.path().into_owned());
+            }
+            for files in parts.values_mut() {
+                files.sort();
+            }
+        }
+        Ok(Snapshot { root, parts })
+    }
+
+    /// The run key's partition: its files and the fingerprint its audit
+    /// record names; `None` when nothing is published for it.
+    pub async fn current(
+        &self,
+        key: &RunKey,
+    ) -> Result<Option<(Vec<String>, String)>, PublishError> {
+        let rel = key.rel_dir();
+        let Some(files) = self.parts.get(&rel) else {
+            return Ok(None);
+        };
+        let record =
+            self.root
+                .read_record(&rel)
+                .await?
+                .ok_or_else(|| PublishError::MissingRecord {
+                    dir: format!(
+                        "{} (a publish killed after its commit leaves it to the retry)",
+                        self.root.name_of(&rel)
+                    ),
+                })?;
+        Ok(Some((files.clone(), record.fingerprint)))
+    }
+
+    /// Every published partition but `own`: (`k=v` path, files).
+    pub fn others<'a>(&'a self, own: &'a str) -> impl Iterator<Item = (&'a str, &'a [String])> {
+        self.parts
+            .iter()
+            .filter(move |(rel, _)| rel.as_str() != own)
+            .map(|(rel, files)| (rel.as_str(), files.as_slice()))
+    }
+
+    /// What the audit records of the published partitions say, for
+    /// `history(N)`, in partition-path order.
+    pub async fn past_runs(&self) -> crate::verdict::history::PastRuns {
+        let mut out = crate::verdict::history::PastRuns::default();
+        for rel in self.parts.keys() {
+            let pairs: Vec<(String, String)> = rel
+                .split('/')
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let text = self.root.read_text(&format!("{rel}/{RECORD}")).await;
+            super::history::add_run(text, &pairs, &mut out);
+        }
+        out
+    }
 }
 
 /// `verify` on a Delta table: the partition's current files (from the log)

@@ -75,18 +75,26 @@ fn walk(
 
 fn read_run(dir: &Path, pairs: &[(String, String)], out: &mut PastRuns) {
     let text = match fs::read_to_string(dir.join(RECORD)) {
-        Ok(t) => t,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            out.unrecorded += 1;
-            return;
-        }
-        Err(_) => {
-            out.unreadable += 1;
-            return;
-        }
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     };
-    match serde_json::from_str::<Json>(&text) {
-        Ok(json) => out.runs.push(past_run(&json, pairs)),
+    add_run(text, pairs, out);
+}
+
+/// Adds the run of a partition whose audit record was read as `text`
+/// (`Ok(None)`: there is none; `Err`: it could not be read).
+pub(crate) fn add_run<E>(
+    text: Result<Option<String>, E>,
+    pairs: &[(String, String)],
+    out: &mut PastRuns,
+) {
+    match text {
+        Ok(None) => out.unrecorded += 1,
+        Ok(Some(text)) => match serde_json::from_str::<Json>(&text) {
+            Ok(json) => out.runs.push(past_run(&json, pairs)),
+            Err(_) => out.unreadable += 1,
+        },
         Err(_) => out.unreadable += 1,
     }
 }

@@ -27,7 +27,7 @@ use url::Url;
 use super::error::{IoContext, PublishError};
 use super::fsx;
 use super::record::Record;
-use crate::exec::input::{self, InputError};
+use crate::exec::input::{self, InputError, StagedInput};
 use crate::exec::remote::{is_url, remote_error, Location, LocationError, Remote};
 
 /// S3's limit for a server-side copy (CopyObject); larger objects stream.
@@ -139,35 +139,56 @@ impl Root {
             .store
             .list_with_delimiter(Some(&prefix))
             .await
-            .map_err(|e| PublishError::Input(remote_error(&r.name_of(rel), e)))?;
+            .map_err(|e| table_error(&r.name_of(rel), e))?;
         Ok(listed.objects.len() + listed.common_prefixes.len())
     }
 
     /// The audit record in directory `dir` (relative to the root).
     pub(crate) async fn read_record(&self, dir: &str) -> Result<Option<Record>, PublishError> {
+        let rel = format!("{dir}/{}", super::layout::RECORD);
+        match self.read_text(&rel).await? {
+            None => Ok(None),
+            Some(text) => Record::parse(&text, &self.name_of(&rel)).map(Some),
+        }
+    }
+
+    /// The text of the file at `rel`; `None` when there is none.
+    pub async fn read_text(&self, rel: &str) -> Result<Option<String>, PublishError> {
+        let shown = self.name_of(rel);
+        let bad = |reason: String| PublishError::BadRecord {
+            path: shown.clone(),
+            reason,
+        };
+        let bytes = match self {
+            Root::Local(root) => match std::fs::read(root.join(rel)) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(bad(e.to_string())),
+            },
+            Root::Remote(r) => match r.store.get(&r.path_of(rel)).await {
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(table_error(&shown, e)),
+                Ok(got) => got
+                    .bytes()
+                    .await
+                    .map_err(|e| table_error(&shown, e))?
+                    .to_vec(),
+            },
+        };
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|e| bad(e.to_string()))
+    }
+
+    /// The input of the files `rels` below the root (their footers read as
+    /// discovery reads them): a published partition as the audit reads it.
+    pub async fn input_of(&self, rels: &[String]) -> Result<StagedInput, InputError> {
         match self {
-            Root::Local(root) => Record::read(&root.join(dir)),
-            Root::Remote(r) => {
-                let rel = format!("{dir}/{}", super::layout::RECORD);
-                let shown = r.name_of(&rel);
-                match r.store.get(&r.path_of(&rel)).await {
-                    Err(object_store::Error::NotFound { .. }) => Ok(None),
-                    Err(e) => Err(PublishError::Input(remote_error(&shown, e))),
-                    Ok(got) => {
-                        let bytes = got
-                            .bytes()
-                            .await
-                            .map_err(|e| PublishError::Input(remote_error(&shown, e)))?;
-                        let text = String::from_utf8(bytes.to_vec()).map_err(|e| {
-                            PublishError::BadRecord {
-                                path: shown.clone(),
-                                reason: e.to_string(),
-                            }
-                        })?;
-                        Record::parse(&text, &shown).map(Some)
-                    }
-                }
-            }
+            Root::Local(root) => StagedInput::from_listed(
+                root,
+                rels.iter().map(|r| (r.clone(), root.join(r))).collect(),
+            ),
+            Root::Remote(r) => r.open_files(rels).await,
         }
     }
 
@@ -181,7 +202,7 @@ impl Root {
                 .put(&r.path_of(rel), bytes.to_vec().into())
                 .await
                 .map(|_| ())
-                .map_err(|e| PublishError::Input(remote_error(&r.name_of(rel), e))),
+                .map_err(|e| table_error(&r.name_of(rel), e)),
         }
     }
 
@@ -255,7 +276,7 @@ impl Root {
                     dst.store
                         .copy(&src.path_of(src_rel), &dst.path_of(dest_rel))
                         .await
-                        .map_err(|e| PublishError::Input(remote_error(&dst.name_of(dest_rel), e)))
+                        .map_err(|e| table_error(&dst.name_of(dest_rel), e))
                 } else {
                     stream_between(src, src_rel, dst, dest_rel).await
                 }
@@ -359,7 +380,7 @@ async fn upload(src: &Path, dst: &Remote, dest_rel: &str) -> Result<(), PublishE
         chunk.truncate(filled);
         if let Err(e) = writer.put(chunk.into()).await {
             let _ = writer.abort().await;
-            return Err(PublishError::Input(remote_error(&shown, e)));
+            return Err(table_error(&shown, e));
         }
     }
     finish(writer, &shown).await
@@ -390,12 +411,18 @@ async fn stream_between(
 
 async fn finish(mut writer: BufWriter, shown: &str) -> Result<(), PublishError> {
     use tokio::io::AsyncWriteExt as _;
-    writer.shutdown().await.map_err(|e| {
-        PublishError::Input(InputError::Remote {
-            url: shown.to_string(),
-            reason: e.to_string(),
-        })
+    writer.shutdown().await.map_err(|e| PublishError::Delta {
+        path: shown.to_string(),
+        reason: e.to_string(),
     })
+}
+
+/// An object-store error on the table's side, naming the object.
+fn table_error(url: &str, e: object_store::Error) -> PublishError {
+    match remote_error(url, e) {
+        InputError::Remote { url, reason } => PublishError::Delta { path: url, reason },
+        other => PublishError::Input(other),
+    }
 }
 
 /// Delta's default log store commits with a put-if-absent (`PutMode::Create`)

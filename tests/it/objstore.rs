@@ -201,7 +201,7 @@ fn assert_usage_error(out: &Output, needles: &[&str]) {
 /// Publishing from or to an object store is refused before anything is
 /// read or written: a plain directory there cannot be swapped atomically.
 #[test]
-fn publish_refuses_object_stores() {
+fn hive_publish_refuses_object_stores() {
     let tables = tempfile::tempdir().unwrap();
     let table = tables.path().display().to_string();
     let staged = file_url(&data("types"));
@@ -216,7 +216,7 @@ fn publish_refuses_object_stores() {
     let mut from_store = base.to_vec();
     from_store.extend(["--staged", &staged, "--table", &table]);
     let out = dqgate(&repo(), &from_store);
-    assert_usage_error(&out, &["cannot be swapped atomically", "Delta Lake target"]);
+    assert_usage_error(&out, &["cannot be swapped atomically", "--target delta"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"verdict\": \"error\""));
 
     let mut to_store = base.to_vec();
@@ -225,6 +225,8 @@ fn publish_refuses_object_stores() {
         "testdata/data/sales_ok",
         "--table",
         "s3://bucket/tables/sales/",
+        "--target",
+        "hive",
     ]);
     let out = dqgate(&repo(), &to_store);
     assert_usage_error(
@@ -279,15 +281,6 @@ fn bad_locations_and_options_are_usage_errors() {
         ]),
         &["`colour` is not an option of Amazon S3"],
     );
-    assert_usage_error(
-        &check(&[
-            "--staged",
-            "testdata/data/sales_ok",
-            "--table",
-            "s3://bucket/t/",
-        ]),
-        &["not supported yet"],
-    );
 }
 
 /// A prefix without data files, and an endpoint nobody listens on: exit 3,
@@ -338,27 +331,7 @@ fn unreadable_locations_exit_3_naming_the_url() {
     );
 
     // Port 9 (discard) on loopback: nothing listens, the connection is refused.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dqgate"))
-        .args([
-            "check",
-            "rules/daily_sales.dq",
-            "--staged",
-            "s3://audits/sales/",
-            "--partition",
-            "sales_date=2025-03-05",
-            "--format",
-            "json",
-            "--storage-option",
-            "max_retries=0",
-        ])
-        .current_dir(repo())
-        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", "dqgate-test")
-        .env("AWS_SECRET_ACCESS_KEY", "dqgate-test")
-        .env("AWS_REGION", "us-east-1")
-        .output()
-        .unwrap();
+    let out = against_nobody(&["--staged", "s3://audits/sales/", "--format", "json"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("cannot read `s3://audits/sales/`"),
@@ -367,4 +340,42 @@ fn unreadable_locations_exit_3_naming_the_url() {
     );
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"verdict\": \"error\""));
+
+    // The same endpoint as a Delta `--table` beside local staged files: the
+    // options go to the table, and the table cannot be read.
+    let out = against_nobody(&[
+        "--staged",
+        "testdata/data/sales_ok",
+        "--table",
+        "s3://lake/sales/",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Delta table `s3://lake/sales/_delta_log`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `check rules/daily_sales.dq` with `extra` arguments against an S3
+/// endpoint nobody listens on (port 9, discard, on loopback), without retries.
+fn against_nobody(extra: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .args([
+            "check",
+            "rules/daily_sales.dq",
+            "--partition",
+            "sales_date=2025-03-05",
+            "--storage-option",
+            "max_retries=0",
+        ])
+        .args(extra)
+        .current_dir(repo())
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "dqgate-test")
+        .env("AWS_SECRET_ACCESS_KEY", "dqgate-test")
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .unwrap()
 }

@@ -277,22 +277,96 @@ fn a_failing_verdict_commits_nothing() {
     assert!(!empty.root().join("_delta_log").exists());
 }
 
+fn check_against(lake: &Lake, rules: &str, staged: &Path, part: &str) -> Output {
+    let file = lake.tmp.path().join("published-side.dq");
+    fs::write(&file, rules).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .arg("check")
+        .arg(&file)
+        .arg("--staged")
+        .arg(staged)
+        .args([
+            "--partition",
+            &format!("d={part}"),
+            "--format",
+            "json",
+            "--table",
+        ])
+        .arg(lake.root())
+        .output()
+        .unwrap()
+}
+
+fn check_named<'a>(verdict: &'a Json, name: &str) -> &'a Json {
+    verdict["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"].as_str().is_some_and(|n| n.contains(name)))
+        .unwrap_or_else(|| panic!("no check named {name} in {verdict}"))
+}
+
 #[test]
-fn rules_reading_the_published_side_are_refused() {
+fn rules_read_the_published_side_from_the_current_snapshot() {
     let lake = Lake::new();
-    let rules = lake.tmp.path().join("p.dq");
-    fs::write(
-        &rules,
-        "table t\npartitioned by d\ncheck row_count >= published.row_count\n",
-    )
-    .unwrap();
+    // d=1: 10 rows, then re-published with 21 rows (10 + 11): the removed
+    // file stays on disk beside the two live ones.
+    assert_eq!(code(&lake.publish(&lake.stage("a", 1, 1), "1")), 0);
+    let v2 = lake.stage("b", 2, 2);
+    let rules = "table t\npartitioned by d\ncheck row_count >= published.row_count\n\
+                 check schema matches published\ncheck max(version) > published.max(version)\n";
+    let file = lake.tmp.path().join("p.dq");
+    fs::write(&file, rules).unwrap();
+    let out = lake.command(&file, &v2, "1").output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(lake.log().len(), 2);
+    assert_eq!(fs::read_dir(lake.root().join("d=1")).unwrap().count(), 4); // 3 files + record
+
+    // 10 staged rows against the snapshot's 21 (not the 31 on disk).
+    let out = check_against(&lake, rules, &lake.stage("c", 3, 1), "1");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let verdict: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = check_named(&verdict, "row_count >= published.row_count");
+    assert_eq!(rows["status"], "fail", "{verdict}");
+    assert!(rows.to_string().contains("21"), "{rows}");
+    assert_eq!(
+        check_named(&verdict, "schema matches published")["status"],
+        "pass"
+    );
+    assert_eq!(check_named(&verdict, "max(version)")["status"], "pass");
+
+    // history(N) reads the partitions' audit records: d=1 had 21 rows.
+    let out = check_against(
+        &lake,
+        "table t\npartitioned by d\ncheck row_count >= min(history(3).row_count)\n",
+        &lake.stage("d", 4, 1),
+        "2",
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("21"));
+
+    // across published reads d=1's live files only: ids 0..10 and 0..11.
+    let out = check_against(
+        &lake,
+        "table t\npartitioned by d\ncheck unique(id) across published\n",
+        &lake.stage("e", 5, 1),
+        "2",
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let verdict: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let across = check_named(&verdict, "across published");
+    assert_eq!(across["value"], 10, "{across}");
+    assert!(across.to_string().contains("\"partition\""), "{across}");
+
+    // The same rule file publishes d=2 when it holds.
+    let ok = "table t\npartitioned by d\ncheck row_count > 0\ncheck row_count <= min(history(3).row_count)\n";
+    fs::write(&file, ok).unwrap();
     let out = lake
-        .command(&rules, &lake.stage("a", 1, 1), "1")
+        .command(&file, &lake.stage("f", 6, 1), "2")
         .output()
         .unwrap();
-    assert_eq!(code(&out), 2);
-    assert!(stderr(&out).contains("Delta target does not support"));
-    assert!(!lake.root().join("_delta_log").exists());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(lake.log().len(), 3);
 }
 
 #[test]
@@ -577,17 +651,6 @@ fn hive_and_delta_tables_are_never_mixed_up() {
         .unwrap();
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("is a Delta table"));
-    // `check --table` would read removed files as published ones.
-    let out = Command::new(env!("CARGO_BIN_EXE_dqgate"))
-        .arg("check")
-        .arg(&lake.rules)
-        .arg("--staged")
-        .arg(&staged)
-        .args(["--partition", "d=1", "--table"])
-        .arg(lake.root())
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert_eq!(lake.log().len(), 1);
     assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
     // A Delta table is never created over a Hive table's partitions.
