@@ -146,7 +146,7 @@ pub struct Prepared {
 
 /// Parses the rule file, validates the run key, reads the staged footers and
 /// checks names and types. No data page is read.
-pub fn prepare(
+pub async fn prepare(
     rules: RuleSource,
     staged: &Path,
     partition_args: &[String],
@@ -155,7 +155,7 @@ pub fn prepare(
 ) -> Result<Prepared, Error> {
     let (file, run_key) = begin(&rules, partition_args, require_partition)?;
     let input = StagedInput::open(staged)?;
-    finish(rules, file, run_key, input, engine_opts)
+    finish(rules, file, run_key, input, engine_opts).await
 }
 
 /// [`prepare`] for a staged location that may be on an object store.
@@ -168,7 +168,7 @@ pub async fn prepare_at(
 ) -> Result<Prepared, Error> {
     let (file, run_key) = begin(&rules, partition_args, require_partition)?;
     let input = StagedInput::open_at(staged).await?;
-    finish(rules, file, run_key, input, engine_opts)
+    finish(rules, file, run_key, input, engine_opts).await
 }
 
 /// What needs no data: the parsed rule file and the validated run key.
@@ -193,7 +193,7 @@ fn begin(
 }
 
 /// Checks the rule file against the staged schema and plans.
-fn finish(
+async fn finish(
     rules: RuleSource,
     file: RuleFile,
     run_key: Option<RunKey>,
@@ -201,7 +201,7 @@ fn finish(
     engine_opts: &EngineOptions,
 ) -> Result<Prepared, Error> {
     let ctx = engine::session(engine_opts).map_err(|e| Error::engine("starting the engine", e))?;
-    let references = joins::open_references(&file, &rules)?;
+    let references = joins::open_references(&file, &rules).await?;
     let reference_schemas: Vec<_> = references
         .iter()
         .map(|(n, d)| (n.clone(), d.schema.clone()))

@@ -342,7 +342,7 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
 }
 
 /// Prepares the audit of a `publish`, which always needs a run key.
-fn prepare_publish(a: &AuditArgs) -> Result<audit::Prepared, Error> {
+async fn prepare_publish(a: &AuditArgs) -> Result<audit::Prepared, Error> {
     audit::prepare(
         RuleSource::read(&a.rules)?,
         &a.staged,
@@ -350,6 +350,7 @@ fn prepare_publish(a: &AuditArgs) -> Result<audit::Prepared, Error> {
         true,
         &engine_options(a),
     )
+    .await
 }
 
 fn engine_options(a: &AuditArgs) -> EngineOptions {
@@ -559,7 +560,7 @@ async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> 
     }
     hive_publish_table(&root)?;
     let table = Table::open(&root)?;
-    let mut prepared = prepare_publish(&a)?;
+    let mut prepared = prepare_publish(&a).await?;
     prepared.table = Some(audit::PublishedTable::Hive(root.clone()));
     let published = current_version(
         prepared.table.as_ref().expect("just set"),

@@ -36,19 +36,25 @@ pub fn resolve(rules_path: &Path, path: &str) -> PathBuf {
 
 /// Opens every declared reference (footers only). A reference that cannot
 /// be read stops the run with exit 3.
-pub(super) fn open_references(file: &RuleFile, rules: &RuleSource) -> Result<References, Error> {
+pub(super) async fn open_references(
+    file: &RuleFile,
+    rules: &RuleSource,
+) -> Result<References, Error> {
     let mut out: References = Vec::new();
     for r in &file.references {
         if out.iter().any(|(n, _)| *n == r.name.name) {
             continue; // declared twice: the checker reports it
         }
-        let at = resolve(&rules.path, &r.path);
-        let dataset = Dataset::open(&at).map_err(|why| {
+        let (opened, shown) = if crate::exec::remote::is_url(&r.path) {
+            (Dataset::open_remote(&r.path).await, r.path.clone())
+        } else {
+            let at = resolve(&rules.path, &r.path);
+            (Dataset::open(&at), at.display().to_string())
+        };
+        let dataset = opened.map_err(|why| {
             Error::Audit(format!(
-                "reference `{}` at '{}': cannot read `{}`: {why}",
-                r.name.name,
-                r.path,
-                at.display()
+                "reference `{}` at '{}': cannot read `{shown}`: {why}",
+                r.name.name, r.path,
             ))
         })?;
         out.push((r.name.name.clone(), dataset));

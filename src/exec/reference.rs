@@ -17,11 +17,13 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 use super::input::{list_parquet_files, StagedInput};
+use super::remote::Remote;
 
 /// `key=value` pairs of a file's directories.
 type Hive = Vec<(String, String)>;
-/// A listed file: path relative to the root, and where it is.
-type Listed = (String, PathBuf);
+/// Listed files (path relative to the root, and where each is) that share
+/// their Hive values.
+type Group<T> = (Hive, Vec<(String, T)>);
 
 /// Files that share the same Hive-style `key=value` directory values.
 #[derive(Debug, Clone)]
@@ -63,28 +65,45 @@ impl Dataset {
             let files = list_parquet_files(path).map_err(|e| e.to_string())?;
             (path.to_path_buf(), files)
         };
-        if files.is_empty() {
-            return Err(
-                "no Parquet files in it (names starting with `_` or `.` are ignored)".into(),
-            );
+        let mut parts = Vec::new();
+        for (hive, files) in group(files)? {
+            let input = StagedInput::from_listed(&root, files).map_err(|e| e.to_string())?;
+            parts.push(Part { hive, input });
         }
-        let keys = common_hive_keys(&files);
-        let mut groups: Vec<(Hive, Vec<Listed>)> = Vec::new();
-        for (rel, abs) in files {
-            let hive: Vec<_> = hive_pairs(&rel).into_iter().take(keys).collect();
-            match groups.iter_mut().find(|(h, _)| *h == hive) {
-                Some((_, list)) => list.push((rel, abs)),
-                None => groups.push((hive, vec![(rel, abs)])),
-            }
+        Ok(Dataset::of_parts(parts))
+    }
+
+    /// [`Dataset::open`] for an object-store URL: a prefix (listed like
+    /// staged files) or one `.parquet` object. The store is configured from
+    /// the environment, as for `--staged`.
+    pub async fn open_remote(url: &str) -> Result<Dataset, String> {
+        let (prefix, single) = match url.rsplit_once('/') {
+            Some((dir, name)) if name.ends_with(".parquet") => (format!("{dir}/"), Some(name)),
+            _ => (url.to_string(), None),
+        };
+        let remote = Remote::open(&prefix, &[]).map_err(|e| e.to_string())?;
+        let files = match single {
+            Some(name) => vec![(name.to_string(), ())],
+            None => remote
+                .list_files()
+                .await
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|(rel, _)| (rel, ()))
+                .collect(),
+        };
+        let mut parts = Vec::new();
+        for (hive, files) in group(files)? {
+            let rels: Vec<String> = files.into_iter().map(|(rel, ())| rel).collect();
+            let input = remote.open_files(&rels).await.map_err(|e| e.to_string())?;
+            parts.push(Part { hive, input });
         }
-        groups.sort_by(|a, b| a.0.cmp(&b.0));
-        let parts = groups
-            .into_iter()
-            .map(|(hive, files)| {
-                let input = StagedInput::from_listed(&root, files).map_err(|e| e.to_string())?;
-                Ok(Part { hive, input })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
+        Ok(Dataset::of_parts(parts))
+    }
+
+    /// The dataset of its parts (at least one): the first part's columns,
+    /// then the Hive columns that are not also file columns.
+    fn of_parts(parts: Vec<Part>) -> Dataset {
         let first = &parts[0];
         let mut fields: Vec<Field> = first
             .input
@@ -98,10 +117,10 @@ impl Dataset {
                 fields.push(Field::new(k, DataType::Utf8, false));
             }
         }
-        Ok(Dataset {
+        Dataset {
             parts,
             schema: Arc::new(Schema::new(fields)),
-        })
+        }
     }
 
     /// Data files over all parts.
@@ -121,8 +140,27 @@ fn hive_pairs(rel: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The listed files (path relative to the root, sorted, and where each is)
+/// grouped by the Hive values of the keys they all share, sorted by them.
+fn group<T>(files: Vec<(String, T)>) -> Result<Vec<Group<T>>, String> {
+    if files.is_empty() {
+        return Err("no Parquet files in it (names starting with `_` or `.` are ignored)".into());
+    }
+    let keys = common_hive_keys(&files);
+    let mut groups: Vec<Group<T>> = Vec::new();
+    for (rel, at) in files {
+        let hive: Vec<_> = hive_pairs(&rel).into_iter().take(keys).collect();
+        match groups.iter_mut().find(|(h, _)| *h == hive) {
+            Some((_, list)) => list.push((rel, at)),
+            None => groups.push((hive, vec![(rel, at)])),
+        }
+    }
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(groups)
+}
+
 /// How many leading Hive keys every file has, with the same names.
-fn common_hive_keys(files: &[(String, PathBuf)]) -> usize {
+fn common_hive_keys<T>(files: &[(String, T)]) -> usize {
     let names: Vec<Vec<String>> = files
         .iter()
         .map(|(rel, _)| hive_pairs(rel).into_iter().map(|(k, _)| k).collect())

@@ -25,7 +25,14 @@ fn audit(rules: &Path, staged: &Path) -> Result<bool, u8> {
         memory_limit: None,
         scan_only: true,
     };
-    let prepared = prepare(RuleSource::read(rules).unwrap(), staged, &[], false, &opts)
+    let prepared = rt
+        .block_on(prepare(
+            RuleSource::read(rules).unwrap(),
+            staged,
+            &[],
+            false,
+            &opts,
+        ))
         .map_err(|e| e.exit_code())?;
     rt.block_on(prepared.run(&Published::NotGiven))
         .map(|v| v.passed())

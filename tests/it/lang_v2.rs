@@ -204,8 +204,15 @@ check unique(k, s)
             memory_limit: None,
             scan_only: seed % 2 == 1,
         };
-        let prepared =
-            prepare(RuleSource::read(&rules).unwrap(), &dir, &[], false, &engine).unwrap();
+        let prepared = rt
+            .block_on(prepare(
+                RuleSource::read(&rules).unwrap(),
+                &dir,
+                &[],
+                false,
+                &engine,
+            ))
+            .unwrap();
         let v = rt.block_on(prepared.run(&Published::NotGiven)).unwrap();
         let want = [
             oracle(&dir, true, true),

@@ -228,7 +228,15 @@ fn audit(
     dir: &Path,
     engine: &EngineOptions,
 ) -> Vec<(String, Value)> {
-    let prepared = prepare(RuleSource::read(rules).unwrap(), dir, &[], false, engine).unwrap();
+    let prepared = rt
+        .block_on(prepare(
+            RuleSource::read(rules).unwrap(),
+            dir,
+            &[],
+            false,
+            engine,
+        ))
+        .unwrap();
     let verdict = rt.block_on(prepared.run(&Published::NotGiven)).unwrap();
     verdict
         .checks

@@ -267,6 +267,46 @@ def footer_fast_path(run, moto, work):
     )
 
 
+def references(run, work):
+    """Rule files whose `reference` tables are on S3: the same bytes as with
+    the local reference files (a Hive-partitioned directory and one object)."""
+    compared = 0
+    for name in ("ref_fail_text", "ref_fail_json", "ref_pass", "ref_type_mismatch"):
+        case = os.path.join(REPO, "testdata/cases", name)
+        with open(os.path.join(case, "cmd")) as f:
+            args = [l.strip() for l in f if l.strip() and not l.strip().startswith("#")]
+        rules_at = args.index("rules.dq")
+        with open(os.path.join(case, "rules.dq")) as f:
+            text = f.read()
+        remote = re.sub(r"'\.\./\.\./data/", f"'s3://{BUCKET}/data/", text)
+        if remote == text:
+            continue
+        os.makedirs(os.path.join(work, name), exist_ok=True)
+        moved = os.path.join(work, name, "rules.dq")
+        with open(moved, "w") as f:
+            f.write(remote)
+        local = run.dqgate(args, cwd=case)
+        remote_args = list(args)
+        remote_args[rules_at] = moved
+        out = run.dqgate(remote_args, cwd=case)
+        # The rule file is named as given and hashed: its path and its hash
+        # (the reference paths differ) are the differences.
+        def same(text):
+            return re.sub(r'"sha256": "[0-9a-f]{64}"', '"sha256": "..."', text.replace(moved, "rules.dq"))
+        ok = local.returncode == out.returncode and same(local.stdout) == same(out.stdout)
+        run.check(ok, f"references on S3: {name} gives the local verdict (exit {local.returncode})",
+                  f"--- local\n{local.stdout}{local.stderr}\n--- s3\n{out.stdout}{out.stderr}")
+        compared += 1
+    missing = os.path.join(work, "missing_ref.dq")
+    with open(missing, "w") as f:
+        f.write(f"table t\nreference r at 's3://{BUCKET}/no/such/prefix/'\n"
+                "check values(store_id) in r(store_id)\n")
+    out = run.dqgate(["check", missing, "--staged", "testdata/data/sales_ok"])
+    run.check(out.returncode == 3 and f"s3://{BUCKET}/no/such/prefix/" in out.stderr,
+              "a reference prefix on S3 without files: exit 3, URL named", out.stderr)
+    run.check(compared >= 3, f"{compared} reference cases compared")
+
+
 def failures(run):
     base = ["check", "rules/daily_sales.dq", "--partition", "sales_date=2025-03-05", "--format", "json"]
     url = f"s3://{BUCKET}/data/sales_ok/"
@@ -366,6 +406,7 @@ def main():
             print(f"moto at {moto.endpoint}: uploaded {n} fixture objects")
             golden(run)
             footer_fast_path(run, moto, work)
+            references(run, work)
             failures(run)
     finally:
         moto.stop()
