@@ -1,6 +1,7 @@
 """Publish into a Delta table on a real S3-compatible server (moto, loopback).
 
     python tests/objstore/delta_s3.py DQGATE_BINARY WORK_DIR [--kills N]
+    python tests/objstore/delta_s3.py DQGATE_BINARY WORK_DIR --measure PARTITION_DIR
 
 Run by .ci/run in a virtual environment with moto[server], boto3, deltalake
 and pyarrow. moto runs with IAM authentication on and with its conditional
@@ -22,6 +23,11 @@ bindings, a reader dqgate does not use) and with plain S3 listings:
   exits 1; `rollback` is a new commit that restores the previous rows;
 - `--target hive` on an object store is refused (exit 2) pointing to Delta.
 
+With --measure, PARTITION_DIR (e.g. from `cargo bench --bench gen_partition`)
+is published with benches/standard.dq into a Delta table on moto from local
+disk, from the table's bucket (server-side copies) and from another bucket
+(streamed), and retried; wall times are printed beside the audit alone.
+
 Prints "N passed, M failed" and exits 1 on any failure.
 """
 
@@ -38,7 +44,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from s3 import REGION, Moto, Run, upload  # noqa: E402
+from s3 import REGION, REPO, Moto, Run, upload  # noqa: E402
 
 LAKE = "dqgate-lake"
 STAGING = "dqgate-staging"
@@ -396,6 +402,36 @@ def failures(lake, work):
     )
 
 
+def measure(lake, partition):
+    run = lake.run
+    rules = os.path.join(REPO, "benches/standard.dq")
+    n = upload(lake.s3, partition, "bench", bucket=STAGING)
+    upload(lake.s3, partition, "staging/bench", bucket=LAKE)
+    print(f"uploaded {n} objects twice")
+    rows = []
+
+    def timed(what, args):
+        t = time.time()
+        out = run.dqgate(args)
+        rows.append((what, time.time() - t, out.returncode))
+        run.check(out.returncode == 0, what, out.stderr)
+
+    base = ["--partition", "sales_date=2025-03-05", "--format", "json"]
+    timed("check only, staged local", ["check", rules, "--staged", partition, *base])
+    timed("check only, staged on S3", ["check", rules, "--staged", f"s3://{STAGING}/bench/", *base])
+    for where, staged, table in (
+        ("local disk", partition, f"s3://{LAKE}/from-local/"),
+        ("the table's bucket (server-side copy)", f"s3://{LAKE}/staging/bench/", f"s3://{LAKE}/same-bucket/"),
+        ("another bucket (streamed)", f"s3://{STAGING}/bench/", f"s3://{LAKE}/other-bucket/"),
+    ):
+        timed(f"publish from {where}", ["publish", rules, "--staged", staged, *base, "--table", table])
+    timed("retry (already published)", ["publish", rules, "--staged", partition, *base,
+                                          "--table", f"s3://{LAKE}/from-local/"])
+    print("\n| step | wall s |\n|---|---:|")
+    for what, t, _ in rows:
+        print(f"| {what} | {t:.2f} |")
+
+
 def main():
     argv = sys.argv[1:]
     if len(argv) < 2:
@@ -411,13 +447,16 @@ def main():
         s3.create_bucket(Bucket=STAGING)
         run = Run(binary, env)
         lake = Lake(run, s3, env, work)
-        publishes(lake, work)
-        races(lake, work)
-        kills(lake, work, random_kills)
-        failures(lake, work)
-        puts = [l for l in moto.requests() if '"PUT ' in l and "_delta_log/" in l]
-        print(f"moto served {len(moto.requests())} GET/HEAD/PUT requests, "
-              f"{len(puts)} log-entry PUTs, in {time.time() - started:.1f} s")
+        if "--measure" in argv:
+            measure(lake, os.path.abspath(argv[argv.index("--measure") + 1]))
+        else:
+            publishes(lake, work)
+            races(lake, work)
+            kills(lake, work, random_kills)
+            failures(lake, work)
+            puts = [l for l in moto.requests() if '"PUT ' in l and "_delta_log/" in l]
+            print(f"moto served {len(moto.requests())} GET/HEAD/PUT requests, "
+                  f"{len(puts)} log-entry PUTs, in {time.time() - started:.1f} s")
     finally:
         moto.stop()
     print(f"{run.passed} passed, {run.failed} failed")
