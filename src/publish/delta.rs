@@ -55,6 +55,9 @@ use crate::runkey::RunKey;
 use crate::verdict::json::{to_record_json, PublishedFile, PublishedManifest};
 use crate::verdict::PassedVerdict;
 
+/// The checkpoint interval of tables dqgate creates (`delta.checkpointInterval`).
+const CHECKPOINT_INTERVAL: u64 = 10;
+
 /// How often a publish re-plans after losing the log entry to a commit on
 /// other partitions before it gives up with exit 4.
 const MAX_ATTEMPTS: usize = 20;
@@ -436,6 +439,7 @@ pub async fn publish(
             fsx::phase("record");
             root.write(&format!("{rel_dir}/{RECORD}"), record.as_bytes())
                 .await?;
+            checkpoint_if_due(root, version).await;
             Ok(PublishOutcome::Published {
                 version: format!("{} (Delta table version {version})", copies.token),
                 displaced: None,
@@ -543,7 +547,13 @@ async fn commit_loop(
         let mut actions = Vec::new();
         match &table {
             None => {
-                let metadata = new_metadata(schema, partitioned_by, Vec::<(String, String)>::new())
+                // Spark's checkpoint interval, so that every writer and
+                // reader of the table finds a checkpoint every 10 commits.
+                let properties = [(
+                    "delta.checkpointInterval".to_string(),
+                    CHECKPOINT_INTERVAL.to_string(),
+                )];
+                let metadata = new_metadata(schema, partitioned_by, properties)
                     .map_err(|e| delta_err(root, e))?;
                 let protocol: Protocol =
                     serde_json::from_value(protocol_for(schema)).map_err(|e| delta_err(root, e))?;
@@ -782,7 +792,7 @@ pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError>
         )
         .await;
     match committed {
-        Ok(_) => {}
+        Ok(done) => checkpoint_if_due(root, done.version()).await,
         Err(e) if lost_race(&e) => {
             return Err(PublishError::Busy {
                 partition: format!("{rel_dir} (another commit landed during the rollback)"),
@@ -801,6 +811,43 @@ pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError>
         .and_then(Json::as_str)
         .unwrap_or_default()
         .to_string())
+}
+
+/// Writes a checkpoint of table version `version` when the table's
+/// `delta.checkpointInterval` (100 unless set; 10 in tables dqgate creates)
+/// says so, as Delta writers do after a commit, so that readers (and the
+/// next publish) do not replay every JSON commit. The publish has already
+/// succeeded: a checkpoint that cannot be written is a warning (readers then
+/// replay more commits), never a failed publish. Log entries are never
+/// cleaned up here (rollback reads the history).
+async fn checkpoint_if_due(root: &Root, version: u64) {
+    use deltalake_core::table::config::TablePropertiesExt as _;
+    let result = async {
+        let mut table = handle(root)?;
+        table
+            .load_version(version)
+            .await
+            .map_err(|e| delta_err(root, e))?;
+        let state = table.snapshot().map_err(|e| delta_err(root, e))?;
+        let interval = state.table_config().checkpoint_interval().get();
+        if !(version + 1).is_multiple_of(interval) {
+            return Ok(false);
+        }
+        fsx::phase("checkpoint");
+        deltalake_core::protocol::checkpoints::create_checkpoint(&table, None)
+            .await
+            .map_err(|e| delta_err(root, e))?;
+        Ok::<_, PublishError>(true)
+    }
+    .await;
+    match result {
+        Ok(true) => eprintln!("dqgate: wrote the Delta checkpoint of table version {version}"),
+        Ok(false) => {}
+        Err(e) => eprintln!(
+            "dqgate: warning: the checkpoint of table version {version} was not written ({e}); \
+             the publish itself succeeded"
+        ),
+    }
 }
 
 /// For race tests: sleeps `DQGATE_TEST_DELTA_PAUSE_MS` milliseconds after

@@ -394,6 +394,11 @@ def failures(lake, work):
     stage(os.path.join(work, "tamper"), 2, files=1, rows=49)
     os.replace(os.path.join(work, "tamper", "part-00000.parquet"), tampered)
     lake.s3.upload_file(tampered, LAKE, current[0])
+    checkpoints = [k for k in lake.keys("events/_delta_log/") if k.endswith(".checkpoint.parquet")]
+    run.check(
+        len(checkpoints) >= 1 and "events/_delta_log/_last_checkpoint" in lake.keys("events/_delta_log/"),
+        f"checkpoints every 10 commits on S3 ({len(checkpoints)}), read by the reader above",
+    )
     out = lake.verify(2)
     run.check(
         code(out) == 1 and "NOT verified" in out.stdout,

@@ -661,3 +661,40 @@ fn hive_and_delta_tables_are_never_mixed_up() {
     assert!(stderr(&out).contains("neither empty nor a Delta table"));
     assert!(!hive.root().join("_delta_log").exists());
 }
+
+#[test]
+fn every_tenth_commit_writes_a_checkpoint_that_readers_and_retries_use() {
+    let lake = Lake::new();
+    let mut last = None;
+    for v in 1..=11 {
+        let staged = lake.stage(&format!("v{v}"), v, 1 + (v as usize % 2));
+        let out = lake.publish(&staged, "1");
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        last = Some(staged);
+    }
+    let log = lake.root().join("_delta_log");
+    assert!(log
+        .join("00000000000000000009.checkpoint.parquet")
+        .is_file());
+    assert!(log.join("_last_checkpoint").is_file());
+    let created = lake.log()[0].clone();
+    assert!(
+        created.iter().any(
+            |a| a.pointer("/metaData/configuration/delta.checkpointInterval")
+                == Some(&Json::String("10".into()))
+        ),
+        "{created:?}"
+    );
+    // The txn of version 11 is found through the checkpoint plus one commit.
+    let out = lake.publish(last.as_ref().unwrap(), "1");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("already published"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(lake.log().len(), 11);
+    assert_eq!(code(&verify(&lake, "1")), 0);
+    assert_eq!(code(&rollback(&lake, "1")), 0);
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([10]));
+}
