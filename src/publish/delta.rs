@@ -416,9 +416,21 @@ pub async fn publish(
         version: copies.token.clone(),
         files: files.iter().map(|(f, _)| f.clone()).collect(),
     };
-    let rows: HashMap<String, i64> = files
+    // Statistics from the audited footers (the copies' footers are the
+    // same bytes: the fingerprint above compared them).
+    let stats: HashMap<String, String> = files
         .iter()
-        .map(|(f, rows)| (f.path.clone(), *rows))
+        .map(|(f, rows)| {
+            let text = staged
+                .files
+                .iter()
+                .find(|s| s.path == f.staged_path)
+                .map_or_else(
+                    || row_stats(*rows),
+                    |s| super::delta_stats::file_stats(staged, s, partitioned_by),
+                );
+            (f.path.clone(), text)
+        })
         .collect();
     let record = to_record_json(passed.verdict(), &manifest);
     let result = commit_loop(
@@ -427,7 +439,7 @@ pub async fn publish(
         key,
         partitioned_by,
         &manifest,
-        &rows,
+        &stats,
         &record,
         &schema,
         mine,
@@ -527,7 +539,7 @@ async fn commit_loop(
     key: &RunKey,
     partitioned_by: &[String],
     manifest: &PublishedManifest,
-    rows: &HashMap<String, i64>,
+    stats: &HashMap<String, String>,
     record: &str,
     schema: &StructType,
     mine: i64,
@@ -572,7 +584,7 @@ async fn commit_loop(
                 CurrentFile {
                     path: format!("{rel_dir}/{}", f.path),
                     size: f.bytes as i64,
-                    stats: Some(row_stats(rows.get(&f.path).copied().unwrap_or_default())),
+                    stats: stats.get(&f.path).cloned(),
                 },
                 &partition_values,
                 now_ms,
@@ -681,8 +693,8 @@ fn add_action(
     })
 }
 
-/// `{"numRecords": N}`, from a copied file's footer: lets readers count rows
-/// and skip files without opening them (column bounds are not written yet).
+/// `{"numRecords": N}`: the statistics of a copy that is not among the
+/// audited files' footers (never expected: the fingerprints matched).
 fn row_stats(rows: i64) -> String {
     serde_json::json!({ "numRecords": rows }).to_string()
 }

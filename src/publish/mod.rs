@@ -40,6 +40,7 @@
 //! `verify` and `rollback` refuse it with exit 3.
 
 pub mod delta;
+mod delta_stats;
 mod error;
 mod fsx;
 mod history;
