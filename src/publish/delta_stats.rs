@@ -27,7 +27,7 @@ use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use crate::exec::input::{StagedFile, StagedInput};
 use crate::exec::stats;
 use crate::plan::Atom;
-use crate::value::Value;
+use crate::value::{format_date, format_decimal, Value};
 
 /// Delta's default number of leading columns with statistics.
 const INDEXED_COLUMNS: usize = 32;
@@ -99,12 +99,10 @@ fn literal(v: &Value, ty: &DataType, up: bool) -> Option<String> {
     match (v, ty) {
         (Value::Int(i), t) if t.is_integer() => Some(i.to_string()),
         (Value::Decimal { value, scale }, DataType::Decimal128(..) | DataType::Decimal256(..)) => {
-            Some(decimal(*value, *scale))
+            Some(format_decimal(*value, *scale))
         }
         (Value::Date(days), DataType::Date32 | DataType::Date64) => {
-            let date = chrono::NaiveDate::from_ymd_opt(1970, 1, 1)?
-                .checked_add_signed(chrono::Duration::days(i64::from(*days)))?;
-            Some(format!("\"{}\"", date.format("%Y-%m-%d")))
+            Some(format!("\"{}\"", format_date(*days)))
         }
         (Value::Text(s), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
             if s.chars().count() <= MAX_TEXT_BOUND =>
@@ -135,38 +133,24 @@ fn millis(ms: i64) -> Option<String> {
     Some(format!("\"{}\"", t.format("%Y-%m-%dT%H:%M:%S%.3fZ")))
 }
 
-/// `value / 10^scale` as an exact decimal literal.
-fn decimal(value: i128, scale: i8) -> String {
-    if scale <= 0 {
-        let zeros = "0".repeat(scale.unsigned_abs() as usize);
-        return if value == 0 {
-            "0".into()
-        } else {
-            format!("{value}{zeros}")
-        };
-    }
-    let digits = value.unsigned_abs().to_string();
-    let scale = scale as usize;
-    let padded = format!("{digits:0>width$}", width = scale + 1);
-    let (int, frac) = padded.split_at(padded.len() - scale);
-    let sign = if value < 0 { "-" } else { "" };
-    format!("{sign}{int}.{frac}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn decimals_are_exact_literals() {
-        assert_eq!(decimal(12345, 2), "123.45");
-        assert_eq!(decimal(-5, 2), "-0.05");
-        assert_eq!(decimal(0, 2), "0.00");
-        assert_eq!(decimal(7, 0), "7");
-        assert_eq!(decimal(7, -2), "700");
+    fn decimals_and_dates_are_exact_literals() {
+        let wide = DataType::Decimal128(38, 10);
+        let v = Value::Decimal {
+            value: 123_456_789_012_345_678_901_234_567_890,
+            scale: 10,
+        };
         assert_eq!(
-            decimal(123_456_789_012_345_678_901_234_567_890, 10),
+            literal(&v, &wide, true).unwrap(),
             "12345678901234567890.1234567890"
+        );
+        assert_eq!(
+            literal(&Value::Date(20152), &DataType::Date32, false).unwrap(),
+            "\"2025-03-05\""
         );
     }
 
