@@ -133,7 +133,16 @@ pub enum Command {
         output: Option<PathBuf>,
     },
     /// Clean leftovers of interrupted publishes under a table root.
-    Gc { root: PathBuf },
+    Gc {
+        root: PathBuf,
+        /// Delta tables: only files at least this old are removed (copies of
+        /// a publish in flight are not yet in the log), e.g. 7d, 12h, 30m, 0s.
+        #[arg(long, value_parser = parse_age, default_value = "7d")]
+        min_age: std::time::Duration,
+        /// An object-store setting for a Delta table on an object store, KEY=VALUE; repeatable.
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
+    },
     /// Parse and type-check a rule file (against the staged schema with --staged), reading no data.
     Lint {
         rules: PathBuf,
@@ -155,6 +164,25 @@ pub enum Command {
         #[arg(long = "storage-option", value_name = "KEY=VALUE")]
         storage_option: Vec<String>,
     },
+}
+
+/// Parses an age: a whole number with `s`, `m`, `h` or `d` (`7d`, `0s`).
+pub fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not an age such as 7d, 12h, 30m or 0s"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("`{s}` is not an age such as 7d, 12h, 30m or 0s")),
+    };
+    n.checked_mul(seconds)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("`{s}` is too long an age"))
 }
 
 /// Parses `2GiB`, `512MB`, `1g`, `1048576`.
@@ -298,8 +326,18 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             println!("rolled back {} to version {version}", key.rel_dir());
             Ok(0)
         }
-        Command::Gc { root } => {
-            let removed = Table::open(&root)?.gc()?;
+        Command::Gc {
+            root,
+            min_age,
+            storage_option,
+        } => {
+            let removed = if crate::publish::delta::is_delta_arg(&root) {
+                let root = delta_root(&root, &storage_option)?;
+                crate::publish::delta::gc(&root, min_age).await?
+            } else {
+                no_options(&storage_option)?;
+                Table::open(&root)?.gc()?
+            };
             for r in &removed {
                 println!("removed {r}");
             }
@@ -777,6 +815,17 @@ async fn lint(rules: PathBuf, staged: Option<PathBuf>, options: Vec<String>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ages() {
+        assert_eq!(
+            parse_age("7d"),
+            Ok(std::time::Duration::from_secs(7 * 86_400))
+        );
+        assert_eq!(parse_age("0s"), Ok(std::time::Duration::ZERO));
+        assert!(parse_age("7").is_err());
+        assert!(parse_age("week").is_err());
+    }
 
     #[test]
     fn sizes() {

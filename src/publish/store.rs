@@ -218,6 +218,68 @@ impl Root {
         }
     }
 
+    /// The data files below the root (hidden names such as `_delta_log/`
+    /// skipped, as discovery skips them), with their modification times,
+    /// sorted by path.
+    pub async fn data_files(&self) -> Result<Vec<(String, std::time::SystemTime)>, PublishError> {
+        match self {
+            Root::Local(root) => {
+                if !root.is_dir() {
+                    return Ok(Vec::new());
+                }
+                input::list_parquet_files(root)?
+                    .into_iter()
+                    .map(|(rel, path)| {
+                        let modified = std::fs::metadata(&path)
+                            .and_then(|m| m.modified())
+                            .ctx("cannot stat", &path)?;
+                        Ok((rel, modified))
+                    })
+                    .collect()
+            }
+            Root::Remote(r) => match r.list_files().await {
+                Ok(found) => Ok(found
+                    .into_iter()
+                    .map(|(rel, meta)| (rel, std::time::SystemTime::from(meta.last_modified)))
+                    .collect()),
+                Err(InputError::NoFiles(_)) => Ok(Vec::new()),
+                Err(e) => Err(e.into()),
+            },
+        }
+    }
+
+    /// The names of the entries directly in directory `rel` (files only).
+    pub async fn file_names(&self, rel: &str) -> Result<Vec<String>, PublishError> {
+        match self {
+            Root::Local(root) => {
+                let dir = root.join(rel);
+                let mut out = Vec::new();
+                for entry in std::fs::read_dir(&dir).ctx("cannot list", &dir)? {
+                    let entry = entry.ctx("cannot list", &dir)?;
+                    if entry.file_type().is_ok_and(|t| t.is_file()) {
+                        out.extend(entry.file_name().to_str().map(str::to_string));
+                    }
+                }
+                out.sort();
+                Ok(out)
+            }
+            Root::Remote(r) => {
+                let listed = r
+                    .store
+                    .list_with_delimiter(Some(&r.path_of(rel)))
+                    .await
+                    .map_err(|e| table_error(&r.name_of(rel), e))?;
+                let mut out: Vec<String> = listed
+                    .objects
+                    .into_iter()
+                    .filter_map(|m| m.location.filename().map(str::to_string))
+                    .collect();
+                out.sort();
+                Ok(out)
+            }
+        }
+    }
+
     /// Whether a file is at `rel`.
     pub async fn exists(&self, rel: &str) -> Result<bool, PublishError> {
         match self {

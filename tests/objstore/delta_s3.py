@@ -21,6 +21,7 @@ bindings, a reader dqgate does not use) and with plain S3 listings:
   or the new version, never between, and a retry converges;
 - wrong credentials: exit 3, nothing written; a tampered object: `verify`
   exits 1; `rollback` is a new commit that restores the previous rows;
+- `gc` removes the copies of killed publishes, never a file the log names;
 - `--target hive` on an object store is refused (exit 2) pointing to Delta.
 
 With --measure, PARTITION_DIR (e.g. from `cargo bench --bench gen_partition`)
@@ -350,6 +351,20 @@ def kills(lake, work, random_kills):
         )
         old = seen
     print(f"kills stopped publishes in: {json.dumps(where, sort_keys=True)}")
+
+    # The copies of the publishes killed before their commit are leftovers
+    # no log entry names: gc removes them (and nothing a commit named).
+    before = set(lake.keys("events/"))
+    out = run.dqgate(["gc", TABLE, "--min-age", "0s"])
+    gone = before - set(lake.keys("events/"))
+    seen = set(lake.versions(1)[0])
+    run.check(
+        code(out) == 0 and len(gone) >= 2 and all(k.endswith(".parquet") for k in gone)
+        and f"{len(gone)} leftover(s) removed" in out.stdout
+        and seen == {version} and code(lake.verify(1)) == 0 and code(lake.verify(2)) == 0,
+        f"gc on S3 removed {len(gone)} orphaned copies; the reader and verify are unaffected",
+        out.stdout + out.stderr,
+    )
 
 
 def failures(lake, work):

@@ -698,3 +698,70 @@ fn every_tenth_commit_writes_a_checkpoint_that_readers_and_retries_use() {
     assert_eq!(code(&rollback(&lake, "1")), 0);
     assert_eq!(lake.versions_of("1"), BTreeSet::from([10]));
 }
+
+fn gc(lake: &Lake, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .arg("gc")
+        .arg(lake.root())
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// All data files under the partition directory, relative to it.
+fn files_on_disk(lake: &Lake, d: &str) -> BTreeSet<String> {
+    fs::read_dir(lake.root().join(format!("d={d}")))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".parquet"))
+        .collect()
+}
+
+#[test]
+fn gc_removes_the_copies_of_killed_publishes_and_keeps_every_file_the_log_names() {
+    let lake = Lake::new();
+    assert_eq!(code(&lake.publish(&lake.stage("a", 1, 2), "1")), 0);
+    assert_eq!(code(&lake.publish(&lake.stage("b", 2, 1), "1")), 0);
+    let named = files_on_disk(&lake, "1");
+    assert_eq!(
+        named.len(),
+        3,
+        "v1's two files (removed, kept) and v2's one"
+    );
+    let out = lake
+        .command(&lake.rules, &lake.stage("c", 3, 2), "1")
+        .env("DQGATE_TEST_CRASH_AT", "commit")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let orphans: BTreeSet<String> = files_on_disk(&lake, "1")
+        .difference(&named)
+        .cloned()
+        .collect();
+    assert_eq!(orphans.len(), 2);
+
+    // The default minimum age (7 days) protects copies this young: they
+    // could belong to a publish in flight.
+    let out = gc(&lake, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 leftover(s) removed"));
+    assert_eq!(files_on_disk(&lake, "1").len(), 5);
+
+    let out = gc(&lake, &["--min-age", "0s"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2 leftover(s) removed"), "{text}");
+    for o in &orphans {
+        assert!(text.contains(o.as_str()), "{text}");
+    }
+    assert_eq!(files_on_disk(&lake, "1"), named);
+    assert_eq!(lake.log().len(), 2, "gc commits nothing");
+    assert_eq!(code(&verify(&lake, "1")), 0);
+    // The removed version's files are still there for rollback.
+    assert_eq!(code(&rollback(&lake, "1")), 0);
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
+    assert_eq!(code(&verify(&lake, "1")), 0);
+
+    let out = gc(&lake, &["--min-age", "soon"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+}
