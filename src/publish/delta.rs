@@ -41,7 +41,7 @@ use deltalake_core::kernel::{
 };
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use deltalake_core::{DeltaTable, DeltaTableError};
-use futures::TryStreamExt as _;
+use futures::{StreamExt as _, TryStreamExt as _};
 use serde_json::Value as Json;
 
 use super::error::PublishError;
@@ -54,6 +54,9 @@ use crate::exec::input::{fingerprint_footers, StagedInput};
 use crate::runkey::RunKey;
 use crate::verdict::json::{to_record_json, PublishedFile, PublishedManifest};
 use crate::verdict::PassedVerdict;
+
+/// How many staged files are copied into an object-store table at once.
+const CONCURRENT_COPIES: usize = 16;
 
 /// The checkpoint interval of tables dqgate creates (`delta.checkpointInterval`).
 const CHECKPOINT_INTERVAL: u64 = 10;
@@ -211,27 +214,36 @@ async fn copy_in(
         &hex[..8.min(hex.len())],
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
+    // Every name is recorded before any copy starts, so that a failed
+    // publish removes whatever was copied.
     let mut copies = Copies {
-        files: Vec::new(),
+        files: listed
+            .iter()
+            .map(|rel| Copy {
+                staged: rel.clone(),
+                published: match rel.strip_suffix(".parquet") {
+                    Some(stem) => format!("{stem}.{token}.parquet"),
+                    None => format!("{rel}.{token}"),
+                },
+                bytes: 0,
+                footer: Vec::new(),
+            })
+            .collect(),
         token,
     };
     let result = async {
-        for rel in &listed {
-            let published = match rel.strip_suffix(".parquet") {
-                Some(stem) => format!("{stem}.{}.parquet", copies.token),
-                None => format!("{rel}.{}", copies.token),
-            };
-            let dest = format!("{rel_dir}/{published}");
-            // Recorded before the copy, so that a failed copy is cleaned up.
-            copies.files.push(Copy {
-                staged: rel.clone(),
-                published,
-                bytes: 0,
-                footer: Vec::new(),
-            });
-            root.copy_from(staged, rel, &dest).await?;
-            let (bytes, footer) = root.footer(&dest).await?;
-            let copy = copies.files.last_mut().expect("just pushed");
+        // Object-store copies overlap (a server-side copy of a large object
+        // takes seconds); local copies are sequential blocking I/O anyway.
+        let done: Vec<(u64, Vec<u8>)> = futures::stream::iter(&copies.files)
+            .map(|c| async move {
+                let dest = format!("{rel_dir}/{}", c.published);
+                root.copy_from(staged, &c.staged, &dest).await?;
+                root.footer(&dest).await
+            })
+            .buffered(CONCURRENT_COPIES)
+            .try_collect()
+            .await?;
+        for (copy, (bytes, footer)) in copies.files.iter_mut().zip(done) {
             copy.bytes = bytes;
             copy.footer = footer;
         }
