@@ -14,6 +14,9 @@
 //!
 //! The scheduler and the executors read the staged files themselves, at the
 //! paths the client lists: they must see the same file system or object store.
+//! An object store (`s3://`, `gs://`, `az://`...) is built on first use from
+//! the scheduler's or executor's own environment (`AWS_*`, `GOOGLE_*`,
+//! `AZURE_*`), the way `--staged URL` builds it in the client ([`EnvStores`]).
 
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Arc;
@@ -22,6 +25,7 @@ use std::time::Duration;
 use ballista_core::extension::SessionStateExt;
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_core::utils::default_session_builder;
+use ballista_core::RuntimeProducer;
 use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
@@ -31,11 +35,16 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
-use datafusion::execution::{FunctionRegistry, SessionState};
+use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::{FunctionRegistry, SessionState, SessionStateBuilder};
 use datafusion::logical_expr::AggregateUDF;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
+use object_store::ObjectStore;
+
+use super::remote::Remote;
 use crate::error::Error;
 use crate::plan::fsum::ExactSum;
 
@@ -128,13 +137,59 @@ pub fn conform(batch: RecordBatch, schema: &Schema) -> Result<RecordBatch, Arrow
     RecordBatch::try_new(Arc::new(schema.clone()), columns)
 }
 
-/// The scheduler's session for a job: Ballista's default plus dqgate's functions.
-fn scheduler_session(config: SessionConfig) -> datafusion::common::Result<SessionState> {
-    let mut state = default_session_builder(config)?;
-    for f in functions() {
-        state.register_udaf(f)?;
+/// Object stores of a scheduler or executor: `file://` as DataFusion has it,
+/// and any other store built on first use from this process's environment
+/// (as [`Remote::open`] builds it for `--staged URL` without
+/// `--storage-option`), then kept.
+#[derive(Debug, Default)]
+pub struct EnvStores {
+    known: DefaultObjectStoreRegistry,
+}
+
+impl ObjectStoreRegistry for EnvStores {
+    fn register_store(
+        &self,
+        url: &url::Url,
+        store: Arc<dyn ObjectStore>,
+    ) -> Option<Arc<dyn ObjectStore>> {
+        self.known.register_store(url, store)
     }
-    Ok(state)
+
+    fn get_store(&self, url: &url::Url) -> datafusion::common::Result<Arc<dyn ObjectStore>> {
+        if let Ok(store) = self.known.get_store(url) {
+            return Ok(store);
+        }
+        let root = format!(
+            "{}://{}/",
+            url.scheme(),
+            &url[url::Position::BeforeHost..url::Position::AfterPort]
+        );
+        let remote = Remote::open(&root, &[])
+            .map_err(|e| DataFusionError::Execution(format!("no object store for {root}: {e}")))?;
+        let store: Arc<dyn ObjectStore> = remote.store;
+        self.known.register_store(url, store.clone());
+        Ok(store)
+    }
+}
+
+/// The scheduler's session for a job: Ballista's default plus dqgate's
+/// functions, with stores from the environment.
+fn scheduler_session(
+    stores: Arc<EnvStores>,
+) -> impl Fn(SessionConfig) -> datafusion::common::Result<SessionState> {
+    move |config| {
+        let runtime = RuntimeEnvBuilder::new()
+            .with_object_store_registry(stores.clone())
+            .build()?;
+        let state = default_session_builder(config)?;
+        let mut state = SessionStateBuilder::new_from_existing(state)
+            .with_runtime_env(Arc::new(runtime))
+            .build();
+        for f in functions() {
+            state.register_udaf(f)?;
+        }
+        Ok(state)
+    }
 }
 
 /// `dqgate ballista ...`: a scheduler or an executor carrying dqgate's functions.
@@ -197,16 +252,28 @@ pub async fn serve(role: Role) -> Result<u8, Error> {
         } => {
             let (scheduler_host, scheduler_port) = split_address(&scheduler, "--scheduler")?;
             let (bind_host, port) = split_address(&bind, "--bind")?;
-            let work_dir = match work_dir {
-                Some(dir) => Some(
-                    dir.to_str()
-                        .ok_or_else(|| {
-                            Error::Usage(format!("--work-dir `{}` is not UTF-8", dir.display()))
-                        })?
-                        .to_string(),
-                ),
-                None => None,
-            };
+            let work_dir = work_dir.unwrap_or_else(|| {
+                std::env::temp_dir()
+                    .join(format!("dqgate-ballista-executor-{}", std::process::id()))
+            });
+            std::fs::create_dir_all(&work_dir)
+                .map_err(|e| Error::Audit(format!("cannot create {}: {e}", work_dir.display())))?;
+            let work_dir = work_dir
+                .to_str()
+                .ok_or_else(|| {
+                    Error::Usage(format!("--work-dir `{}` is not UTF-8", work_dir.display()))
+                })?
+                .to_string();
+            let stores = Arc::new(EnvStores::default());
+            let temp = work_dir.clone();
+            let runtime: RuntimeProducer = Arc::new(move |_| {
+                Ok(Arc::new(
+                    RuntimeEnvBuilder::new()
+                        .with_temp_file_path(temp.clone())
+                        .with_object_store_registry(stores.clone())
+                        .build()?,
+                ))
+            });
             let mut registry = BallistaFunctionRegistry::default();
             for f in functions() {
                 registry.aggregate_functions.insert(f.name().to_string(), f);
@@ -219,7 +286,8 @@ pub async fn serve(role: Role) -> Result<u8, Error> {
                 scheduler_host,
                 scheduler_port,
                 vcores: concurrent_tasks.unwrap_or(0),
-                work_dir,
+                work_dir: Some(work_dir),
+                override_runtime_producer: Some(runtime),
                 memory_pool_size: memory_pool_size.map(|n| n as u64),
                 override_function_registry: Some(Arc::new(registry)),
                 ..ExecutorProcessConfig::default()
@@ -245,7 +313,7 @@ async fn scheduler(bind: &str, external_host: Option<String>) -> Result<u8, Erro
     let mut config = SchedulerConfig::default()
         .with_hostname(external_host.unwrap_or_else(|| addr.ip().to_string()))
         .with_port(addr.port())
-        .with_override_session_builder(Arc::new(scheduler_session));
+        .with_override_session_builder(Arc::new(scheduler_session(Arc::default())));
     config.bind_host = addr.ip().to_string();
     let fail =
         |e: ballista_core::error::BallistaError| Error::Audit(format!("Ballista scheduler: {e}"));
