@@ -399,10 +399,11 @@ async fn prepare_publish(a: &AuditArgs) -> Result<audit::Prepared, Error> {
         &engine_options(a)?,
     )
     .await
+    .and_then(|prepared| reach_engine(a).map(|()| prepared))
 }
 
 fn engine_options(a: &AuditArgs) -> Result<EngineOptions, Error> {
-    if let Engine::Ballista(scheduler) = &a.engine {
+    if let Engine::Ballista(_) = &a.engine {
         if a.memory_limit.is_some() {
             return Err(Error::Usage(
                 "--memory-limit bounds the local engine only; on Ballista each executor's memory \
@@ -410,7 +411,6 @@ fn engine_options(a: &AuditArgs) -> Result<EngineOptions, Error> {
                     .into(),
             ));
         }
-        crate::exec::ballista::reach(scheduler)?;
     }
     Ok(EngineOptions {
         threads: a.threads,
@@ -418,6 +418,16 @@ fn engine_options(a: &AuditArgs) -> Result<EngineOptions, Error> {
         scan_only: a.scan_only,
         engine: a.engine.clone(),
     })
+}
+
+/// With a Ballista engine: the scheduler accepts connections. Checked once
+/// the rule file, run key and staged footers are known good, so those errors
+/// come first, as with the local engine.
+fn reach_engine(a: &AuditArgs) -> Result<(), Error> {
+    match &a.engine {
+        Engine::Local => Ok(()),
+        Engine::Ballista(scheduler) => crate::exec::ballista::reach(scheduler),
+    }
 }
 
 fn emit(v: &Verdict, format: Format) {
@@ -490,6 +500,7 @@ async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
         &engine_options(&a)?,
     )
     .await?;
+    reach_engine(&a)?;
     if let Some(root) = &table {
         let keys = &prepared.checked.partitioned_by;
         prepared.table = Some(published_table(root, &a.storage_option, keys).await?);

@@ -293,6 +293,19 @@ fn engine_misuse_is_exit_2() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--memory-pool-size"), "{stderr}");
+    // A rule-file error is found before the scheduler is contacted.
+    let out = dqgate(
+        &repo(),
+        &[
+            "check",
+            "testdata/cases/lint_syntax/rules.dq",
+            "--staged",
+            "testdata/data/sales_ok",
+            "--engine",
+            "ballista://127.0.0.1:1",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
     let out = sales_ok(&["--engine", "local"]);
     assert_eq!(out.status.code(), Some(0));
 }
