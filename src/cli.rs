@@ -741,9 +741,10 @@ async fn publish_delta(a: AuditArgs, table_arg: PathBuf) -> Result<u8, Error> {
         &staged_location(&a.staged, Some(table_arg.as_path()), &a.storage_option)?,
         &a.partition,
         true,
-        &engine_options(&a),
+        &engine_options(&a)?,
     )
     .await?;
+    reach_engine(&a)?;
     // The partition's txn before anything is read: the commit must find it
     // unchanged (the snapshot read next is at least as new).
     let audited_against = delta::current_txn(&root, &prepared.run_key).await?;
