@@ -222,7 +222,12 @@ async fn finish(
             .answer_from_footers(|a| exec::stats::answer(a, &input))
             .dense_keys_from_footers(
                 |c| exec::stats::integer_range(&input, c),
-                |span| exec::dense::worthwhile(span, rows, engine_opts.memory_limit),
+                // On a cluster the grouped pass runs on the executors; the
+                // bitmap would stream the whole key column to this process.
+                |span| {
+                    engine_opts.engine == engine::Engine::Local
+                        && exec::dense::worthwhile(span, rows, engine_opts.memory_limit)
+                },
             );
     }
     if engine_opts.memory_limit.is_some() {

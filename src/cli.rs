@@ -11,7 +11,7 @@ use std::time::Instant;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::audit::{self, Published, RuleSource};
-use crate::engine::EngineOptions;
+use crate::engine::{Engine, EngineOptions};
 use crate::error::Error;
 use crate::exec::remote::{is_url, Location, LocationError};
 use crate::publish::{PublishOptions, PublishOutcome, Table};
@@ -74,6 +74,11 @@ pub struct AuditArgs {
     /// Scan for every metric, even those the Parquet footers answer exactly.
     #[arg(long)]
     pub scan_only: bool,
+    /// Where the plans run: `local` (in this process) or
+    /// `ballista://HOST:PORT` (an Apache DataFusion Ballista cluster's
+    /// scheduler; see `dqgate ballista`).
+    #[arg(long, default_value = "local", value_parser = Engine::parse, value_name = "ENGINE")]
+    pub engine: Engine,
 }
 
 #[derive(Debug, Subcommand)]
@@ -151,6 +156,10 @@ pub enum Command {
         #[arg(long = "storage-option", value_name = "KEY=VALUE")]
         storage_option: Vec<String>,
     },
+    /// Run a Ballista scheduler or executor that can run dqgate's plans
+    /// (for `--engine ballista://HOST:PORT`).
+    #[command(subcommand)]
+    Ballista(crate::exec::ballista::Role),
     /// Print the plans the rule file compiles to.
     Explain {
         rules: PathBuf,
@@ -354,6 +363,7 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             table,
             output,
         } => report(&verdicts, table.as_deref(), output.as_deref()),
+        Command::Ballista(role) => crate::exec::ballista::serve(role).await,
         Command::Explain {
             rules,
             staged,
@@ -386,16 +396,37 @@ async fn prepare_publish(a: &AuditArgs) -> Result<audit::Prepared, Error> {
         &a.staged,
         &a.partition,
         true,
-        &engine_options(a),
+        &engine_options(a)?,
     )
     .await
+    .and_then(|prepared| reach_engine(a).map(|()| prepared))
 }
 
-fn engine_options(a: &AuditArgs) -> EngineOptions {
-    EngineOptions {
+fn engine_options(a: &AuditArgs) -> Result<EngineOptions, Error> {
+    if let Engine::Ballista(_) = &a.engine {
+        if a.memory_limit.is_some() {
+            return Err(Error::Usage(
+                "--memory-limit bounds the local engine only; on Ballista each executor's memory \
+                 is bounded by its own pool (`dqgate ballista executor --memory-pool-size`)"
+                    .into(),
+            ));
+        }
+    }
+    Ok(EngineOptions {
         threads: a.threads,
         memory_limit: a.memory_limit,
         scan_only: a.scan_only,
+        engine: a.engine.clone(),
+    })
+}
+
+/// With a Ballista engine: the scheduler accepts connections. Checked once
+/// the rule file, run key and staged footers are known good, so those errors
+/// come first, as with the local engine.
+fn reach_engine(a: &AuditArgs) -> Result<(), Error> {
+    match &a.engine {
+        Engine::Local => Ok(()),
+        Engine::Ballista(scheduler) => crate::exec::ballista::reach(scheduler),
     }
 }
 
@@ -466,9 +497,10 @@ async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
         &staged_location(&a.staged, table.as_deref(), &a.storage_option)?,
         &a.partition,
         false,
-        &engine_options(&a),
+        &engine_options(&a)?,
     )
     .await?;
+    reach_engine(&a)?;
     if let Some(root) = &table {
         let keys = &prepared.checked.partitioned_by;
         prepared.table = Some(published_table(root, &a.storage_option, keys).await?);
@@ -709,9 +741,10 @@ async fn publish_delta(a: AuditArgs, table_arg: PathBuf) -> Result<u8, Error> {
         &staged_location(&a.staged, Some(table_arg.as_path()), &a.storage_option)?,
         &a.partition,
         true,
-        &engine_options(&a),
+        &engine_options(&a)?,
     )
     .await?;
+    reach_engine(&a)?;
     // The partition's txn before anything is read: the commit must find it
     // unchanged (the snapshot read next is at least as new).
     let audited_against = delta::current_txn(&root, &prepared.run_key).await?;

@@ -21,6 +21,29 @@ pub struct EngineOptions {
     /// Never answer metrics from Parquet footers (neither dqgate's footer path
     /// nor DataFusion's statistics); scan everything.
     pub scan_only: bool,
+    /// Where the plans run.
+    pub engine: Engine,
+}
+
+/// Where the plans run (`--engine`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// In this process (`--engine local`, the default).
+    #[default]
+    Local,
+    /// On an Apache DataFusion Ballista cluster, by its scheduler's
+    /// `HOST:PORT` (`--engine ballista://HOST:PORT`).
+    Ballista(String),
+}
+
+impl Engine {
+    /// Parses `local` or `ballista://HOST:PORT`.
+    pub fn parse(s: &str) -> Result<Engine, String> {
+        if s == "local" {
+            return Ok(Engine::Local);
+        }
+        crate::exec::ballista::scheduler_address(s).map(Engine::Ballista)
+    }
 }
 
 /// A fresh session with dqgate's settings.
@@ -54,8 +77,9 @@ pub fn session(opts: &EngineOptions) -> Result<SessionContext, datafusion::error
         execution.sort_spill_reservation_bytes =
             execution.sort_spill_reservation_bytes.min(limit / 16);
     }
-    Ok(SessionContext::new_with_config_rt(
-        config,
-        Arc::new(runtime.build()?),
-    ))
+    let ctx = SessionContext::new_with_config_rt(config, Arc::new(runtime.build()?));
+    match &opts.engine {
+        Engine::Local => Ok(ctx),
+        Engine::Ballista(scheduler) => crate::exec::ballista::client(ctx, scheduler),
+    }
 }

@@ -6,6 +6,7 @@
 //! aggregate once, and a filtered grouped pass for the samples of a failing
 //! row check.
 
+pub mod ballista;
 pub mod dense;
 pub mod input;
 pub mod join;
@@ -251,6 +252,7 @@ async fn grouped_top(
     let (mut stream, progress) = execute(frame, label, rows).await?;
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(|e| Error::engine("running a grouped check", e))?;
+        let batch = ballista::conform(batch, &schema).map_err(|e| Error::Audit(e.to_string()))?;
         top.push(&batch).map_err(|e| Error::Audit(e.to_string()))?;
     }
     let mut done = top.finish().map_err(|e| Error::Audit(e.to_string()))?;

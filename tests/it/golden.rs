@@ -95,7 +95,7 @@ fn run_case(dir: &Path, bless: bool) -> Result<(), String> {
 }
 
 /// Runs the steps of a `setup` file (see the module docs).
-fn run_setup(dir: &Path, setup: &str, tmp: &str) -> Result<(), String> {
+pub(crate) fn run_setup(dir: &Path, setup: &str, tmp: &str) -> Result<(), String> {
     for line in setup.lines().map(str::trim) {
         if line.is_empty() || line.starts_with('#') {
             continue;
@@ -140,7 +140,7 @@ fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
 }
 
 /// The first differing line, with context.
-fn diff(what: &str, want: &str, got: &str) -> String {
+pub(crate) fn diff(what: &str, want: &str, got: &str) -> String {
     let (w, g): (Vec<_>, Vec<_>) = (want.lines().collect(), got.lines().collect());
     let i = w
         .iter()

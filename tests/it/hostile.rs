@@ -24,6 +24,7 @@ fn audit(rules: &Path, staged: &Path) -> Result<bool, u8> {
         threads: Some(2),
         memory_limit: None,
         scan_only: true,
+        ..Default::default()
     };
     let prepared = rt
         .block_on(prepare(

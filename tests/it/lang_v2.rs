@@ -203,6 +203,7 @@ check unique(k, s)
             threads: Some(1 + (seed % 3) as usize),
             memory_limit: None,
             scan_only: seed % 2 == 1,
+            ..Default::default()
         };
         let prepared = rt
             .block_on(prepare(

@@ -274,6 +274,7 @@ proptest! {
             threads: Some(threads),
             memory_limit: limited.then_some(64 << 20),
             scan_only,
+            ..Default::default()
         };
         let footers = audit(&rt, &rules_path, &dir, &engine(false));
         let scanned = audit(&rt, &rules_path, &dir, &engine(true));
