@@ -22,7 +22,10 @@ bindings, a reader dqgate does not use) and with plain S3 listings:
 - wrong credentials: exit 3, nothing written; a tampered object: `verify`
   exits 1; `rollback` is a new commit that restores the previous rows;
 - `gc` removes the copies of killed publishes, never a file the log names;
-- `--target hive` on an object store is refused (exit 2) pointing to Delta.
+- `--target hive` on an object store is refused (exit 2) pointing to Delta;
+- a Ballista cluster (scheduler and two executors, real processes) whose
+  executors read the staged objects from moto gives the local verdict byte
+  for byte, and a publish audited on it commits.
 
 With --measure, PARTITION_DIR (e.g. from `cargo bench --bench gen_partition`)
 is published with benches/standard.dq into a Delta table on moto from local
@@ -35,7 +38,9 @@ Prints "N passed, M failed" and exits 1 on any failure.
 import json
 import os
 import random
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -452,6 +457,91 @@ def measure(lake, partition):
         print(f"| {what} | {t:.2f} |")
 
 
+def ballista(lake, moto, work):
+    """A Ballista cluster (a `dqgate ballista scheduler` and two executors,
+    real processes on loopback) whose executors read the staged objects from
+    moto with their own environment: the verdict equals the local engine's,
+    and a publish audited on the cluster lands in the Delta table."""
+    run = lake.run
+    procs = []
+    try:
+        sched = subprocess.Popen([run.binary, "ballista", "scheduler", "--bind", "127.0.0.1:0"],
+                                 env=lake.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+        procs.append(sched)
+        first = sched.stderr.readline().strip()
+        address = first.rsplit(" ", 1)[-1]
+        logs = []
+        for i in range(2):
+            flight, grpc = free_port(), free_port()
+            log = open(os.path.join(work, f"executor{i}.log"), "w")
+            logs.append(log)
+            wd = os.path.join(work, f"executor{i}")
+            os.makedirs(wd, exist_ok=True)
+            procs.append(subprocess.Popen(
+                [run.binary, "ballista", "executor", "--scheduler", address,
+                 "--bind", f"127.0.0.1:{flight}", "--grpc-port", str(grpc),
+                 "--concurrent-tasks", "2", "--work-dir", wd],
+                env=lake.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log))
+            deadline = time.time() + 60
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", flight), timeout=1).close()
+                    break
+                except OSError:
+                    if procs[-1].poll() is not None or time.time() > deadline:
+                        raise SystemExit(f"executor {i} did not start; see {log.name}")
+                    time.sleep(0.1)
+        engine = f"ballista://{address}"
+        staged = f"s3://{STAGING}/ballista/"
+        upload(lake.s3, stage(os.path.join(work, "ballista"), 50, files=4), "ballista", bucket=STAGING)
+        rules = os.path.join(work, "ballista.dq")
+        with open(rules, "w") as f:
+            f.write(RULES + "check sum(id) > 0\ncheck count(where note like 'v50%') = 200\n"
+                    "check row_count >= published.row_count\n")
+        args = ["check", rules, "--staged", staged, "--partition", "d=1", "--table", TABLE,
+                "--format", "json", "--scan-only"]
+        local = run.dqgate(args)
+        before = len(moto.requests())
+        remote = run.dqgate(args + ["--engine", engine])
+        served = [l for l in moto.requests()[before:] if '"GET /dqgate-staging/ballista/' in l]
+        client = re.search(r"(\d+) GET/HEAD request\(s\)", remote.stderr)
+        client = int(client.group(1)) if client else None
+        run.check(
+            client is not None and len(served) > client,
+            f"the executors read the pages from moto: moto served {len(served)} GETs of the staged "
+            f"objects, the client made {client} (footers)",
+            remote.stderr,
+        )
+        run.check(
+            local.returncode in (0, 1) and local.returncode == remote.returncode
+            and local.stdout == remote.stdout,
+            f"Ballista cluster reading s3:// staged files: the local engine's verdict, byte for byte "
+            f"(exit {local.returncode})",
+            f"--- local\n{local.stdout}{local.stderr}\n--- ballista\n{remote.stdout}{remote.stderr}",
+        )
+        commits = len(lake.commits())
+        out = run.dqgate(["publish", rules, "--staged", staged, "--partition", "d=5", "--table", TABLE,
+                          "--engine", engine])
+        seen, n = lake.versions(5)
+        run.check(
+            code(out) == 0 and len(lake.commits()) == commits + 1 and n == 200 and set(seen) == {50}
+            and code(lake.verify(5)) == 0,
+            "publish audited on the Ballista cluster: one commit, the reader sees the 200 audited rows",
+            out.stdout + out.stderr,
+        )
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main():
     argv = sys.argv[1:]
     if len(argv) < 2:
@@ -474,6 +564,7 @@ def main():
             races(lake, work)
             kills(lake, work, random_kills)
             failures(lake, work)
+            ballista(lake, moto, work)
             puts = [l for l in moto.requests() if '"PUT ' in l and "_delta_log/" in l]
             print(f"moto served {len(moto.requests())} GET/HEAD/PUT requests, "
                   f"{len(puts)} log-entry PUTs, in {time.time() - started:.1f} s")
