@@ -136,6 +136,9 @@ pub enum Command {
         /// Write the page here instead of stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
+        /// An object-store setting for a Delta table on an object store, KEY=VALUE; repeatable.
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
     },
     /// Clean leftovers of interrupted publishes under a table root.
     Gc {
@@ -362,7 +365,16 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             verdicts,
             table,
             output,
-        } => report(&verdicts, table.as_deref(), output.as_deref()),
+            storage_option,
+        } => {
+            report(
+                &verdicts,
+                table.as_deref(),
+                output.as_deref(),
+                &storage_option,
+            )
+            .await
+        }
         Command::Ballista(role) => crate::exec::ballista::serve(role).await,
         Command::Explain {
             rules,
@@ -808,12 +820,30 @@ fn show_verify(key: &RunKey, report: &crate::publish::VerifyReport) -> u8 {
     }
 }
 
-fn report(
+async fn report(
     verdicts: &[PathBuf],
     table: Option<&std::path::Path>,
     output: Option<&std::path::Path>,
+    options: &[String],
 ) -> Result<u8, Error> {
-    let page = crate::report::render_files(verdicts, table)?;
+    let page = match table {
+        // A Delta table's history comes from its snapshot and its log.
+        Some(root) if crate::publish::delta::is_delta_arg(root) => {
+            let shown = match root.to_str().filter(|s| is_url(s)) {
+                Some(url) => url.to_string(),
+                None => crate::report::shown_path(root),
+            };
+            let history = crate::report::history::read_delta(delta_root(root, options)?).await?;
+            crate::report::render_with(
+                verdicts,
+                Some(crate::report::TableHistory { shown, history }),
+            )?
+        }
+        _ => {
+            no_options(options)?;
+            crate::report::render_files(verdicts, table)?
+        }
+    };
     match output {
         None => print_stdout(&page),
         Some(path) => std::fs::write(path, page).map_err(|e| {

@@ -1009,13 +1009,18 @@ fn check_compatible(
     Ok(())
 }
 
-/// The table's partition columns must be the rule file's `partitioned by`.
-fn check_partitioning(table: &DeltaTable, partitioned_by: &[String]) -> Result<(), PublishError> {
+/// The table's partition columns, from its metadata.
+fn partition_columns(table: &DeltaTable) -> Result<Vec<String>, PublishError> {
     let state = table.snapshot().map_err(|e| table_err(table, e))?;
-    let cols: Vec<String> = serde_json::to_value(state.metadata())
+    Ok(serde_json::to_value(state.metadata())
         .ok()
         .and_then(|m| serde_json::from_value(m.get("partitionColumns")?.clone()).ok())
-        .unwrap_or_default();
+        .unwrap_or_default())
+}
+
+/// The table's partition columns must be the rule file's `partitioned by`.
+fn check_partitioning(table: &DeltaTable, partitioned_by: &[String]) -> Result<(), PublishError> {
+    let cols = partition_columns(table)?;
     if cols.as_slice() != partitioned_by {
         return Err(PublishError::Refused(format!(
             "the Delta table at `{}` is partitioned by [{}], the rule file by [{}]",
@@ -1069,6 +1074,61 @@ impl Snapshot {
             }
         }
         Ok(Snapshot { root, parts })
+    }
+
+    /// The partitions of the table as its own metadata names them (no rule
+    /// file at hand: `report --table`).
+    pub async fn load_own(root: Root) -> Result<Snapshot, PublishError> {
+        let keys = match load(&root).await? {
+            None => Vec::new(),
+            Some(table) => partition_columns(&table)?,
+        };
+        Snapshot::load(root, &keys).await
+    }
+
+    /// The published partitions: (`k=v` path, its audit record's text, if
+    /// any), in path order.
+    pub async fn records(&self) -> Result<Vec<(String, Option<String>)>, PublishError> {
+        let mut out = Vec::new();
+        for rel in self.parts.keys() {
+            let text = self.root.read_text(&format!("{rel}/{RECORD}")).await?;
+            out.push((rel.clone(), text));
+        }
+        Ok(out)
+    }
+
+    /// How many commits published a version into each partition, and how
+    /// many rolled one back, from the `commitInfo` dqgate writes.
+    pub async fn trail_counts(&self) -> Result<HashMap<String, (usize, usize)>, PublishError> {
+        let mut counts: HashMap<String, (usize, usize)> = HashMap::new();
+        let Some(table) = load(&self.root).await? else {
+            return Ok(counts);
+        };
+        let infos: Vec<_> = table
+            .history(None)
+            .try_collect()
+            .await
+            .map_err(|e| table_err(&table, e))?;
+        for info in &infos {
+            let Some(audit) = info.info.get("dqgateAudit") else {
+                continue;
+            };
+            let Some(partition) = audit.get("partition").and_then(Json::as_object) else {
+                continue;
+            };
+            let rel = partition
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join("/");
+            let entry = counts.entry(rel).or_default();
+            if info.info.contains_key("dqgateRollback") {
+                entry.1 += 1;
+            } else {
+                entry.0 += 1;
+            }
+        }
+        Ok(counts)
     }
 
     /// The run key's partition: its files and the fingerprint its audit

@@ -90,15 +90,7 @@ fn walk(
 fn partition(root: &Path, dir: &Path, rel: &str) -> Result<PublishedPartition, ReportError> {
     let path = dir.join(RECORD);
     let text = fs::read_to_string(&path).map_err(|e| ReportError::read(&path, &e.to_string()))?;
-    let record = match model::parse(&text).map_err(|e| ReportError::read(&path, &e))? {
-        Doc::Verdict(v) => v,
-        Doc::Error { .. } => {
-            return Err(ReportError::read(
-                &path,
-                "an audit record is never an error",
-            ))
-        }
-    };
+    let record = parse_record(&text, &path)?;
     let (publishes, rollbacks) = trail_counts(&Layout::new(root, rel.to_string()).trail_path())?;
     Ok(PublishedPartition {
         rel: rel.to_string(),
@@ -106,6 +98,42 @@ fn partition(root: &Path, dir: &Path, rel: &str) -> Result<PublishedPartition, R
         publishes,
         rollbacks,
     })
+}
+
+fn parse_record(text: &str, path: &Path) -> Result<VerdictDoc, ReportError> {
+    match model::parse(text).map_err(|e| ReportError::read(path, &e))? {
+        Doc::Verdict(v) => Ok(v),
+        Doc::Error { .. } => Err(ReportError::read(path, "an audit record is never an error")),
+    }
+}
+
+/// The published history of a Delta table (on disk or on an object store):
+/// the audit record of each partition its current snapshot has, and the
+/// publishes and rollbacks its commits record.
+pub async fn read_delta(root: crate::publish::store::Root) -> Result<History, ReportError> {
+    let shown = root.show();
+    let fail =
+        |e: crate::publish::PublishError| ReportError::table(Path::new(&shown), &e.to_string());
+    let snapshot = crate::publish::delta::Snapshot::load_own(root.clone())
+        .await
+        .map_err(fail)?;
+    let counts = snapshot.trail_counts().await.map_err(fail)?;
+    let mut partitions = Vec::new();
+    for (rel, text) in snapshot.records().await.map_err(fail)? {
+        let Some(text) = text else {
+            continue; // committed, record not written yet: not shown
+        };
+        let path = PathBuf::from(root.name_of(&format!("{rel}/{RECORD}")));
+        let (publishes, rollbacks) = counts.get(&rel).copied().unwrap_or_default();
+        partitions.push(PublishedPartition {
+            record: parse_record(&text, &path)?,
+            rel,
+            publishes,
+            rollbacks,
+        });
+    }
+    partitions.sort_by(|a, b| run_key_order(&a.record.partition, &b.record.partition));
+    Ok(History { partitions })
 }
 
 /// Counts `publish` and `rollback` lines; a table without a trail (published

@@ -72,10 +72,6 @@ pub struct TableHistory {
 
 /// Reads the verdict files (and the table's history) and renders the page.
 pub fn render_files(verdicts: &[PathBuf], table: Option<&Path>) -> Result<String, ReportError> {
-    let mut inputs = Vec::new();
-    for path in verdicts {
-        inputs.extend(read_inputs(path)?);
-    }
     let history = table
         .map(|root| {
             history::read(root).map(|history| TableHistory {
@@ -84,6 +80,19 @@ pub fn render_files(verdicts: &[PathBuf], table: Option<&Path>) -> Result<String
             })
         })
         .transpose()?;
+    render_with(verdicts, history)
+}
+
+/// Reads the verdict files and renders the page with a history already read
+/// (a Delta table's, through its log).
+pub fn render_with(
+    verdicts: &[PathBuf],
+    history: Option<TableHistory>,
+) -> Result<String, ReportError> {
+    let mut inputs = Vec::new();
+    for path in verdicts {
+        inputs.extend(read_inputs(path)?);
+    }
     Ok(html::page(&inputs, history.as_ref()))
 }
 
@@ -102,7 +111,7 @@ fn read_inputs(path: &Path) -> Result<Vec<Input>, ReportError> {
 
 /// A relative path as given; an absolute one by its file name only, so
 /// that a page does not depend on where its inputs lived.
-fn shown_path(p: &Path) -> String {
+pub fn shown_path(p: &Path) -> String {
     if p.is_absolute() {
         p.file_name()
             .map(|n| n.to_string_lossy().to_string())

@@ -22,6 +22,7 @@ bindings, a reader dqgate does not use) and with plain S3 listings:
 - wrong credentials: exit 3, nothing written; a tampered object: `verify`
   exits 1; `rollback` is a new commit that restores the previous rows;
 - `gc` removes the copies of killed publishes, never a file the log names;
+- `report --table s3://...` shows the partitions and their rollbacks;
 - `--target hive` on an object store is refused (exit 2) pointing to Delta;
 - a Ballista cluster (scheduler and two executors, real processes) whose
   executors read the staged objects from moto gives the local verdict byte
@@ -405,6 +406,23 @@ def failures(lake, work):
         and set(lake.versions(1)[0]) == before and code(lake.verify(1)) == 0,
         f"rollback on S3: one new commit, the reader sees version {sorted(before)} again, verify passes",
         out.stderr + rb.stdout + rb.stderr,
+    )
+
+    # The report charts the table's history from its snapshot and its log.
+    verdict = run.dqgate(["check", lake.rules, "--staged", staged, "--partition", "d=1",
+                          "--format", "json"])
+    saved = os.path.join(work, "verdict.json")
+    with open(saved, "w") as f:
+        f.write(verdict.stdout)
+    page = os.path.join(work, "report.html")
+    out = run.dqgate(["report", saved, "--table", TABLE, "-o", page])
+    html = open(page).read() if os.path.exists(page) else ""
+    rows = [l for l in html.splitlines() if l.startswith("<tr><td><code>d=")]
+    d1 = next((l for l in rows if l.startswith("<tr><td><code>d=1</code>")), "")
+    run.check(
+        code(out) == 0 and len(rows) >= 4 and d1.endswith('<td class="num">1</td></tr>'),
+        f"report --table s3://: {len(rows)} published partitions from the snapshot, d=1's rollback counted",
+        out.stderr + "\n".join(rows),
     )
 
     # A published object replaced behind dqgate's back: verify finds it.

@@ -765,3 +765,50 @@ fn gc_removes_the_copies_of_killed_publishes_and_keeps_every_file_the_log_names(
     let out = gc(&lake, &["--min-age", "soon"]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
 }
+
+#[test]
+fn report_reads_a_delta_tables_history_from_its_snapshot_and_log() {
+    let lake = Lake::new();
+    let first = lake
+        .command(&lake.rules, &lake.stage("a", 1, 1), "1")
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    let verdict = lake.tmp.path().join("verdict.json");
+    fs::write(&verdict, &first.stdout).unwrap();
+    assert_eq!(code(&lake.publish(&lake.stage("b", 2, 2), "1")), 0);
+    assert_eq!(code(&lake.publish(&lake.stage("c", 3, 1), "2")), 0);
+    assert_eq!(code(&rollback(&lake, "1")), 0);
+    let out = Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .arg("report")
+        .arg(&verdict)
+        .arg("--table")
+        .arg(lake.root())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let html = String::from_utf8_lossy(&out.stdout);
+    let row = |d: &str| {
+        html.lines()
+            .find(|l| l.starts_with(&format!("<tr><td><code>d={d}</code>")))
+            .unwrap_or_else(|| panic!("no row for d={d} in {html}"))
+            .to_string()
+    };
+    // d=1: published twice, rolled back once, now version 1 (10 rows).
+    assert!(
+        row("1").ends_with("<td class=\"num\">2</td><td class=\"num\">1</td></tr>"),
+        "{}",
+        row("1")
+    );
+    assert!(
+        row("1").contains("<td class=\"num\">10</td>"),
+        "{}",
+        row("1")
+    );
+    assert!(
+        row("2").ends_with("<td class=\"num\">1</td><td class=\"num\">0</td></tr>"),
+        "{}",
+        row("2")
+    );
+}
