@@ -459,11 +459,11 @@ pub async fn publish(
     )
     .await;
     match result {
-        Ok(version) => {
+        Ok((version, interval)) => {
             fsx::phase("record");
             root.write(&format!("{rel_dir}/{RECORD}"), record.as_bytes())
                 .await?;
-            checkpoint_if_due(root, version).await;
+            checkpoint_if_due(root, version, interval).await;
             Ok(PublishOutcome::Published {
                 version: format!("{} (Delta table version {version})", copies.token),
                 displaced: None,
@@ -556,7 +556,7 @@ async fn commit_loop(
     schema: &StructType,
     mine: i64,
     audited_against: Option<i64>,
-) -> Result<u64, PublishError> {
+) -> Result<(u64, u64), PublishError> {
     let rel_dir = key.rel_dir();
     let partition_values = partition_values(key);
     let now_ms = chrono::Utc::now().timestamp_millis();
@@ -643,7 +643,7 @@ async fn commit_loop(
             )
             .await;
         match committed {
-            Ok(done) => return Ok(done.version()),
+            Ok(done) => return Ok((done.version(), checkpoint_interval(&done))),
             Err(e) if lost_race(&e) => {
                 // Someone else took the log entry: reload and look at our partition.
                 table = load(root).await?;
@@ -816,7 +816,7 @@ pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError>
         )
         .await;
     match committed {
-        Ok(done) => checkpoint_if_due(root, done.version()).await,
+        Ok(done) => checkpoint_if_due(root, done.version(), checkpoint_interval(&done)).await,
         Err(e) if lost_race(&e) => {
             return Err(PublishError::Busy {
                 partition: format!("{rel_dir} (another commit landed during the rollback)"),
@@ -837,6 +837,12 @@ pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError>
         .to_string())
 }
 
+/// The table's `delta.checkpointInterval` as the commit left it.
+fn checkpoint_interval(done: &deltalake_core::kernel::transaction::FinalizedCommit) -> u64 {
+    use deltalake_core::table::config::TablePropertiesExt as _;
+    done.snapshot.table_config().checkpoint_interval().get()
+}
+
 /// Writes a checkpoint of table version `version` when the table's
 /// `delta.checkpointInterval` (100 unless set; 10 in tables dqgate creates)
 /// says so, as Delta writers do after a commit, so that readers (and the
@@ -844,29 +850,25 @@ pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError>
 /// succeeded: a checkpoint that cannot be written is a warning (readers then
 /// replay more commits), never a failed publish. Log entries are never
 /// cleaned up here (rollback reads the history).
-async fn checkpoint_if_due(root: &Root, version: u64) {
-    use deltalake_core::table::config::TablePropertiesExt as _;
+async fn checkpoint_if_due(root: &Root, version: u64, interval: u64) {
+    if !(version + 1).is_multiple_of(interval.max(1)) {
+        return;
+    }
     let result = async {
         let mut table = handle(root)?;
         table
             .load_version(version)
             .await
             .map_err(|e| delta_err(root, e))?;
-        let state = table.snapshot().map_err(|e| delta_err(root, e))?;
-        let interval = state.table_config().checkpoint_interval().get();
-        if !(version + 1).is_multiple_of(interval) {
-            return Ok(false);
-        }
         fsx::phase("checkpoint");
         deltalake_core::protocol::checkpoints::create_checkpoint(&table, None)
             .await
             .map_err(|e| delta_err(root, e))?;
-        Ok::<_, PublishError>(true)
+        Ok::<_, PublishError>(())
     }
     .await;
     match result {
-        Ok(true) => eprintln!("dqgate: wrote the Delta checkpoint of table version {version}"),
-        Ok(false) => {}
+        Ok(()) => eprintln!("dqgate: wrote the Delta checkpoint of table version {version}"),
         Err(e) => eprintln!(
             "dqgate: warning: the checkpoint of table version {version} was not written ({e}); \
              the publish itself succeeded"
