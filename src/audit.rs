@@ -142,6 +142,9 @@ pub struct Prepared {
     pub table: Option<PublishedTable>,
     /// Bytes the last run spilled to disk (reported on stderr).
     pub spilled_bytes: std::sync::atomic::AtomicU64,
+    /// What each key engine pass did and cost (`exec::keys`), for the
+    /// timing line.
+    pub key_passes: std::sync::Mutex<Vec<String>>,
 }
 
 /// Parses the rule file, validates the run key, reads the staged footers and
@@ -230,6 +233,16 @@ async fn finish(
                 },
             );
     }
+    if engine_opts.engine == engine::Engine::Local {
+        // The key engine consumes batches in this process; on a cluster the
+        // grouped pass runs on the executors instead.
+        plan = plan.key_strategies_from_footers(
+            &input.schema,
+            &|c| exec::stats::column_facts(&input, c),
+            engine_opts.forced_key_strategy,
+            engine_opts.fingerprint_bits,
+        );
+    }
     if engine_opts.memory_limit.is_some() {
         plan = plan.distinct_by_grouping(&input.schema);
     }
@@ -244,6 +257,7 @@ async fn finish(
         references,
         table: None,
         spilled_bytes: Default::default(),
+        key_passes: Default::default(),
     })
 }
 
@@ -286,6 +300,9 @@ impl Prepared {
         let obs = exec::observe(&self.ctx, &self.input, &self.plan).await?;
         self.spilled_bytes
             .store(obs.spilled_bytes, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut passes) = self.key_passes.lock() {
+            passes.clone_from(&obs.key_passes);
+        }
         let published_schema = self.published_schema(published).await?;
         let baseline = past.map(|p| self.baseline(p));
         let dups_nulls_equal = |keys: &[String]| {

@@ -429,6 +429,12 @@ fn engine_options(a: &AuditArgs) -> Result<EngineOptions, Error> {
         memory_limit: a.memory_limit,
         scan_only: a.scan_only,
         engine: a.engine.clone(),
+        forced_key_strategy: std::env::var("DQGATE_TEST_KEY_STRATEGY")
+            .ok()
+            .and_then(|s| crate::plan::keys::Forced::parse(&s)),
+        fingerprint_bits: std::env::var("DQGATE_TEST_FINGERPRINT_BITS")
+            .ok()
+            .and_then(|s| s.parse().ok()),
     })
 }
 
@@ -633,6 +639,11 @@ fn timing(p: &audit::Prepared, started: Instant) {
         started.elapsed().as_secs_f64(),
         p.plan.scans()
     );
+    if let Ok(passes) = p.key_passes.lock() {
+        for pass in passes.iter() {
+            eprintln!("dqgate:   keys {pass}");
+        }
+    }
 }
 
 async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<u8, Error> {

@@ -23,6 +23,12 @@ pub struct EngineOptions {
     pub scan_only: bool,
     /// Where the plans run.
     pub engine: Engine,
+    /// For tests: run every key check with this strategy of the key engine
+    /// (`DQGATE_TEST_KEY_STRATEGY` on the command line).
+    pub forced_key_strategy: Option<crate::plan::keys::Forced>,
+    /// For tests: keep only this many bits of each key fingerprint, so that
+    /// many keys collide (`DQGATE_TEST_FINGERPRINT_BITS`).
+    pub fingerprint_bits: Option<u32>,
 }
 
 /// Where the plans run (`--engine`).

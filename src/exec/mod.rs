@@ -10,6 +10,7 @@ pub mod ballista;
 pub mod dense;
 pub mod input;
 pub mod join;
+pub mod keys;
 pub mod progress;
 pub mod reference;
 pub mod remote;
@@ -61,6 +62,8 @@ pub struct Observations {
     pub duplicates_nulls_equal: HashMap<Vec<String>, Duplicates>,
     /// Bytes spilled to disk by all passes.
     pub spilled_bytes: u64,
+    /// What each key engine pass did and cost, for the timing line.
+    pub key_passes: Vec<String>,
 }
 
 /// The staged files as a DataFusion table. Files on an object store are read
@@ -143,6 +146,10 @@ pub async fn observe(
             obs.duplicates.insert(keys.clone(), found);
             continue;
         }
+        if let Some(found) = engine_pass(ctx, input, plan, keys, false, &label, &mut obs).await? {
+            obs.duplicates.insert(keys.clone(), found);
+            continue;
+        }
         let frame = plan::duplicates_frame(table(ctx, input)?, keys)
             .map_err(|e| Error::engine("planning a key check", e))?;
         let top = grouped_top(frame, keys.len(), &label, input.row_count()).await?;
@@ -155,8 +162,11 @@ pub async fn observe(
             },
         );
     }
-    let first =
-        passes - plan.joins.len() - plan.grouped_distinct.len() - plan.key_sets_nulls_equal.len();
+    let first = passes
+        - plan.joins.len()
+        - plan.engine_distinct.len()
+        - plan.grouped_distinct.len()
+        - plan.key_sets_nulls_equal.len();
     for (i, column) in plan.grouped_distinct.iter().enumerate() {
         let label = format!("pass {}/{passes}: distinct {column}", first + i + 1);
         let frame = plan::distinct_frame(table(ctx, input)?, column)
@@ -169,6 +179,26 @@ pub async fn observe(
         );
     }
     observe_nulls_equal(ctx, input, plan, &mut obs).await?;
+    let first = passes - plan.joins.len() - plan.engine_distinct.len();
+    for (i, (column, strategy)) in plan.engine_distinct.iter().enumerate() {
+        let label = format!("pass {}/{passes}: distinct {column}", first + i + 1);
+        let job = plan::keys::KeyJob {
+            keys: vec![column.clone()],
+            nulls_equal: false,
+        };
+        let found = keys::find(ctx, input, &job, strategy, &label).await?;
+        obs.spilled_bytes += found.spilled_bytes;
+        obs.key_passes.extend(
+            found
+                .passes
+                .iter()
+                .map(|p| format!("distinct {column}: {p}")),
+        );
+        obs.atoms.insert(
+            Atom::Distinct(column.clone()),
+            Value::Int(i128::from(found.distinct)),
+        );
+    }
     Ok(obs)
 }
 
@@ -182,7 +212,8 @@ async fn observe_nulls_equal(
     obs: &mut Observations,
 ) -> Result<(), Error> {
     let passes = plan.scans();
-    let first = passes - plan.joins.len() - plan.key_sets_nulls_equal.len();
+    let first =
+        passes - plan.joins.len() - plan.engine_distinct.len() - plan.key_sets_nulls_equal.len();
     for (i, keys) in plan.key_sets_nulls_equal.iter().enumerate() {
         let nullable = keys.iter().any(|k| {
             input
@@ -199,6 +230,10 @@ async fn observe_nulls_equal(
             first + i + 1,
             keys.join(", ")
         );
+        if let Some(found) = engine_pass(ctx, input, plan, keys, true, &label, obs).await? {
+            obs.duplicates_nulls_equal.insert(keys.clone(), found);
+            continue;
+        }
         let frame = plan::duplicates_nulls_equal_frame(table(ctx, input)?, keys)
             .map_err(|e| Error::engine("planning a key check", e))?;
         let top = grouped_top(frame, keys.len(), &label, input.row_count()).await?;
@@ -212,6 +247,34 @@ async fn observe_nulls_equal(
         );
     }
     Ok(())
+}
+
+/// Runs a key check on the key engine when the plan gave it a strategy.
+async fn engine_pass(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    plan: &AuditPlan,
+    keys: &[String],
+    nulls_equal: bool,
+    label: &str,
+    obs: &mut Observations,
+) -> Result<Option<Duplicates>, Error> {
+    let Some(strategy) = plan.key_strategy(keys, nulls_equal) else {
+        return Ok(None);
+    };
+    let job = plan::keys::KeyJob {
+        keys: keys.to_vec(),
+        nulls_equal,
+    };
+    let found = keys::find(ctx, input, &job, strategy, label).await?;
+    obs.spilled_bytes += found.spilled_bytes;
+    obs.key_passes.extend(
+        found
+            .passes
+            .iter()
+            .map(|p| format!("({}): {p}", keys.join(", "))),
+    );
+    Ok(Some(found.duplicates))
 }
 
 /// An already observed key set, contained in `keys`, without duplicates.

@@ -155,3 +155,81 @@ pub fn integer_range(input: &StagedInput, column: &str) -> Option<(i64, i64)> {
     let max = as_i64(extreme(input, column, Ordering::Greater)?)?;
     Some((min, max))
 }
+
+/// An integer-like value's integer code: unscaled decimals, days, timestamp
+/// units. The key engine packs columns by these.
+fn integer_code(v: &Value) -> Option<i128> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::Date(d) => Some(i128::from(*d)),
+        Value::Timestamp { value, .. } => Some(i128::from(*value)),
+        Value::Decimal { value, .. } => Some(*value),
+        _ => None,
+    }
+}
+
+/// What the footers say about a key column, for `plan::keys::choose`.
+pub fn column_facts(input: &StagedInput, column: &str) -> crate::plan::keys::ColumnFacts {
+    let nullable = input
+        .schema
+        .field_with_name(column)
+        .map_or(true, |f| f.is_nullable());
+    let no_nulls = input
+        .files
+        .iter()
+        .try_fold(0u64, |n, f| Some(n + null_count(f, column)?))
+        == Some(0);
+    let range = match (
+        extreme(input, column, Ordering::Less),
+        extreme(input, column, Ordering::Greater),
+    ) {
+        (Some(min), Some(max)) => integer_code(&min).zip(integer_code(&max)),
+        _ => None,
+    };
+    crate::plan::keys::ColumnFacts {
+        range,
+        may_hold_nulls: nullable && !no_nulls,
+        row_group_ranges: row_group_ranges(input, column),
+    }
+}
+
+/// Each row group's exact `[min, max]` integer code, files in input order;
+/// `None` when any row group lacks them. Row groups of only nulls are left
+/// out (they hold no value to order).
+fn row_group_ranges(input: &StagedInput, column: &str) -> Option<Vec<(i128, i128)>> {
+    if !orderable(column_type(input, column)?) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for f in &input.files {
+        if f.metadata.num_row_groups() == 0 {
+            continue;
+        }
+        let schema = file_schema(f)?;
+        let conv = converter(f, &schema, column)?;
+        let groups = f.metadata.row_groups();
+        let nulls = conv.row_group_null_counts(groups.iter()).ok()?;
+        let mins = conv.row_group_mins(groups.iter()).ok()?;
+        let maxes = conv.row_group_maxes(groups.iter()).ok()?;
+        let exact_min = conv.row_group_is_min_value_exact(groups.iter()).ok()?;
+        let exact_max = conv.row_group_is_max_value_exact(groups.iter()).ok()?;
+        for (i, rg) in groups.iter().enumerate() {
+            if rg.num_rows() == 0 || (nulls.is_valid(i) && nulls.value(i) == rg.num_rows() as u64) {
+                continue;
+            }
+            if mins.is_null(i)
+                || maxes.is_null(i)
+                || !is_true(&exact_min, i)
+                || !is_true(&exact_max, i)
+            {
+                return None;
+            }
+            let code = |a: &dyn Array| {
+                let s = ScalarValue::try_from_array(a, i).ok()?;
+                integer_code(&crate::scalar::from_scalar(&s)?)
+            };
+            out.push((code(&mins)?, code(&maxes)?));
+        }
+    }
+    Some(out)
+}

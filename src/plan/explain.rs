@@ -100,6 +100,10 @@ pub async fn explain(
             );
             continue;
         }
+        if let Some(strategy) = plan.key_strategy(keys, false) {
+            let _ = writeln!(out, "  by the key engine, {strategy}");
+            continue;
+        }
         let frame = duplicates_frame(exec::table(ctx, input)?, keys)
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
@@ -128,9 +132,20 @@ pub async fn explain(
             keys.join(", "),
             users.join(", ")
         );
+        if let Some(strategy) = plan.key_strategy(keys, true) {
+            let _ = writeln!(out, "  by the key engine, {strategy}");
+            continue;
+        }
         let frame = super::duplicates_nulls_equal_frame(exec::table(ctx, input)?, keys)
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
+    }
+    for (column, strategy) in &plan.engine_distinct {
+        pass += 1;
+        let _ = writeln!(
+            out,
+            "\npass {pass}: distinct values of {column}, by the key engine, {strategy}"
+        );
     }
     let schema_lines = lines_where(rules, |s| s.metric.is_schema());
     if !schema_lines.is_empty() {

@@ -10,6 +10,7 @@
 pub mod explain;
 pub mod fsum;
 pub mod join;
+pub mod keys;
 
 use std::collections::BTreeSet;
 
@@ -64,6 +65,13 @@ pub struct AuditPlan {
     /// Joins with reference tables and published partitions, one pass each,
     /// deduplicated, in first-use order.
     pub joins: Vec<join::JoinPass>,
+    /// How each key check runs (`plan::keys`); a key check without an entry
+    /// runs as DataFusion's grouped aggregate.
+    pub key_strategies: std::collections::HashMap<keys::KeyJob, keys::KeyStrategy>,
+    /// Columns whose `distinct_count` the key engine counts exactly from
+    /// packed words (fixed-width, not floating-point), each with its
+    /// strategy; their atoms are not in `atoms`.
+    pub engine_distinct: Vec<(String, keys::KeyStrategy)>,
 }
 
 impl AuditPlan {
@@ -139,6 +147,66 @@ impl AuditPlan {
         self
     }
 
+    /// Chooses the strategy of every key check from the schema and the
+    /// footer facts of its columns (see `plan::keys`).
+    pub fn key_strategies_from_footers(
+        mut self,
+        schema: &Schema,
+        facts: &dyn Fn(&str) -> keys::ColumnFacts,
+        forced: Option<keys::Forced>,
+        fingerprint_bits: Option<u32>,
+    ) -> AuditPlan {
+        let jobs = self
+            .key_sets
+            .iter()
+            .map(|k| (k, false))
+            .chain(self.key_sets_nulls_equal.iter().map(|k| (k, true)));
+        for (k, nulls_equal) in jobs {
+            let job = keys::KeyJob {
+                keys: k.clone(),
+                nulls_equal,
+            };
+            let strategy = match keys::choose(&job, schema, facts, forced) {
+                keys::KeyStrategy::Fingerprint { .. } => keys::KeyStrategy::Fingerprint {
+                    test_bits: fingerprint_bits,
+                },
+                s => s,
+            };
+            if strategy != keys::KeyStrategy::Grouped {
+                self.key_strategies.insert(job, strategy);
+            }
+        }
+        let mut fused = Vec::new();
+        for atom in std::mem::take(&mut self.atoms) {
+            let Atom::Distinct(c) = &atom else {
+                fused.push(atom);
+                continue;
+            };
+            let job = keys::KeyJob {
+                keys: vec![c.clone()],
+                nulls_equal: false,
+            };
+            match keys::choose(&job, schema, facts, forced) {
+                s @ (keys::KeyStrategy::Packed(_) | keys::KeyStrategy::Ordered { .. })
+                    if keys::exact_distinct(&s) =>
+                {
+                    self.engine_distinct.push((c.clone(), s))
+                }
+                _ => fused.push(atom),
+            }
+        }
+        self.atoms = fused;
+        self
+    }
+
+    /// The strategy of a key check, when the engine runs it.
+    pub fn key_strategy(&self, keys: &[String], nulls_equal: bool) -> Option<&keys::KeyStrategy> {
+        self.key_strategies.get(&keys::KeyJob {
+            keys: keys.to_vec(),
+            nulls_equal,
+        })
+    }
+
     /// Moves `count(distinct c)` out of the fused aggregate into a grouped
     /// pass per column, for every column except floating-point ones (whose
     /// grouping would not count NaN and -0.0 as the fused aggregate does).
@@ -180,6 +248,7 @@ impl AuditPlan {
             + self.key_sets.len()
             + self.grouped_distinct.len()
             + self.key_sets_nulls_equal.len()
+            + self.engine_distinct.len()
             + self.joins.len()
     }
 }

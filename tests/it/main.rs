@@ -11,6 +11,7 @@ mod fastpath;
 mod fuzz_corpus;
 mod golden;
 mod hostile;
+mod keys;
 mod lang_v2;
 mod memory;
 mod objstore;

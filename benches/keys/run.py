@@ -1,0 +1,147 @@
+"""Key checks on production-shaped keys: dqgate vs DuckDB vs the decode floor.
+
+    python benches/keys/run.py --bin target/release/dqgate [--data /work/benchdata]
+        [--sizes 10M 50M] [--tpch] [--reps 3] [--threads 2] [--memory-limit 256MiB]
+
+For every workload, in one run and on the same files (warm page cache, one
+warm-up run discarded, median of --reps whole processes under /usr/bin/time):
+
+- dqgate: `dqgate check RULES --staged DIR --format json --threads T`;
+- DuckDB: the fastest plain SQL a DuckDB user writes for the same answer
+  (`GROUP BY key HAVING count(*) > 1`, `count(DISTINCT ...)`, `NOT EXISTS`),
+  in a fresh `python -c` process with `SET threads = T`;
+- the floor: dqgate reading only the key columns (`count(where ...)` over
+  them with `--scan-only`): what decoding the keys costs.
+
+Each dqgate value is compared with DuckDB's; a difference prints MISMATCH and
+the script exits 1. Data comes from benches/keys/gen.py (DIR/keys-SIZE) and
+from tpchgen-cli (DIR/tpch-sf10, with --tpch).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+KEYS = [
+    # name, rules, floor rules, DuckDB SQL over {t}, verdict line whose value DuckDB gives
+    ("unique(order_id), scattered int64", "unique_scattered.dq", "floor_order_id.dq",
+     "SELECT count(*) FROM (SELECT order_id FROM {t} WHERE order_id IS NOT NULL GROUP BY order_id HAVING count(*) > 1)"),
+    ("primary_key(store_id, order_id)", "pk_composite.dq", "floor_store_order.dq",
+     "SELECT (SELECT count(*) FROM (SELECT 1 FROM {t} WHERE store_id IS NOT NULL AND order_id IS NOT NULL "
+     "GROUP BY store_id, order_id HAVING count(*) > 1)) + (SELECT count(*) FROM {t} WHERE store_id IS NULL OR order_id IS NULL)"),
+    ("unique(event_id), 32-char hex strings", "unique_string.dq", "floor_event_id.dq",
+     "SELECT count(*) FROM (SELECT event_id FROM {t} WHERE event_id IS NOT NULL GROUP BY event_id HAVING count(*) > 1)"),
+    ("unique(tenant_id, event_ts), time order", "unique_time.dq", "floor_tenant_ts.dq",
+     "SELECT count(*) FROM (SELECT 1 FROM {t} WHERE tenant_id IS NOT NULL AND event_ts IS NOT NULL "
+     "GROUP BY tenant_id, event_ts HAVING count(*) > 1)"),
+    ("distinct_count(order_id)", "distinct_scattered.dq", "floor_order_id.dq",
+     "SELECT count(DISTINCT order_id) FROM {t}"),
+]
+
+TPCH = [
+    ("TPC-H SF10 primary_key(l_orderkey, l_linenumber), key order", "tpch_pk.dq", "floor_tpch_pk.dq",
+     "SELECT (SELECT count(*) FROM (SELECT 1 FROM {t} GROUP BY l_orderkey, l_linenumber HAVING count(*) > 1)) "
+     "+ (SELECT count(*) FROM {t} WHERE l_orderkey IS NULL OR l_linenumber IS NULL)"),
+    ("TPC-H SF10 values(l_orderkey) in orders(o_orderkey)", "tpch_ref.dq", "floor_tpch_ref.dq",
+     "SELECT count(*) FROM {t} l WHERE l_orderkey IS NOT NULL AND NOT EXISTS "
+     "(SELECT 1 FROM {o} o WHERE o.o_orderkey = l.l_orderkey)"),
+]
+
+
+def timed(cmd, env=None):
+    """Runs cmd under /usr/bin/time: (seconds, peak RSS in MB, stdout)."""
+    with tempfile.NamedTemporaryFile("r") as t:
+        p = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", t.name] + cmd,
+                           capture_output=True, text=True, env=env)
+        wall, rss = t.read().split()[-2:]
+    if p.returncode not in (0, 1):
+        sys.exit(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr}")
+    return float(wall), int(rss) / 1024, p.stdout, p.stderr
+
+
+def duckdb_cmd(python, sql, threads):
+    code = (
+        "import duckdb, json; c = duckdb.connect(); "
+        f"c.execute('SET threads = {threads}'); c.execute('SET enable_progress_bar = false'); "
+        f"print(json.dumps(c.execute({sql!r}).fetchone()[0]))"
+    )
+    return [python, "-c", code]
+
+
+def median_runs(cmd, reps, warmup):
+    runs = [timed(cmd) for _ in range(warmup + reps)][warmup:]
+    wall = statistics.median(r[0] for r in runs)
+    rss = statistics.median(r[1] for r in runs)
+    return wall, rss, runs[-1][2], runs[-1][3]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--data", default=os.environ.get("DQGATE_BENCH_DATA", "/work/benchdata"))
+    ap.add_argument("--sizes", nargs="*", default=["10M"])
+    ap.add_argument("--tpch", action="store_true")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--memory-limit")
+    ap.add_argument("--only", help="run workloads whose name contains this")
+    a = ap.parse_args()
+    python = os.path.join(a.data, "venv", "bin", "python")
+    jobs = []
+    for size in a.sizes:
+        d = os.path.join(a.data, f"keys-{size}")
+        jobs += [(size, w, d, None) for w in KEYS]
+    if a.tpch:
+        d = os.path.join(a.data, "tpch-sf10", "lineitem")
+        o = os.path.join(a.data, "tpch-sf10", "orders")
+        jobs += [("60M", w, d, o) for w in TPCH]
+    print(f"threads {a.threads}, median of {a.reps} after {a.warmup} warm-up"
+          + (f", --memory-limit {a.memory_limit}" if a.memory_limit else ""))
+    print()
+    print("| workload | rows | dqgate | DuckDB | floor | x DuckDB | x floor | bytes/row |")
+    print("|---|---|---|---|---|---|---|---|")
+    failed = False
+    work = tempfile.mkdtemp()
+    for size, (name, rules, floor, sql), d, orders in jobs:
+        if a.only and a.only not in name:
+            continue
+        rules_path = os.path.join(HERE, rules)
+        if rules.endswith("tpch_ref.dq"):
+            text = open(os.path.join(HERE, "tpch_ref.dq.in")).read().replace("ORDERS", orders)
+            rules_path = os.path.join(work, "tpch_ref.dq")
+            open(rules_path, "w").write(text)
+        extra = ["--threads", str(a.threads)]
+        if a.memory_limit:
+            extra += ["--memory-limit", a.memory_limit]
+        ours = median_runs([a.bin, "check", rules_path, "--staged", d, "--format", "json"] + extra,
+                           a.reps, a.warmup)
+        low = median_runs([a.bin, "check", os.path.join(HERE, floor), "--staged", d, "--scan-only"]
+                          + ["--threads", str(a.threads)], a.reps, a.warmup)
+        t = f"read_parquet('{d}/*.parquet')"
+        o = f"read_parquet('{orders}/*.parquet')" if orders else ""
+        theirs = median_runs(duckdb_cmd(python, sql.format(t=t, o=o), a.threads), a.reps, a.warmup)
+        verdict = json.loads(ours[2])
+        value = verdict["checks"][0]["value"]
+        want = json.loads(theirs[2])
+        if value != want:
+            print(f"!!!!!! MISMATCH {name} at {size}: dqgate {value}, DuckDB {want}", file=sys.stderr)
+            failed = True
+        rows = verdict["input"]["row_count"]
+        print(f"| {name} | {size} | {ours[0]:.2f} s / {ours[1]:.0f} MB | {theirs[0]:.2f} s / {theirs[1]:.0f} MB "
+              f"| {low[0]:.2f} s | {ours[0] / theirs[0]:.2f} | {ours[0] / low[0]:.2f} "
+              f"| {ours[1] * 1024 * 1024 / rows:.1f} |", flush=True)
+        for line in ours[3].splitlines():
+            if "keys" in line or "audited" in line:
+                print(f"  <!-- {line.strip()} -->", file=sys.stderr)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

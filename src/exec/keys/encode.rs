@@ -1,0 +1,460 @@
+//! Arrow key columns → one key word a row: packed codes or fingerprints.
+//!
+//! Packing works a column at a time (`acc = acc << bits | code`), so each
+//! inner loop is a tight loop over one primitive buffer: about 1 ns a row
+//! and part. Codes order like Arrow's row format (ascending, nulls first),
+//! so packed words order like the keys they stand for, and a packed word
+//! decodes back to the key's values for samples.
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray};
+use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::datatypes::*;
+use datafusion::common::hash_utils::{create_hashes, RandomState};
+use datafusion::common::ScalarValue;
+
+use super::key::Key;
+use crate::plan::keys::{Packing, Part, PartKind};
+use crate::value::Value;
+
+/// The rows whose key counts: in `nulls distinct` mode, rows without a null
+/// key part (`None`: all rows).
+pub fn counted_rows(columns: &[ArrayRef], nulls_equal: bool) -> Option<NullBuffer> {
+    if nulls_equal {
+        return None;
+    }
+    columns.iter().fold(None, |acc, c| {
+        NullBuffer::union(acc.as_ref(), c.logical_nulls().as_ref())
+    })
+}
+
+/// Why a batch could not be packed.
+#[derive(Debug)]
+pub enum PackError {
+    /// A value lies outside the range the footers declared.
+    OutOfRange {
+        column: String,
+        value: String,
+    },
+    /// A null where the footers declared none (`nulls not distinct`).
+    UnexpectedNull {
+        column: String,
+    },
+    Type {
+        column: String,
+        found: DataType,
+    },
+}
+
+impl std::fmt::Display for PackError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PackError::OutOfRange { column, value } => write!(
+                f,
+                "key value {value} of `{column}` lies outside the range that the Parquet statistics declare: the files are inconsistent"
+            ),
+            PackError::UnexpectedNull { column } => write!(
+                f,
+                "`{column}` holds a null that the Parquet statistics say it does not hold: the files are inconsistent"
+            ),
+            PackError::Type { column, found } => {
+                write!(f, "key column `{column}` arrived as {found}, which the packing did not plan for")
+            }
+        }
+    }
+}
+
+/// Packs every row of `columns` (in packing order) into `out`.
+pub fn pack<K: Key>(
+    packing: &Packing,
+    columns: &[ArrayRef],
+    nulls_equal: bool,
+    out: &mut Vec<K>,
+) -> Result<(), PackError> {
+    let rows = columns.first().map_or(0, |c| c.len());
+    out.clear();
+    out.resize(rows, K::ZERO);
+    for (part, column) in packing.parts.iter().zip(columns) {
+        pack_part(part, column, nulls_equal, out)?;
+    }
+    Ok(())
+}
+
+fn pack_part<K: Key>(
+    part: &Part,
+    column: &ArrayRef,
+    nulls_equal: bool,
+    acc: &mut [K],
+) -> Result<(), PackError> {
+    let nulls = column.logical_nulls();
+    // Rows with a null part are not counted in nulls-distinct mode, so their
+    // code does not matter; with nulls not distinct, a null where the
+    // footers declared none would be packed like a value.
+    if nulls_equal && !part.null_code && nulls.as_ref().is_some_and(|n| n.null_count() > 0) {
+        return Err(PackError::UnexpectedNull {
+            column: part.column.clone(),
+        });
+    }
+    if part.bits == 0 && !part.null_code {
+        return check_constant(part, column);
+    }
+    let limit = (u128::MAX >> (128 - part.bits)) - u128::from(part.null_code);
+    let mut codes = Vec::new();
+    if codes_into(part, column, limit, &mut codes)? {
+        // Some code is out of range: name the first valid row that is.
+        let wide = codes_of(part, column)?;
+        let valid = |i: &usize| nulls.as_ref().is_none_or(|n| n.is_valid(*i));
+        if let Some(i) = (0..wide.len()).filter(valid).find(|i| wide[*i] > limit) {
+            return Err(PackError::OutOfRange {
+                column: part.column.clone(),
+                value: display_at(column, i),
+            });
+        }
+    }
+    let (bits, plus) = (part.bits, part.null_code);
+    match nulls.as_ref().filter(|n| n.null_count() > 0) {
+        None => acc
+            .iter_mut()
+            .zip(&codes)
+            .for_each(|(a, c)| *a = a.shl(bits).add(*c, plus)),
+        Some(n) => acc
+            .iter_mut()
+            .zip(&codes)
+            .enumerate()
+            .for_each(|(i, (a, c))| {
+                let valid = n.is_valid(i);
+                *a = a.shl(bits).add(if valid { *c } else { 0 }, plus && valid);
+            }),
+    }
+    Ok(())
+}
+
+/// Each row's code as 64 bits, branch-free; returns whether any row's code
+/// (null rows included, whose values are arbitrary) exceeds `limit`.
+pub(super) fn codes_into(
+    part: &Part,
+    column: &ArrayRef,
+    limit: u128,
+    out: &mut Vec<u64>,
+) -> Result<bool, PackError> {
+    let off = part.offset;
+    out.clear();
+    let mut over = false;
+    macro_rules! prim {
+        ($t:ty) => {{
+            let values = column.as_primitive::<$t>().values();
+            out.reserve(values.len());
+            for v in values.iter() {
+                let d = (*v as i128).wrapping_sub(off) as u128;
+                over |= d > limit;
+                out.push(d as u64);
+            }
+        }};
+    }
+    use DataType as T;
+    match column.data_type() {
+        T::Int8 => prim!(Int8Type),
+        T::Int16 => prim!(Int16Type),
+        T::Int32 => prim!(Int32Type),
+        T::Int64 => prim!(Int64Type),
+        T::UInt8 => prim!(UInt8Type),
+        T::UInt16 => prim!(UInt16Type),
+        T::UInt32 => prim!(UInt32Type),
+        T::UInt64 => prim!(UInt64Type),
+        T::Date32 => prim!(Date32Type),
+        T::Date64 => prim!(Date64Type),
+        T::Timestamp(TimeUnit::Second, _) => prim!(TimestampSecondType),
+        T::Timestamp(TimeUnit::Millisecond, _) => prim!(TimestampMillisecondType),
+        T::Timestamp(TimeUnit::Microsecond, _) => prim!(TimestampMicrosecondType),
+        T::Timestamp(TimeUnit::Nanosecond, _) => prim!(TimestampNanosecondType),
+        T::Decimal64(..) => prim!(Decimal64Type),
+        T::Decimal128(..) => prim!(Decimal128Type),
+        _ => {
+            // The rarer types: through the wide codes.
+            let wide = codes_of(part, column)?;
+            out.extend(wide.iter().map(|c| {
+                over |= *c > limit;
+                *c as u64
+            }));
+        }
+    }
+    Ok(over)
+}
+
+/// A part of zero bits holds one value: check that every value is it.
+fn check_constant(part: &Part, column: &ArrayRef) -> Result<(), PackError> {
+    let codes = codes_of(part, column)?;
+    let nulls = column.logical_nulls();
+    match codes
+        .iter()
+        .enumerate()
+        .find(|(i, c)| **c != 0 && nulls.as_ref().is_none_or(|n| n.is_valid(*i)))
+    {
+        Some((i, _)) => Err(PackError::OutOfRange {
+            column: part.column.clone(),
+            value: display_at(column, i),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn display_at(column: &ArrayRef, i: usize) -> String {
+    ScalarValue::try_from_array(column, i).map_or_else(|_| "?".into(), |s| s.to_string())
+}
+
+/// Each row's code (value minus offset, floats in total order); values
+/// below the offset give codes above any limit.
+fn codes_of(part: &Part, column: &ArrayRef) -> Result<Vec<u128>, PackError> {
+    let off = part.offset;
+    let signed = |v: i128| {
+        if v < off {
+            u128::MAX
+        } else {
+            (v - off) as u128
+        }
+    };
+    macro_rules! prim {
+        ($t:ty) => {
+            column
+                .as_primitive::<$t>()
+                .values()
+                .iter()
+                .map(|v| signed(*v as i128))
+                .collect()
+        };
+    }
+    use DataType as T;
+    Ok(match column.data_type() {
+        T::Boolean => {
+            let b: &BooleanArray = column.as_boolean();
+            b.values().iter().map(u128::from).collect()
+        }
+        T::Int8 => prim!(Int8Type),
+        T::Int16 => prim!(Int16Type),
+        T::Int32 => prim!(Int32Type),
+        T::Int64 => prim!(Int64Type),
+        T::UInt8 => prim!(UInt8Type),
+        T::UInt16 => prim!(UInt16Type),
+        T::UInt32 => prim!(UInt32Type),
+        T::UInt64 => prim!(UInt64Type),
+        T::Date32 => prim!(Date32Type),
+        T::Date64 => prim!(Date64Type),
+        T::Time32(TimeUnit::Second) => prim!(Time32SecondType),
+        T::Time32(_) => prim!(Time32MillisecondType),
+        T::Time64(TimeUnit::Microsecond) => prim!(Time64MicrosecondType),
+        T::Time64(_) => prim!(Time64NanosecondType),
+        T::Timestamp(TimeUnit::Second, _) => prim!(TimestampSecondType),
+        T::Timestamp(TimeUnit::Millisecond, _) => prim!(TimestampMillisecondType),
+        T::Timestamp(TimeUnit::Microsecond, _) => prim!(TimestampMicrosecondType),
+        T::Timestamp(TimeUnit::Nanosecond, _) => prim!(TimestampNanosecondType),
+        T::Duration(TimeUnit::Second) => prim!(DurationSecondType),
+        T::Duration(TimeUnit::Millisecond) => prim!(DurationMillisecondType),
+        T::Duration(TimeUnit::Microsecond) => prim!(DurationMicrosecondType),
+        T::Duration(TimeUnit::Nanosecond) => prim!(DurationNanosecondType),
+        T::Decimal32(..) => prim!(Decimal32Type),
+        T::Decimal64(..) => prim!(Decimal64Type),
+        T::Decimal128(..) => prim!(Decimal128Type),
+        T::Float64 if part.kind == PartKind::Float64 => {
+            let a: &PrimitiveArray<Float64Type> = column.as_primitive();
+            a.values()
+                .iter()
+                .map(|v| u128::from(total_order64(zero(*v))))
+                .collect()
+        }
+        T::Float32 if part.kind == PartKind::Float32 => {
+            let a: &PrimitiveArray<Float32Type> = column.as_primitive();
+            a.values()
+                .iter()
+                .map(|v| u128::from(total_order32(zero32(*v))))
+                .collect()
+        }
+        other => {
+            return Err(PackError::Type {
+                column: part.column.clone(),
+                found: other.clone(),
+            })
+        }
+    })
+}
+
+/// `-0.0` as `+0.0`: the grouped pass (DataFusion's group values) folds
+/// them into one group, and keeps NaN payloads apart; so do packed codes.
+fn zero(v: f64) -> f64 {
+    if v == 0.0 {
+        0.0
+    } else {
+        v
+    }
+}
+
+fn zero32(v: f32) -> f32 {
+    if v == 0.0 {
+        0.0
+    } else {
+        v
+    }
+}
+
+/// Float columns with `-0.0` folded into `+0.0`, for exact comparison of
+/// keys in Arrow's row format (which would tell them apart).
+pub fn fold_zeros(columns: &[ArrayRef]) -> Vec<ArrayRef> {
+    columns
+        .iter()
+        .map(|c| -> ArrayRef {
+            match c.data_type() {
+                DataType::Float64 => {
+                    let a: &PrimitiveArray<Float64Type> = c.as_primitive();
+                    std::sync::Arc::new(a.unary::<_, Float64Type>(zero))
+                }
+                DataType::Float32 => {
+                    let a: &PrimitiveArray<Float32Type> = c.as_primitive();
+                    std::sync::Arc::new(a.unary::<_, Float32Type>(zero32))
+                }
+                _ => c.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The bits of `v` as an unsigned integer that orders like `f64::total_cmp`
+/// (which is how Arrow's row format and the grouped pass tell floats apart).
+fn total_order64(v: f64) -> u64 {
+    let s = v.to_bits() as i64;
+    let t = s ^ ((((s >> 63) as u64) >> 1) as i64);
+    (t as u64) ^ (1 << 63)
+}
+
+fn total_order32(v: f32) -> u32 {
+    let s = v.to_bits() as i32;
+    let t = s ^ ((((s >> 31) as u32) >> 1) as i32);
+    (t as u32) ^ (1 << 31)
+}
+
+fn from_total_order64(code: u64) -> f64 {
+    let t = (code ^ (1 << 63)) as i64;
+    let s = t ^ ((((t >> 63) as u64) >> 1) as i64);
+    f64::from_bits(s as u64)
+}
+
+fn from_total_order32(code: u32) -> f32 {
+    let t = (code ^ (1 << 31)) as i32;
+    let s = t ^ ((((t >> 31) as u32) >> 1) as i32);
+    f32::from_bits(s as u32)
+}
+
+/// The key values a packed word stands for, in packing order.
+pub fn unpack<K: Key>(packing: &Packing, types: &[DataType], word: K) -> Vec<Value> {
+    let mut shift = packing.bits();
+    packing
+        .parts
+        .iter()
+        .zip(types)
+        .map(|(part, ty)| {
+            shift -= part.bits;
+            let mut code = word.field(shift, part.bits);
+            if part.null_code {
+                if code == 0 {
+                    return Value::Null;
+                }
+                code -= 1;
+            }
+            let s = scalar(part, ty, code);
+            crate::scalar::from_scalar(&s).unwrap_or_else(|| Value::Text(s.to_string()))
+        })
+        .collect()
+}
+
+fn scalar(part: &Part, ty: &DataType, code: u128) -> ScalarValue {
+    use DataType as T;
+    use ScalarValue as S;
+    let v = part.offset + code as i128;
+    match ty {
+        T::Boolean => S::Boolean(Some(code != 0)),
+        T::Int8 => S::Int8(Some(v as i8)),
+        T::Int16 => S::Int16(Some(v as i16)),
+        T::Int32 => S::Int32(Some(v as i32)),
+        T::Int64 => S::Int64(Some(v as i64)),
+        T::UInt8 => S::UInt8(Some(v as u8)),
+        T::UInt16 => S::UInt16(Some(v as u16)),
+        T::UInt32 => S::UInt32(Some(v as u32)),
+        T::UInt64 => S::UInt64(Some(v as u64)),
+        T::Date32 => S::Date32(Some(v as i32)),
+        T::Date64 => S::Date64(Some(v as i64)),
+        T::Time32(TimeUnit::Second) => S::Time32Second(Some(v as i32)),
+        T::Time32(_) => S::Time32Millisecond(Some(v as i32)),
+        T::Time64(TimeUnit::Microsecond) => S::Time64Microsecond(Some(v as i64)),
+        T::Time64(_) => S::Time64Nanosecond(Some(v as i64)),
+        T::Timestamp(TimeUnit::Second, tz) => S::TimestampSecond(Some(v as i64), tz.clone()),
+        T::Timestamp(TimeUnit::Millisecond, tz) => {
+            S::TimestampMillisecond(Some(v as i64), tz.clone())
+        }
+        T::Timestamp(TimeUnit::Microsecond, tz) => {
+            S::TimestampMicrosecond(Some(v as i64), tz.clone())
+        }
+        T::Timestamp(TimeUnit::Nanosecond, tz) => {
+            S::TimestampNanosecond(Some(v as i64), tz.clone())
+        }
+        T::Duration(TimeUnit::Second) => S::DurationSecond(Some(v as i64)),
+        T::Duration(TimeUnit::Millisecond) => S::DurationMillisecond(Some(v as i64)),
+        T::Duration(TimeUnit::Microsecond) => S::DurationMicrosecond(Some(v as i64)),
+        T::Duration(TimeUnit::Nanosecond) => S::DurationNanosecond(Some(v as i64)),
+        T::Decimal32(p, s) => S::Decimal32(Some(v as i32), *p, *s),
+        T::Decimal64(p, s) => S::Decimal64(Some(v as i64), *p, *s),
+        T::Decimal128(p, s) => S::Decimal128(Some(v), *p, *s),
+        T::Float64 => S::Float64(Some(from_total_order64(code as u64))),
+        T::Float32 => S::Float32(Some(from_total_order32(code as u32))),
+        other => S::try_from(other).unwrap_or(S::Null),
+    }
+}
+
+/// The fingerprint seed: fixed, so runs are reproducible.
+const SEED: u64 = 0x6471_6761_7465_6b65;
+
+/// One 64-bit fingerprint a row of `columns`. With `bits` (the test-only
+/// collision switch) only the low `bits` bits are kept.
+pub fn fingerprints(
+    columns: &[ArrayRef],
+    bits: Option<u32>,
+    out: &mut Vec<u64>,
+) -> Result<(), String> {
+    let rows = columns.first().map_or(0, |c| c.len());
+    out.clear();
+    out.resize(rows, 0);
+    create_hashes(columns, &RandomState::with_seed(SEED), out).map_err(|e| e.to_string())?;
+    if let Some(b) = bits {
+        let mask = if b >= 64 { u64::MAX } else { (1u64 << b) - 1 };
+        out.iter_mut().for_each(|h| *h &= mask);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_codes_order_like_total_cmp_and_decode() {
+        let mut vals = [
+            f64::NAN,
+            -0.0,
+            0.0,
+            -1.5,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            3.25,
+            -f64::NAN,
+        ];
+        let mut by_code = vals;
+        by_code.sort_by_key(|v| total_order64(*v));
+        vals.sort_by(f64::total_cmp);
+        assert_eq!(
+            vals.map(f64::to_bits),
+            by_code.map(f64::to_bits),
+            "codes order like total_cmp"
+        );
+        for v in vals {
+            assert_eq!(from_total_order64(total_order64(v)).to_bits(), v.to_bits());
+            let w = v as f32;
+            assert_eq!(from_total_order32(total_order32(w)).to_bits(), w.to_bits());
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! The duplicate-key engine: exact key counts at the speed of reading keys.
+//!
+//! DataFusion plans the scan and decodes the Parquet; this module consumes
+//! the key columns' Arrow batches, one task per scan partition, and runs the
+//! strategy that `plan::keys` chose from the footers:
+//!
+//! ```text
+//!  batches ──encode──▶ key words ──radix──▶ partitions ──count──▶ repeated words
+//!   (packed: exact)                        (memory, or spilled)    │
+//!   (fingerprint: 64-bit hash) ─────────────────────────────────────┴─▶ verify pass:
+//!                                                 exact keys behind repeated hashes
+//!  ordered input: runs of equal keys, checked while streaming (constant memory)
+//! ```
+//!
+//! Every strategy gives the same `Duplicates` as the grouped pass: the number
+//! of keys occurring more than once, and the top samples (count descending,
+//! key ascending, in Arrow's row order).
+
+mod count;
+mod encode;
+mod key;
+mod ordered;
+mod store;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::take;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::prelude::{ident, SessionContext};
+use futures::StreamExt;
+
+use super::input::StagedInput;
+use super::topk::TopK;
+use super::{progress, table, Duplicates, SAMPLES};
+use crate::error::Error;
+use crate::plan::keys::{KeyJob, KeyStrategy, Packing};
+use count::Table;
+use key::Key;
+use store::LocalStore;
+
+/// What a key check found, and what it cost.
+#[derive(Debug, Clone, Default)]
+pub struct Found {
+    pub duplicates: Duplicates,
+    /// Distinct keys among the counted rows.
+    pub distinct: u64,
+    pub spilled_bytes: u64,
+    /// One line a pass: what it did and how long it took.
+    pub passes: Vec<String>,
+}
+
+/// Runs `strategy` for `job` (never [`KeyStrategy::Grouped`], which the
+/// caller runs as a DataFusion plan).
+pub async fn find(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    strategy: &KeyStrategy,
+    label: &str,
+) -> Result<Found, Error> {
+    match strategy {
+        KeyStrategy::Packed(p) if p.bits() <= 64 => packed::<u64>(ctx, input, job, p, label).await,
+        KeyStrategy::Packed(p) => packed::<u128>(ctx, input, job, p, label).await,
+        KeyStrategy::Fingerprint { test_bits } => {
+            fingerprinted(ctx, input, job, *test_bits, label).await
+        }
+        KeyStrategy::Ordered {
+            leading, fallback, ..
+        } => {
+            let started = Instant::now();
+            match ordered::find(ctx, input, job, leading, fallback, label).await? {
+                Some(found) => Ok(found),
+                None => {
+                    let mut found = Box::pin(find(ctx, input, job, fallback, label)).await?;
+                    found.passes.insert(
+                        0,
+                        format!(
+                            "ordered scan stopped where the order broke ({:.2} s), then {fallback}",
+                            started.elapsed().as_secs_f64()
+                        ),
+                    );
+                    Ok(found)
+                }
+            }
+        }
+        KeyStrategy::Grouped => Err(Error::Audit(
+            "internal: the grouped strategy runs as a DataFusion plan".into(),
+        )),
+    }
+}
+
+/// The key columns' streams, one per scan partition, with a progress bar.
+async fn streams(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    columns: &[String],
+    label: &str,
+) -> Result<(Vec<SendableRecordBatchStream>, progress::Progress), Error> {
+    let frame = table(ctx, input)?
+        .select(columns.iter().map(ident).collect::<Vec<_>>())
+        .map_err(|e| Error::engine("planning a key check", e))?;
+    let task = Arc::new(frame.task_ctx());
+    let physical = frame
+        .create_physical_plan()
+        .await
+        .map_err(|e| Error::engine(format!("planning {label}"), e))?;
+    let bar = progress::Progress::start(label, physical.clone(), input.row_count());
+    let n = physical
+        .properties()
+        .output_partitioning()
+        .partition_count();
+    let streams = (0..n)
+        .map(|p| {
+            physical
+                .execute(p, task.clone())
+                .map_err(|e| Error::engine(format!("running {label}"), e))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((streams, bar))
+}
+
+/// Feeds every batch of every stream to `step`, one task per stream, and
+/// returns each task's state.
+async fn scan<S, F>(
+    streams: Vec<SendableRecordBatchStream>,
+    init: impl Fn() -> S,
+    step: F,
+) -> Result<Vec<S>, Error>
+where
+    S: Send + 'static,
+    F: Fn(&mut S, &[ArrayRef]) -> Result<(), Error> + Send + Sync + 'static,
+{
+    let step = Arc::new(step);
+    let tasks: Vec<_> = streams
+        .into_iter()
+        .map(|mut stream| {
+            let step = step.clone();
+            let mut state = init();
+            tokio::spawn(async move {
+                while let Some(batch) = stream.next().await {
+                    let batch = batch.map_err(|e| Error::engine("running a key check", e))?;
+                    step(&mut state, batch.columns())?;
+                }
+                Ok::<S, Error>(state)
+            })
+        })
+        .collect();
+    let mut states = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        states.push(
+            t.await
+                .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??,
+        );
+    }
+    Ok(states)
+}
+
+fn threads(ctx: &SessionContext) -> usize {
+    ctx.state().config().target_partitions()
+}
+
+/// Radix-partitions every counted row's word, then counts each partition.
+async fn partition_and_count<K: Key>(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    label: &str,
+    encode: impl Fn(&[ArrayRef], &mut Vec<K>) -> Result<(), Error> + Send + Sync + 'static,
+) -> Result<(count::Counted<K>, u64, Vec<String>), Error> {
+    let started = Instant::now();
+    let (streams, _bar) = streams(ctx, input, &job.keys, label).await?;
+    let partitions = store::partitions_for(input.row_count());
+    let runtime = ctx.runtime_env();
+    let nulls_equal = job.nulls_equal;
+    let stores = scan(
+        streams,
+        || {
+            (
+                LocalStore::<K>::new(partitions, runtime.clone(), "dqgate key check"),
+                Vec::new(),
+            )
+        },
+        move |(store, words): &mut (LocalStore<K>, Vec<K>), columns| {
+            encode(columns, words)?;
+            let counted = encode::counted_rows(columns, nulls_equal);
+            let push = |store: &mut LocalStore<K>, w| store.push(w).map_err(Error::Audit);
+            match counted {
+                None => words.iter().try_for_each(|w| push(store, *w)),
+                Some(valid) => valid
+                    .valid_indices()
+                    .try_for_each(|i| push(store, words[i])),
+            }
+        },
+    )
+    .await?;
+    let stores: Vec<LocalStore<K>> = stores.into_iter().map(|(s, _)| s).collect();
+    let scanned = started.elapsed();
+    let words: u64 = stores.iter().map(|s| s.words).sum();
+    let spilled: u64 = stores.iter().map(|s| s.spilled_bytes).sum();
+    let counting = Instant::now();
+    let threads = threads(ctx);
+    let (counted, stores) =
+        tokio::task::spawn_blocking(move || (count::count(&stores, threads), stores))
+            .await
+            .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
+    let counted = counted.map_err(Error::Audit)?;
+    drop(stores);
+    let mut passes = vec![format!(
+        "scan and radix-partition {words} key words into {partitions} partitions: {:.2} s{}",
+        scanned.as_secs_f64(),
+        if spilled > 0 {
+            format!(", {spilled} bytes spilled")
+        } else {
+            String::new()
+        }
+    )];
+    passes.push(format!(
+        "count the partitions on {threads} thread(s): {:.2} s",
+        counting.elapsed().as_secs_f64()
+    ));
+    Ok((counted, spilled, passes))
+}
+
+/// Fixed-width keys: the packed word is the key, so counting is exact.
+async fn packed<K: Key>(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    packing: &Packing,
+    label: &str,
+) -> Result<Found, Error> {
+    let encoding = packing.clone();
+    let nulls_equal = job.nulls_equal;
+    let (counted, spilled, passes) =
+        partition_and_count::<K>(ctx, input, job, label, move |c, out| {
+            encode::pack(&encoding, c, nulls_equal, out).map_err(|e| Error::Audit(e.to_string()))
+        })
+        .await?;
+    let types = key_types(input, job)?;
+    Ok(Found {
+        duplicates: rank_words(packing, &types, counted.repeated),
+        distinct: counted.distinct,
+        spilled_bytes: spilled,
+        passes,
+    })
+}
+
+/// The number of repeated packed words and the top samples: packed words
+/// order like their keys, so ranking needs no decoding.
+fn rank_words<K: Key>(
+    packing: &Packing,
+    types: &[DataType],
+    mut repeated: Vec<(K, u64)>,
+) -> Duplicates {
+    let keys = repeated.len() as u64;
+    let best = |a: &(K, u64), b: &(K, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
+    if repeated.len() > SAMPLES {
+        repeated.select_nth_unstable_by(SAMPLES, best);
+        repeated.truncate(SAMPLES);
+    }
+    repeated.sort_unstable_by(best);
+    let samples = repeated
+        .into_iter()
+        .map(|(w, n)| (encode::unpack(packing, types, w), n))
+        .collect();
+    Duplicates { keys, samples }
+}
+
+fn key_types(input: &StagedInput, job: &KeyJob) -> Result<Vec<DataType>, Error> {
+    job.keys
+        .iter()
+        .map(|k| {
+            input
+                .schema
+                .field_with_name(k)
+                .map(|f| f.data_type().clone())
+                .map_err(|e| Error::Audit(format!("key column `{k}`: {e}")))
+        })
+        .collect()
+}
+
+/// Wide keys: count 64-bit fingerprints, then verify the repeated ones
+/// against the exact keys in a second pass (only when there are any).
+async fn fingerprinted(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    bits: Option<u32>,
+    label: &str,
+) -> Result<Found, Error> {
+    let (counted, spilled, mut passes) =
+        partition_and_count::<u64>(ctx, input, job, label, move |c, out| {
+            encode::fingerprints(c, bits, out).map_err(Error::Audit)
+        })
+        .await?;
+    if counted.repeated.is_empty() {
+        return Ok(Found {
+            duplicates: Duplicates::default(),
+            distinct: counted.distinct,
+            spilled_bytes: spilled,
+            passes,
+        });
+    }
+    let started = Instant::now();
+    let mut candidates = Table::<u64>::default();
+    candidates.reset(counted.repeated.len());
+    counted
+        .repeated
+        .iter()
+        .for_each(|(w, _)| candidates.insert(*w));
+    let exact = verify(ctx, input, job, Arc::new(candidates), bits, label).await?;
+    passes.push(format!(
+        "verify {} repeated fingerprint(s) against the exact keys: {:.2} s",
+        counted.repeated.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    let distinct = counted.distinct - counted.repeated.len() as u64 + exact.distinct;
+    Ok(Found {
+        duplicates: exact.duplicates,
+        distinct,
+        spilled_bytes: spilled,
+        passes,
+    })
+}
+
+struct Exact {
+    duplicates: Duplicates,
+    distinct: u64,
+}
+
+/// The second pass: rows whose fingerprint is a candidate, counted by their
+/// exact key (Arrow's row format).
+async fn verify(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    candidates: Arc<Table<u64>>,
+    bits: Option<u32>,
+    label: &str,
+) -> Result<Exact, Error> {
+    let types = key_types(input, job)?;
+    let converter = Arc::new(
+        RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())
+            .map_err(|e| Error::Audit(e.to_string()))?,
+    );
+    let (streams, _bar) = streams(ctx, input, &job.keys, &format!("{label}, verify")).await?;
+    let nulls_equal = job.nulls_equal;
+    let conv = converter.clone();
+    let maps = scan(
+        streams,
+        || {
+            (
+                std::collections::HashMap::<OwnedRow, u64>::new(),
+                Vec::new(),
+            )
+        },
+        move |(map, hashes): &mut (std::collections::HashMap<OwnedRow, u64>, Vec<u64>), columns| {
+            encode::fingerprints(columns, bits, hashes).map_err(Error::Audit)?;
+            let counted = encode::counted_rows(columns, nulls_equal);
+            let hit: Vec<u32> = (0..hashes.len())
+                .filter(|&i| {
+                    counted.as_ref().is_none_or(|v| v.is_valid(i)) && candidates.contains(hashes[i])
+                })
+                .map(|i| i as u32)
+                .collect();
+            if hit.is_empty() {
+                return Ok(());
+            }
+            let idx = UInt32Array::from(hit);
+            let taken = encode::fold_zeros(columns)
+                .iter()
+                .map(|c| take(c.as_ref(), &idx, None))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Error::Audit(e.to_string()))?;
+            let rows = conv
+                .convert_columns(&taken)
+                .map_err(|e| Error::Audit(e.to_string()))?;
+            for r in rows.iter() {
+                *map.entry(r.owned()).or_default() += 1;
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    let mut all: std::collections::HashMap<OwnedRow, u64> = std::collections::HashMap::new();
+    for (m, _) in maps {
+        for (k, n) in m {
+            *all.entry(k).or_default() += n;
+        }
+    }
+    let distinct = all.len() as u64;
+    let repeated: Vec<(OwnedRow, u64)> = all.into_iter().filter(|(_, n)| *n > 1).collect();
+    let duplicates = rank(&converter, &job.keys, repeated)?;
+    Ok(Exact {
+        duplicates,
+        distinct,
+    })
+}
+
+/// The number of repeated keys and the top samples, ranked as the grouped
+/// pass ranks them.
+fn rank(
+    converter: &RowConverter,
+    names: &[String],
+    repeated: Vec<(OwnedRow, u64)>,
+) -> Result<Duplicates, Error> {
+    if repeated.is_empty() {
+        return Ok(Duplicates::default());
+    }
+    let audit = |e: datafusion::arrow::error::ArrowError| Error::Audit(e.to_string());
+    let mut columns = converter
+        .convert_rows(repeated.iter().map(|(r, _)| r.row()))
+        .map_err(audit)?;
+    // Dictionary keys come back as their values.
+    let mut fields: Vec<Field> = names
+        .iter()
+        .zip(&columns)
+        .map(|(n, c)| Field::new(n, c.data_type().clone(), true))
+        .collect();
+    fields.push(Field::new(crate::plan::ROWS, DataType::Int64, false));
+    let schema = Arc::new(Schema::new(fields));
+    columns.push(Arc::new(Int64Array::from_iter_values(
+        repeated.iter().map(|(_, n)| *n as i64),
+    )));
+    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(audit)?;
+    let mut top = TopK::new(&schema, names.len(), SAMPLES).map_err(audit)?;
+    top.push(&batch).map_err(audit)?;
+    let top = top.finish().map_err(audit)?;
+    Ok(Duplicates {
+        keys: top.groups,
+        samples: top.best,
+    })
+}

@@ -1,0 +1,256 @@
+//! Keys that arrive in order of a leading column: equal keys are side by
+//! side, so a check needs only the current run of rows with one leading
+//! value, never a table of all keys.
+//!
+//! The footers said the leading column's row-group ranges never go back;
+//! this pass verifies the rows themselves. Each scan partition reads a
+//! contiguous slice of the files, so each stream is checked on its own:
+//! its interior runs are counted as they close, and its first and last runs
+//! are kept, because a run of the same leading value can continue in the
+//! neighbouring stream. At the end the streams' ranges must follow one
+//! another (touching at most at one value), and the edge runs of equal
+//! leading values are merged and counted. If a stream's leading values go
+//! back, or a run grows beyond [`MAX_RUN`] rows, the pass stops and the
+//! caller runs the fallback strategy.
+
+use std::collections::BTreeMap;
+
+use datafusion::arrow::array::ArrayRef;
+use datafusion::prelude::SessionContext;
+
+use super::encode;
+use super::key::Key;
+use super::{key_types, rank_words, scan, streams, Found};
+use crate::error::Error;
+use crate::exec::input::StagedInput;
+use crate::plan::keys::{KeyJob, KeyStrategy, Packing};
+
+/// The longest run of one leading value kept in memory (16 MiB of u128).
+pub const MAX_RUN: usize = 1 << 20;
+
+/// What stops a stream: its leading values went back, or a run grew too long.
+const BROKEN: &str = "\u{0}order broken";
+
+/// Counts `job`'s duplicates in one pass over input ordered by `leading`;
+/// `None` when the input turned out not to be ordered.
+pub async fn find(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    leading: &str,
+    fallback: &KeyStrategy,
+    label: &str,
+) -> Result<Option<Found>, Error> {
+    let KeyStrategy::Packed(packing) = fallback else {
+        return Ok(None);
+    };
+    if packing.bits() <= 64 {
+        find_words::<u64>(ctx, input, job, packing, leading, label).await
+    } else {
+        find_words::<u128>(ctx, input, job, packing, leading, label).await
+    }
+}
+
+async fn find_words<K: Key>(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    packing: &Packing,
+    leading: &str,
+    label: &str,
+) -> Result<Option<Found>, Error> {
+    let started = std::time::Instant::now();
+    let Some(lead) = packing.parts.iter().position(|p| p.column == leading) else {
+        return Ok(None);
+    };
+    let (streams, _bar) = streams(ctx, input, &job.keys, label).await?;
+    let encoding = packing.clone();
+    let nulls_equal = job.nulls_equal;
+    let result = scan(
+        streams,
+        Stream::<K>::default,
+        move |s, columns: &[ArrayRef]| s.push(&encoding, lead, nulls_equal, columns),
+    )
+    .await;
+    let streams = match result {
+        Ok(s) => s,
+        Err(Error::Audit(m)) if m == BROKEN => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Some(mut counted) = merge(streams) else {
+        return Ok(None);
+    };
+    let types = key_types(input, job)?;
+    let repeated = std::mem::take(&mut counted.repeated);
+    Ok(Some(Found {
+        duplicates: rank_words(packing, &types, repeated),
+        distinct: counted.distinct,
+        spilled_bytes: 0,
+        passes: vec![format!(
+            "one ordered scan, runs of equal {leading} checked while streaming: {:.2} s",
+            started.elapsed().as_secs_f64()
+        )],
+    }))
+}
+
+/// One stream's state.
+struct Stream<K> {
+    words: Vec<K>,
+    /// The current run's leading code and words.
+    run: Option<(u128, Vec<K>)>,
+    /// The first run, once a second one started.
+    head: Option<(u128, Vec<K>)>,
+    repeated: Vec<(K, u64)>,
+    distinct: u64,
+}
+
+impl<K> Default for Stream<K> {
+    fn default() -> Self {
+        Stream {
+            words: Vec::new(),
+            run: None,
+            head: None,
+            repeated: Vec::new(),
+            distinct: 0,
+        }
+    }
+}
+
+impl<K: Key> Stream<K> {
+    fn push(
+        &mut self,
+        packing: &Packing,
+        lead: usize,
+        nulls_equal: bool,
+        columns: &[ArrayRef],
+    ) -> Result<(), Error> {
+        encode::pack(packing, columns, nulls_equal, &mut self.words)
+            .map_err(|e| Error::Audit(e.to_string()))?;
+        let mut codes = Vec::new();
+        encode::codes_into(&packing.parts[lead], &columns[lead], u128::MAX, &mut codes)
+            .map_err(|e| Error::Audit(e.to_string()))?;
+        let counted = encode::counted_rows(columns, nulls_equal);
+        let words = std::mem::take(&mut self.words);
+        for (i, (w, code)) in words.iter().zip(&codes).enumerate() {
+            if counted.as_ref().is_some_and(|v| !v.is_valid(i)) {
+                continue;
+            }
+            self.row(u128::from(*code), *w)?;
+        }
+        self.words = words;
+        Ok(())
+    }
+
+    #[inline]
+    fn row(&mut self, code: u128, w: K) -> Result<(), Error> {
+        match &mut self.run {
+            Some((c, run)) if *c == code => {
+                if run.len() >= MAX_RUN {
+                    return Err(Error::Audit(BROKEN.into()));
+                }
+                run.push(w);
+            }
+            Some((c, _)) if *c > code => return Err(Error::Audit(BROKEN.into())),
+            _ => {
+                let next = (code, vec![w]);
+                if let Some(done) = self.run.replace(next) {
+                    if self.head.is_none() {
+                        self.head = Some(done);
+                    } else {
+                        self.close(done.1);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, run: Vec<K>) {
+        count_run(run, &mut self.repeated, &mut self.distinct);
+    }
+}
+
+/// Counts one run's words (runs are short: sorting is cheapest).
+fn count_run<K: Key>(mut run: Vec<K>, repeated: &mut Vec<(K, u64)>, distinct: &mut u64) {
+    if run.len() == 1 {
+        *distinct += 1;
+        return;
+    }
+    run.sort_unstable();
+    let mut i = 0;
+    while i < run.len() {
+        let j = i + run[i..].iter().take_while(|w| **w == run[i]).count();
+        *distinct += 1;
+        if j - i > 1 {
+            repeated.push((run[i], (j - i) as u64));
+        }
+        i = j;
+    }
+}
+
+struct Merged<K> {
+    repeated: Vec<(K, u64)>,
+    distinct: u64,
+}
+
+/// Joins the streams: their ranges must follow one another; edge runs of the
+/// same leading value are counted together. `None` when ranges overlap.
+fn merge<K: Key>(streams: Vec<Stream<K>>) -> Option<Merged<K>> {
+    let mut repeated = Vec::new();
+    let mut distinct = 0;
+    let mut ranges = Vec::new();
+    let mut edges: BTreeMap<u128, Vec<K>> = BTreeMap::new();
+    for mut s in streams {
+        repeated.append(&mut s.repeated);
+        distinct += s.distinct;
+        let Some((last, tail)) = s.run.take() else {
+            continue; // an empty stream
+        };
+        let first = s.head.as_ref().map_or(last, |h| h.0);
+        ranges.push((first, last));
+        for (code, words) in s.head.into_iter().chain(std::iter::once((last, tail))) {
+            edges.entry(code).or_default().extend(words);
+        }
+    }
+    ranges.sort_unstable();
+    if ranges.windows(2).any(|w| w[0].1 > w[1].0) {
+        return None;
+    }
+    for (_, run) in edges {
+        count_run(run, &mut repeated, &mut distinct);
+    }
+    Some(Merged { repeated, distinct })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(rows: &[(u128, u64)]) -> Result<Stream<u64>, Error> {
+        let mut s = Stream::default();
+        for (c, w) in rows {
+            s.row(*c, *w)?;
+        }
+        Ok(s)
+    }
+
+    #[test]
+    fn runs_are_counted_within_and_across_streams() {
+        // Leading code, word: the word carries the whole key.
+        let a = stream(&[(1, 10), (1, 10), (2, 20), (3, 30), (3, 31), (5, 50)]).unwrap();
+        let b = stream(&[(5, 50), (5, 51), (6, 60), (6, 60), (6, 60)]).unwrap();
+        let c = stream(&[(7, 70)]).unwrap();
+        let mut m = merge(vec![c, b, a]).unwrap();
+        m.repeated.sort();
+        assert_eq!(m.repeated, vec![(10, 2), (50, 2), (60, 3)]);
+        assert_eq!(m.distinct, 8, "10 20 30 31 50 51 60 70");
+    }
+
+    #[test]
+    fn order_that_goes_back_or_overlapping_streams_stop_the_pass() {
+        assert!(stream(&[(1, 1), (3, 3), (2, 2)]).is_err());
+        let a = stream(&[(1, 1), (5, 5)]).unwrap();
+        let b = stream(&[(3, 3), (9, 9)]).unwrap();
+        assert!(merge(vec![a, b]).is_none());
+    }
+}

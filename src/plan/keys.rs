@@ -1,0 +1,438 @@
+//! How each key check runs: the strategy chosen from what the footers say.
+//!
+//! A key check (`unique`, `primary_key`, `duplicate_count`, in either null
+//! mode) counts the keys that occur more than once. Which algorithm does that
+//! cheapest depends on the key's types and on the footer statistics:
+//!
+//! - **packed**: every part is fixed-width (integers, dates, timestamps,
+//!   booleans, floats, decimals of up to 18 digits) and, offset by its footer
+//!   minimum, the parts fit 64 or 128 bits together. The packed key is its own
+//!   exact fingerprint: 8 (or 16) bytes a row, no second pass.
+//! - **fingerprint**: wide keys (text, binary, wide composites). A 64-bit hash
+//!   a row; hashes seen more than once are candidates, and one verification
+//!   pass counts the exact keys behind them. No candidates, no second pass.
+//! - **ordered**: the footers say the rows arrive in order of an integer-like
+//!   key column (ranges that never go back across row groups and files), so
+//!   equal keys arrive side by side: constant memory, verified while streaming.
+//! - **grouped**: DataFusion's hash aggregate (on a Ballista cluster, and for
+//!   key types the engine does not pack or hash).
+//!
+//! The dense bitmap of `exec::dense` and the skip of key sets implied by a
+//! unique subset come before all of these and are unchanged.
+
+use std::fmt;
+
+use datafusion::arrow::datatypes::{DataType, Schema};
+
+/// What the engine needs to know about one key part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub column: String,
+    pub kind: PartKind,
+    /// The smallest code value: the footer minimum, or the type's minimum.
+    pub offset: i128,
+    /// Bits of this part in the packed key (null code included).
+    pub bits: u32,
+    /// Whether code 0 stands for null (only for `nulls not distinct` keys
+    /// whose column can hold nulls); values then start at 1.
+    pub null_code: bool,
+    /// Whether `offset` and the span come from exact footer statistics (and
+    /// a value outside them means the files are inconsistent).
+    pub from_footers: bool,
+}
+
+/// How a fixed-width value becomes an integer code that orders like the
+/// value does in Arrow's row format (ascending, nulls first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartKind {
+    /// Signed integers and everything stored as one: dates, timestamps,
+    /// times, durations, decimals up to 18 digits (unscaled).
+    Signed,
+    /// Unsigned integers.
+    Unsigned,
+    Bool,
+    /// The total order of IEEE floats (NaN and -0.0 distinct, as in the
+    /// grouped pass), 64 or 32 bits.
+    Float64,
+    Float32,
+}
+
+/// The packing of a key: parts in key-set order, the first in the most
+/// significant bits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packing {
+    pub parts: Vec<Part>,
+}
+
+impl Packing {
+    pub fn bits(&self) -> u32 {
+        self.parts.iter().map(|p| p.bits).sum()
+    }
+}
+
+/// The strategy of one key check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyStrategy {
+    Packed(Packing),
+    Fingerprint {
+        /// The test-only collision switch: keep only this many bits.
+        test_bits: Option<u32>,
+    },
+    /// Rows arrive in order of `leading`; equal keys are adjacent runs.
+    Ordered {
+        leading: String,
+        /// How many row groups the footer ranges were checked over.
+        row_groups: usize,
+        /// The strategy used if the order breaks while streaming.
+        fallback: Box<KeyStrategy>,
+    },
+    Grouped,
+}
+
+/// One key check: the key set (columns sorted by name) and its null mode.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyJob {
+    pub keys: Vec<String>,
+    pub nulls_equal: bool,
+}
+
+/// Footer facts about one key column, gathered by `exec::stats`.
+#[derive(Debug, Clone, Default)]
+pub struct ColumnFacts {
+    /// The exact `[min, max]` of the column's integer code (unscaled
+    /// decimals, days, timestamp units), when every row group gives it.
+    pub range: Option<(i128, i128)>,
+    /// Whether the column can hold nulls (no footer says it holds none).
+    pub may_hold_nulls: bool,
+    /// Per row group, in scan order, the exact `[min, max]`; `None` when any
+    /// row group lacks them.
+    pub row_group_ranges: Option<Vec<(i128, i128)>>,
+}
+
+/// A strategy forced on every key check, for tests (`EngineOptions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forced {
+    Packed,
+    Fingerprint,
+    Ordered,
+    Grouped,
+}
+
+impl Forced {
+    /// `packed`, `fingerprint`, `ordered` or `grouped`.
+    pub fn parse(s: &str) -> Option<Forced> {
+        match s {
+            "packed" => Some(Forced::Packed),
+            "fingerprint" => Some(Forced::Fingerprint),
+            "ordered" => Some(Forced::Ordered),
+            "grouped" => Some(Forced::Grouped),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the strategy counts distinct keys exactly as `count(distinct)`
+/// does: packed words of parts that are not floating-point (whose NaN and
+/// -0.0 the fused aggregate counts its own way).
+pub fn exact_distinct(s: &KeyStrategy) -> bool {
+    let packing = match s {
+        KeyStrategy::Packed(p) => p,
+        KeyStrategy::Ordered { fallback, .. } => match fallback.as_ref() {
+            KeyStrategy::Packed(p) => p,
+            _ => return false,
+        },
+        _ => return false,
+    };
+    packing
+        .parts
+        .iter()
+        .all(|p| !matches!(p.kind, PartKind::Float32 | PartKind::Float64))
+}
+
+/// Picks the strategy of `job` from the schema and the footer facts.
+pub fn choose(
+    job: &KeyJob,
+    schema: &Schema,
+    facts: &dyn Fn(&str) -> ColumnFacts,
+    forced: Option<Forced>,
+) -> KeyStrategy {
+    let packing = packing(job, schema, facts);
+    let general = match (&packing, forced) {
+        (_, Some(Forced::Grouped)) => return KeyStrategy::Grouped,
+        (_, Some(Forced::Fingerprint)) => KeyStrategy::Fingerprint { test_bits: None },
+        (Some(p), _) if p.bits() <= 128 => KeyStrategy::Packed(p.clone()),
+        _ if hashable(job, schema) => KeyStrategy::Fingerprint { test_bits: None },
+        _ => return KeyStrategy::Grouped,
+    };
+    // Runs of equal keys are compared as packed words.
+    if !matches!(general, KeyStrategy::Packed(_)) {
+        return general;
+    }
+    match ordered_by(job, schema, facts) {
+        Some((leading, row_groups)) if forced != Some(Forced::Packed) => KeyStrategy::Ordered {
+            leading,
+            row_groups,
+            fallback: Box::new(general),
+        },
+        _ if forced == Some(Forced::Ordered) => KeyStrategy::Ordered {
+            leading: job.keys[0].clone(),
+            row_groups: 0,
+            fallback: Box::new(general),
+        },
+        _ => general,
+    }
+}
+
+/// The packing of the key, or `None` when a part is not fixed-width.
+fn packing(job: &KeyJob, schema: &Schema, facts: &dyn Fn(&str) -> ColumnFacts) -> Option<Packing> {
+    let parts = job
+        .keys
+        .iter()
+        .map(|c| {
+            let ty = schema.field_with_name(c).ok()?.data_type();
+            part(c, ty, &facts(c), job.nulls_equal)
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Packing { parts })
+}
+
+/// The kind and full bit width of a fixed-width type.
+pub fn fixed_width(ty: &DataType) -> Option<(PartKind, u32)> {
+    use DataType as T;
+    Some(match ty {
+        T::Boolean => (PartKind::Bool, 1),
+        T::Int8 => (PartKind::Signed, 8),
+        T::Int16 => (PartKind::Signed, 16),
+        T::Int32 | T::Date32 | T::Time32(_) => (PartKind::Signed, 32),
+        T::Int64 | T::Date64 | T::Time64(_) | T::Timestamp(..) | T::Duration(_) => {
+            (PartKind::Signed, 64)
+        }
+        T::UInt8 => (PartKind::Unsigned, 8),
+        T::UInt16 => (PartKind::Unsigned, 16),
+        T::UInt32 => (PartKind::Unsigned, 32),
+        T::UInt64 => (PartKind::Unsigned, 64),
+        T::Float32 => (PartKind::Float32, 32),
+        T::Float64 => (PartKind::Float64, 64),
+        T::Decimal32(..) => (PartKind::Signed, 32),
+        T::Decimal64(..) => (PartKind::Signed, 64),
+        T::Decimal128(p, _) if *p <= 18 => (PartKind::Signed, 64),
+        _ => return None,
+    })
+}
+
+fn part(column: &str, ty: &DataType, facts: &ColumnFacts, nulls_equal: bool) -> Option<Part> {
+    let (kind, width) = fixed_width(ty)?;
+    let null_code = nulls_equal && facts.may_hold_nulls;
+    let ranged = matches!(kind, PartKind::Signed | PartKind::Unsigned);
+    let (offset, span, from_footers) = match facts.range {
+        Some((min, max)) if ranged && max >= min => (min, (max - min) as u128, true),
+        _ => {
+            let offset = match kind {
+                PartKind::Signed => -(1i128 << (width - 1)),
+                _ => 0,
+            };
+            (offset, (1u128 << width) - 1, false)
+        }
+    };
+    // Codes run from 0 (or 1, with a null code) to `span` (+ 1).
+    let top = span + u128::from(null_code);
+    let bits = 128 - top.leading_zeros();
+    Some(Part {
+        column: column.to_string(),
+        kind,
+        offset,
+        bits,
+        null_code,
+        from_footers,
+    })
+}
+
+/// Whether the engine can fingerprint every key column: it hashes Arrow
+/// arrays of any flat type (half floats stay with the grouped pass, whose
+/// folding of -0.0 the verification pass does not repeat for them).
+fn hashable(job: &KeyJob, schema: &Schema) -> bool {
+    job.keys.iter().all(|c| {
+        schema.field_with_name(c).is_ok_and(|f| {
+            let t = f.data_type();
+            !t.is_nested() && *t != DataType::Float16
+        })
+    })
+}
+
+/// A key column by whose order the rows arrive, with the number of row
+/// groups behind that claim: every row group's range starts no lower than
+/// the previous one ends. In `nulls not distinct` mode a nullable leading
+/// column does not qualify (the footers say nothing about where nulls are).
+fn ordered_by(
+    job: &KeyJob,
+    schema: &Schema,
+    facts: &dyn Fn(&str) -> ColumnFacts,
+) -> Option<(String, usize)> {
+    job.keys.iter().find_map(|c| {
+        let ty = schema.field_with_name(c).ok()?.data_type();
+        if !matches!(fixed_width(ty)?.0, PartKind::Signed | PartKind::Unsigned) {
+            return None;
+        }
+        let f = facts(c);
+        if job.nulls_equal && f.may_hold_nulls {
+            return None;
+        }
+        let groups = f.row_group_ranges?;
+        let ordered = groups.len() >= 2 && groups.windows(2).all(|w| w[0].1 <= w[1].0);
+        ordered.then(|| (c.clone(), groups.len()))
+    })
+}
+
+impl fmt::Display for KeyStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyStrategy::Packed(p) => {
+                let parts: Vec<String> = p
+                    .parts
+                    .iter()
+                    .map(|part| {
+                        let source = if part.from_footers {
+                            format!("footer range from {}", part.offset)
+                        } else {
+                            "full type width".into()
+                        };
+                        let null = if part.null_code { ", null code" } else { "" };
+                        format!("{} {} bits ({source}{null})", part.column, part.bits)
+                    })
+                    .collect();
+                let word = if p.bits() <= 64 { 64 } else { 128 };
+                write!(
+                    f,
+                    "packed: {} = {} bits in a {word}-bit word, radix-partitioned and counted exactly, no second pass",
+                    parts.join(" + "),
+                    p.bits()
+                )
+            }
+            KeyStrategy::Fingerprint { .. } => write!(
+                f,
+                "fingerprint: a 64-bit hash a row, radix-partitioned; repeated hashes are verified against the exact keys in a second pass, only when there are any"
+            ),
+            KeyStrategy::Ordered {
+                leading,
+                row_groups,
+                fallback,
+            } => write!(
+                f,
+                "ordered: the footer ranges of {leading} never go back across {row_groups} row group(s), so equal keys arrive side by side (constant memory; the order is verified while streaming, and if it breaks: {fallback})"
+            ),
+            KeyStrategy::Grouped => write!(f, "grouped: DataFusion's hash aggregate"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::{Field, TimeUnit};
+
+    fn schema() -> Schema {
+        Schema::new(vec![
+            Field::new("store_id", DataType::Int32, true),
+            Field::new("order_id", DataType::Int64, false),
+            Field::new("event_id", DataType::Utf8, false),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+                false,
+            ),
+            Field::new("f", DataType::Float64, true),
+        ])
+    }
+
+    fn job(keys: &[&str], nulls_equal: bool) -> KeyJob {
+        KeyJob {
+            keys: keys.iter().map(|s| s.to_string()).collect(),
+            nulls_equal,
+        }
+    }
+
+    fn ranged(min: i128, max: i128) -> ColumnFacts {
+        ColumnFacts {
+            range: Some((min, max)),
+            may_hold_nulls: false,
+            row_group_ranges: None,
+        }
+    }
+
+    #[test]
+    fn composite_keys_pack_by_their_footer_ranges() {
+        let facts = |c: &str| match c {
+            "store_id" => ranged(1, 1000),
+            _ => ranged(7, (1 << 40) + 6),
+        };
+        let s = choose(
+            &job(&["order_id", "store_id"], false),
+            &schema(),
+            &facts,
+            None,
+        );
+        let KeyStrategy::Packed(p) = s else {
+            panic!("{s}")
+        };
+        assert_eq!(p.parts[0].bits, 40, "2^40 values from 7");
+        assert_eq!(p.parts[1].bits, 10, "1000 values");
+        assert_eq!(p.bits(), 50);
+    }
+
+    #[test]
+    fn without_statistics_parts_take_their_type_width() {
+        let none = |_: &str| ColumnFacts {
+            may_hold_nulls: true,
+            ..Default::default()
+        };
+        let KeyStrategy::Packed(p) = choose(
+            &job(&["order_id", "store_id"], false),
+            &schema(),
+            &none,
+            None,
+        ) else {
+            panic!()
+        };
+        assert_eq!(p.bits(), 96, "a 128-bit word");
+        let KeyStrategy::Packed(p) = choose(&job(&["f", "store_id"], true), &schema(), &none, None)
+        else {
+            panic!()
+        };
+        assert_eq!(p.bits(), 64 + 1 + 32 + 1, "null codes widen nullable parts");
+        assert_eq!(
+            choose(&job(&["event_id"], false), &schema(), &none, None),
+            KeyStrategy::Fingerprint { test_bits: None }
+        );
+        assert_eq!(
+            choose(
+                &job(&["event_id", "ts", "order_id"], false),
+                &schema(),
+                &none,
+                None
+            ),
+            KeyStrategy::Fingerprint { test_bits: None }
+        );
+    }
+
+    #[test]
+    fn footer_ranges_in_order_choose_the_ordered_strategy() {
+        let facts = |c: &str| ColumnFacts {
+            range: Some((0, 99)),
+            may_hold_nulls: false,
+            row_group_ranges: (c == "ts").then(|| vec![(0, 10), (10, 50), (51, 99)]),
+        };
+        let s = choose(&job(&["store_id", "ts"], false), &schema(), &facts, None);
+        assert!(
+            matches!(&s, KeyStrategy::Ordered { leading, row_groups: 3, .. } if leading == "ts"),
+            "{s}"
+        );
+        let back = |c: &str| ColumnFacts {
+            row_group_ranges: (c == "ts").then(|| vec![(0, 10), (5, 50)]),
+            ..ranged(0, 99)
+        };
+        assert!(matches!(
+            choose(&job(&["store_id", "ts"], false), &schema(), &back, None),
+            KeyStrategy::Packed(_)
+        ));
+    }
+}
