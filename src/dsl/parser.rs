@@ -88,7 +88,7 @@ pub fn parse(source: &str) -> (RuleFile, Vec<Diagnostic>) {
 }
 
 /// Collapses whitespace runs outside `'strings'` and `"names"` to one space
-/// and trims the result; used for [`Statement::source_text`].
+/// and trims the result; used for [`Statement::source_text`](super::ast::Statement::source_text).
 pub fn collapse_whitespace(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut quote: Option<char> = None;
