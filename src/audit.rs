@@ -528,7 +528,7 @@ impl Prepared {
     /// The plans this audit runs, as `dqgate explain` prints them.
     pub async fn explain(&self) -> Result<String, Error> {
         let mut out =
-            crate::plan::explain::explain(&self.ctx, &self.input, &self.checked, &self.plan)
+            crate::exec::explain::explain(&self.ctx, &self.input, &self.checked, &self.plan)
                 .await?;
         out.push_str(&joins::explain(self).await?);
         Ok(out)

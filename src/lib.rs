@@ -34,6 +34,7 @@ pub mod publish;
 pub mod report;
 pub mod runkey;
 pub mod scalar;
+pub mod units;
 pub mod value;
 pub mod verdict;
 
