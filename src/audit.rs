@@ -56,7 +56,7 @@ impl RuleSource {
         Ok(RuleSource {
             display,
             text,
-            sha256: crate::exec::input::hex(&Sha256::digest(&bytes)),
+            sha256: hex::encode(Sha256::digest(&bytes)),
             path: path.to_path_buf(),
         })
     }
