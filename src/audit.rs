@@ -56,7 +56,7 @@ impl RuleSource {
         Ok(RuleSource {
             display,
             text,
-            sha256: crate::exec::input::hex(&Sha256::digest(&bytes)),
+            sha256: hex::encode(Sha256::digest(&bytes)),
             path: path.to_path_buf(),
         })
     }
@@ -532,7 +532,7 @@ impl Prepared {
     /// The plans this audit runs, as `dqgate explain` prints them.
     pub async fn explain(&self) -> Result<String, Error> {
         let mut out =
-            crate::plan::explain::explain(&self.ctx, &self.input, &self.checked, &self.plan)
+            crate::exec::explain::explain(&self.ctx, &self.input, &self.checked, &self.plan)
                 .await?;
         out.push_str(&joins::explain(self).await?);
         Ok(out)

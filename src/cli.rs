@@ -23,17 +23,12 @@ mod publish;
 mod report;
 mod verify;
 
-pub use args::{parse_age, parse_size, AuditArgs, Command, Format, Target};
-
+pub use args::{AuditArgs, Command, Format, Target};
 use check::{check, published_table, staged_location};
-
-use publish::{publish, publish_delta};
-
-use verify::{show_verify, verify};
-
-use report::report;
-
 use lint::lint;
+use publish::{publish, publish_delta};
+use report::report;
+use verify::{show_verify, verify};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -203,7 +198,7 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             )
             .await
         }
-        Command::Ballista(role) => crate::exec::ballista::serve(role).await,
+        Command::Ballista(role) => Ok(crate::exec::ballista::serve(role).await?),
         Command::Explain {
             rules,
             staged,
@@ -253,7 +248,7 @@ fn engine_options(a: &AuditArgs) -> Result<EngineOptions, Error> {
 fn reach_engine(a: &AuditArgs) -> Result<(), Error> {
     match &a.engine {
         Engine::Local => Ok(()),
-        Engine::Ballista(scheduler) => crate::exec::ballista::reach(scheduler),
+        Engine::Ballista(scheduler) => Ok(crate::exec::ballista::reach(scheduler)?),
     }
 }
 
