@@ -36,7 +36,7 @@ use futures::StreamExt;
 use super::input::StagedInput;
 use super::topk::TopK;
 use super::{progress, table, Duplicates, SAMPLES};
-use crate::error::Error;
+use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing};
 use count::Table;
 use key::Key;

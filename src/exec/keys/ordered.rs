@@ -21,7 +21,7 @@ use datafusion::prelude::SessionContext;
 use super::encode;
 use super::key::Key;
 use super::{key_types, rank_words, scan, streams, Found};
-use crate::error::Error;
+use crate::exec::ExecError as Error;
 use crate::exec::input::StagedInput;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing};
 
