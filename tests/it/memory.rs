@@ -1,5 +1,6 @@
 //! `--memory-limit`: a uniqueness check whose distinct keys do not fit in the
-//! limit still completes, by spilling, with the right answer.
+//! limit still completes, by spilling, with the right answer: on the grouped
+//! pass (DataFusion's hash aggregate) and on the key engine's stores.
 
 use std::fs;
 use std::sync::Arc;
@@ -8,12 +9,9 @@ use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
 
-use crate::support::dqgate;
-
-#[test]
-fn unique_spills_under_a_small_memory_limit() {
-    let tmp = tempfile::tempdir().unwrap();
-    let staged = tmp.path().join("staged");
+/// 600,000 rows: `id` a permutation with key 5 three times, `tag` its text.
+fn write_keys(tmp: &std::path::Path) {
+    let staged = tmp.join("staged");
     fs::create_dir_all(&staged).unwrap();
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
@@ -48,25 +46,39 @@ fn unique_spills_under_a_small_memory_limit() {
     }
     w.close().unwrap();
     fs::write(
-        tmp.path().join("r.dq"),
-        "table t\ncheck unique(tag)\ncheck duplicate_count(id, tag) = 1\n",
+        tmp.join("r.dq"),
+        "table t\ncheck unique(tag)\ncheck duplicate_count(id, tag) = 1\ncheck unique(id)\n",
     )
     .unwrap();
-    let out = dqgate(
-        tmp.path(),
-        &[
-            "check",
-            "r.dq",
-            "--staged",
-            "staged",
-            "--format",
-            "json",
-            "--memory-limit",
-            "32MiB",
-            "--threads",
-            "2",
-        ],
-    );
+}
+
+fn check(tmp: &std::path::Path, limit: Option<&str>, strategy: &str) -> std::process::Output {
+    let mut args = vec![
+        "check",
+        "r.dq",
+        "--staged",
+        "staged",
+        "--format",
+        "json",
+        "--threads",
+        "2",
+    ];
+    if let Some(l) = limit {
+        args.extend(["--memory-limit", l]);
+    }
+    std::process::Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .args(&args)
+        .current_dir(tmp)
+        .env("DQGATE_TEST_KEY_STRATEGY", strategy)
+        .output()
+        .expect("run dqgate")
+}
+
+#[test]
+fn unique_spills_under_a_small_memory_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_keys(tmp.path());
+    let out = check(tmp.path(), Some("32MiB"), "grouped");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
@@ -82,4 +94,28 @@ fn unique_spills_under_a_small_memory_limit() {
         "the key set fit in memory, nothing was spilled: {stderr}"
     );
     assert!(stdout.contains("\"rows\": 3"), "{stdout}");
+}
+
+/// The key engine holds 8 bytes a row; under a 2 MiB limit its stores spill
+/// (packed words for `id`, fingerprints for `tag`), and the verdict is the
+/// one without a limit, byte for byte.
+#[test]
+fn the_key_engine_spills_under_a_small_memory_limit_with_the_same_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_keys(tmp.path());
+    let free = check(tmp.path(), None, "auto");
+    for strategy in ["auto", "fingerprint"] {
+        let out = check(tmp.path(), Some("2MiB"), strategy);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("bytes spilled"),
+            "{strategy}: nothing spilled: {stderr}"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&free.stdout),
+            "{strategy}"
+        );
+    }
 }

@@ -21,8 +21,8 @@ use datafusion::prelude::SessionContext;
 use super::encode;
 use super::key::Key;
 use super::{key_types, rank_words, scan, streams, Found};
-use crate::exec::ExecError as Error;
 use crate::exec::input::StagedInput;
+use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing};
 
 /// The longest run of one leading value kept in memory (16 MiB of u128).
