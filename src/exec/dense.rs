@@ -16,12 +16,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
-use datafusion::prelude::{ident, SessionContext};
+use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 
 use super::input::StagedInput;
 use super::ExecError as Error;
-use super::{progress, table, Duplicates, SAMPLES};
+use super::{Duplicates, SAMPLES};
 use crate::value::Value;
 
 /// The largest bitmap dqgate builds: 2^32 bits, 512 MiB.
@@ -45,30 +45,13 @@ pub async fn duplicates(
     label: &str,
 ) -> Result<Duplicates, Error> {
     let span = (max as i128 - min as i128 + 1) as u64;
-    let frame = table(ctx, input)?
-        .select(vec![ident(column)])
-        .and_then(|f| f.filter(ident(column).is_not_null()))
-        .map_err(|e| Error::engine("planning a key check", e))?;
-    let task = Arc::new(frame.task_ctx());
-    let physical = frame
-        .create_physical_plan()
-        .await
-        .map_err(|e| Error::engine(format!("planning {label}"), e))?;
-    let _bar = progress::Progress::start(label, physical.clone(), input.row_count());
+    let (streams, _bar) = super::keys::streams(ctx, input, &[column.to_string()], label).await?;
     let bits: Arc<Vec<AtomicU64>> =
         Arc::new((0..span.div_ceil(64)).map(|_| AtomicU64::new(0)).collect());
-    let partitions = physical
-        .properties()
-        .output_partitioning()
-        .partition_count();
-    let mut tasks = Vec::with_capacity(partitions);
-    for p in 0..partitions {
-        let stream = physical
-            .execute(p, task.clone())
-            .map_err(|e| Error::engine(format!("running {label}"), e))?;
-        let bits = bits.clone();
-        tasks.push(tokio::spawn(mark_partition(stream, bits, min, max)));
-    }
+    let tasks: Vec<_> = streams
+        .into_iter()
+        .map(|stream| tokio::spawn(mark_partition(stream, bits.clone(), min, max)))
+        .collect();
     let mut extra: HashMap<i64, u64> = HashMap::new();
     for t in tasks {
         let part = t

@@ -99,35 +99,7 @@ fn extreme(input: &StagedInput, column: &str, want: Ordering) -> Option<Value> {
     }
     let mut best: Option<Value> = None;
     for f in &input.files {
-        if f.metadata.num_row_groups() == 0 {
-            continue;
-        }
-        let schema = file_schema(f)?;
-        let conv = converter(f, &schema, column)?;
-        let groups = f.metadata.row_groups();
-        let nulls = conv.row_group_null_counts(groups.iter()).ok()?;
-        let (values, exact) = if want == Ordering::Less {
-            (
-                conv.row_group_mins(groups.iter()).ok()?,
-                conv.row_group_is_min_value_exact(groups.iter()).ok()?,
-            )
-        } else {
-            (
-                conv.row_group_maxes(groups.iter()).ok()?,
-                conv.row_group_is_max_value_exact(groups.iter()).ok()?,
-            )
-        };
-        for (i, rg) in groups.iter().enumerate() {
-            if nulls.is_null(i) {
-                return None;
-            }
-            if nulls.value(i) == rg.num_rows() as u64 {
-                continue; // only nulls: no value to contribute
-            }
-            if values.is_null(i) || !is_true(&exact, i) {
-                return None;
-            }
-            let v = crate::scalar::from_scalar(&ScalarValue::try_from_array(&values, i).ok()?)?;
+        for v in row_group_bounds(f, column, want)?.into_iter().flatten() {
             best = match best {
                 None => Some(v),
                 Some(b) => Some(if v.compare(&b)? == want { v } else { b }),
@@ -135,6 +107,47 @@ fn extreme(input: &StagedInput, column: &str, want: Ordering) -> Option<Value> {
         }
     }
     Some(best.unwrap_or(Value::Null))
+}
+
+/// Each row group's exact minimum (`Less`) or maximum of `column`, `None`
+/// for a row group of only nulls; `None` overall when any row group lacks
+/// exact statistics.
+fn row_group_bounds(f: &StagedFile, column: &str, want: Ordering) -> Option<Vec<Option<Value>>> {
+    if f.metadata.num_row_groups() == 0 {
+        return Some(Vec::new());
+    }
+    let schema = file_schema(f)?;
+    let conv = converter(f, &schema, column)?;
+    let groups = f.metadata.row_groups();
+    let nulls = conv.row_group_null_counts(groups.iter()).ok()?;
+    let (values, exact) = if want == Ordering::Less {
+        (
+            conv.row_group_mins(groups.iter()).ok()?,
+            conv.row_group_is_min_value_exact(groups.iter()).ok()?,
+        )
+    } else {
+        (
+            conv.row_group_maxes(groups.iter()).ok()?,
+            conv.row_group_is_max_value_exact(groups.iter()).ok()?,
+        )
+    };
+    groups
+        .iter()
+        .enumerate()
+        .map(|(i, rg)| {
+            if nulls.is_null(i) {
+                return None;
+            }
+            if nulls.value(i) == rg.num_rows() as u64 {
+                return Some(None); // only nulls: no value to contribute
+            }
+            if values.is_null(i) || !is_true(&exact, i) {
+                return None;
+            }
+            let s = ScalarValue::try_from_array(&values, i).ok()?;
+            Some(Some(crate::scalar::from_scalar(&s)?))
+        })
+        .collect()
 }
 
 fn is_true(a: &BooleanArray, i: usize) -> bool {
@@ -202,33 +215,12 @@ fn row_group_ranges(input: &StagedInput, column: &str) -> Option<Vec<(i128, i128
     }
     let mut out = Vec::new();
     for f in &input.files {
-        if f.metadata.num_row_groups() == 0 {
-            continue;
-        }
-        let schema = file_schema(f)?;
-        let conv = converter(f, &schema, column)?;
-        let groups = f.metadata.row_groups();
-        let nulls = conv.row_group_null_counts(groups.iter()).ok()?;
-        let mins = conv.row_group_mins(groups.iter()).ok()?;
-        let maxes = conv.row_group_maxes(groups.iter()).ok()?;
-        let exact_min = conv.row_group_is_min_value_exact(groups.iter()).ok()?;
-        let exact_max = conv.row_group_is_max_value_exact(groups.iter()).ok()?;
-        for (i, rg) in groups.iter().enumerate() {
-            if rg.num_rows() == 0 || (nulls.is_valid(i) && nulls.value(i) == rg.num_rows() as u64) {
-                continue;
+        let mins = row_group_bounds(f, column, Ordering::Less)?;
+        let maxes = row_group_bounds(f, column, Ordering::Greater)?;
+        for (min, max) in mins.iter().zip(&maxes) {
+            if let (Some(min), Some(max)) = (min, max) {
+                out.push((integer_code(min)?, integer_code(max)?));
             }
-            if mins.is_null(i)
-                || maxes.is_null(i)
-                || !is_true(&exact_min, i)
-                || !is_true(&exact_max, i)
-            {
-                return None;
-            }
-            let code = |a: &dyn Array| {
-                let s = ScalarValue::try_from_array(a, i).ok()?;
-                integer_code(&crate::scalar::from_scalar(&s)?)
-            };
-            out.push((code(&mins)?, code(&maxes)?));
         }
     }
     Some(out)

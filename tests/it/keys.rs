@@ -22,7 +22,6 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
-use dqgate::audit::{prepare, Published, RuleSource};
 use dqgate::engine::EngineOptions;
 use dqgate::plan::keys::Forced;
 use proptest::prelude::*;
@@ -251,17 +250,7 @@ fn oracle(all: &RecordBatch, keys: &[&str], nulls_equal: bool) -> usize {
 }
 
 fn audit(rt: &tokio::runtime::Runtime, rules: &Path, dir: &Path, opts: &EngineOptions) -> String {
-    let prepared = rt
-        .block_on(prepare(
-            RuleSource::read(rules).unwrap(),
-            dir,
-            &[],
-            false,
-            opts,
-        ))
-        .unwrap();
-    let verdict = rt.block_on(prepared.run(&Published::NotGiven)).unwrap();
-    dqgate::verdict::json::to_json(&verdict)
+    dqgate::verdict::json::to_json(&crate::support::audit_in_process(rt, rules, dir, opts))
 }
 
 fn runtime() -> tokio::runtime::Runtime {

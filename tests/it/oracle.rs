@@ -18,7 +18,6 @@ use datafusion::arrow::datatypes::{
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
-use dqgate::audit::{prepare, Published, RuleSource};
 use dqgate::engine::EngineOptions;
 use dqgate::value::Value;
 use proptest::prelude::*;
@@ -228,17 +227,7 @@ fn audit(
     dir: &Path,
     engine: &EngineOptions,
 ) -> Vec<(String, Value)> {
-    let prepared = rt
-        .block_on(prepare(
-            RuleSource::read(rules).unwrap(),
-            dir,
-            &[],
-            false,
-            engine,
-        ))
-        .unwrap();
-    let verdict = rt.block_on(prepared.run(&Published::NotGiven)).unwrap();
-    verdict
+    crate::support::audit_in_process(rt, rules, dir, engine)
         .checks
         .into_iter()
         .map(|c| (c.metric, c.value))

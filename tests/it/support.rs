@@ -21,3 +21,23 @@ pub fn dqgate(cwd: &Path, args: &[&str]) -> Output {
         .output()
         .expect("run dqgate")
 }
+
+/// Audits `dir` with the rule file `rules` in process (no published side).
+pub fn audit_in_process(
+    rt: &tokio::runtime::Runtime,
+    rules: &Path,
+    dir: &Path,
+    engine: &dqgate::engine::EngineOptions,
+) -> dqgate::verdict::Verdict {
+    use dqgate::audit::{prepare, Published, RuleSource};
+    let prepared = rt
+        .block_on(prepare(
+            RuleSource::read(rules).unwrap(),
+            dir,
+            &[],
+            false,
+            engine,
+        ))
+        .unwrap();
+    rt.block_on(prepared.run(&Published::NotGiven)).unwrap()
+}

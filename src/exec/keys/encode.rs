@@ -100,15 +100,8 @@ fn pack_part<K: Key>(
     let limit = (u128::MAX >> (128 - part.bits)) - u128::from(part.null_code);
     let mut codes = Vec::new();
     if codes_into(part, column, limit, &mut codes)? {
-        // Some code is out of range: name the first valid row that is.
-        let wide = codes_of(part, column)?;
-        let valid = |i: &usize| nulls.as_ref().is_none_or(|n| n.is_valid(*i));
-        if let Some(i) = (0..wide.len()).filter(valid).find(|i| wide[*i] > limit) {
-            return Err(PackError::OutOfRange {
-                column: part.column.clone(),
-                value: display_at(column, i),
-            });
-        }
+        // Some code is out of range: an error if a valid row's is.
+        first_valid_where(part, column, |d| d > limit)?;
     }
     let (bits, plus) = (part.bits, part.null_code);
     match nulls.as_ref().filter(|n| n.null_count() > 0) {
@@ -128,68 +121,45 @@ fn pack_part<K: Key>(
     Ok(())
 }
 
-/// Each row's code as 64 bits, branch-free; returns whether any row's code
-/// (null rows included, whose values are arbitrary) exceeds `limit`.
+/// Each row's code as 64 bits; returns whether any row's code (null rows
+/// included, whose values are arbitrary) exceeds `limit`.
 pub(super) fn codes_into(
     part: &Part,
     column: &ArrayRef,
     limit: u128,
     out: &mut Vec<u64>,
 ) -> Result<bool, PackError> {
-    let off = part.offset;
     out.clear();
+    out.reserve(column.len());
     let mut over = false;
-    macro_rules! prim {
-        ($t:ty) => {{
-            let values = column.as_primitive::<$t>().values();
-            out.reserve(values.len());
-            for v in values.iter() {
-                let d = (*v as i128).wrapping_sub(off) as u128;
-                over |= d > limit;
-                out.push(d as u64);
-            }
-        }};
-    }
-    use DataType as T;
-    match column.data_type() {
-        T::Int8 => prim!(Int8Type),
-        T::Int16 => prim!(Int16Type),
-        T::Int32 => prim!(Int32Type),
-        T::Int64 => prim!(Int64Type),
-        T::UInt8 => prim!(UInt8Type),
-        T::UInt16 => prim!(UInt16Type),
-        T::UInt32 => prim!(UInt32Type),
-        T::UInt64 => prim!(UInt64Type),
-        T::Date32 => prim!(Date32Type),
-        T::Date64 => prim!(Date64Type),
-        T::Timestamp(TimeUnit::Second, _) => prim!(TimestampSecondType),
-        T::Timestamp(TimeUnit::Millisecond, _) => prim!(TimestampMillisecondType),
-        T::Timestamp(TimeUnit::Microsecond, _) => prim!(TimestampMicrosecondType),
-        T::Timestamp(TimeUnit::Nanosecond, _) => prim!(TimestampNanosecondType),
-        T::Decimal64(..) => prim!(Decimal64Type),
-        T::Decimal128(..) => prim!(Decimal128Type),
-        _ => {
-            // The rarer types: through the wide codes.
-            let wide = codes_of(part, column)?;
-            out.extend(wide.iter().map(|c| {
-                over |= *c > limit;
-                *c as u64
-            }));
-        }
-    }
+    for_each_code(part, column, |_, d| {
+        over |= d > limit;
+        out.push(d as u64);
+    })?;
     Ok(over)
 }
 
 /// A part of zero bits holds one value: check that every value is it.
 fn check_constant(part: &Part, column: &ArrayRef) -> Result<(), PackError> {
-    let codes = codes_of(part, column)?;
+    first_valid_where(part, column, |d| d != 0)
+}
+
+/// An out-of-range error naming the first valid row whose code `bad` says
+/// is out of range.
+fn first_valid_where(
+    part: &Part,
+    column: &ArrayRef,
+    bad: impl Fn(u128) -> bool,
+) -> Result<(), PackError> {
     let nulls = column.logical_nulls();
-    match codes
-        .iter()
-        .enumerate()
-        .find(|(i, c)| **c != 0 && nulls.as_ref().is_none_or(|n| n.is_valid(*i)))
-    {
-        Some((i, _)) => Err(PackError::OutOfRange {
+    let mut first = None;
+    for_each_code(part, column, |i, d| {
+        if first.is_none() && bad(d) && nulls.as_ref().is_none_or(|n| n.is_valid(i)) {
+            first = Some(i);
+        }
+    })?;
+    match first {
+        Some(i) => Err(PackError::OutOfRange {
             column: part.column.clone(),
             value: display_at(column, i),
         }),
@@ -201,32 +171,30 @@ fn display_at(column: &ArrayRef, i: usize) -> String {
     ScalarValue::try_from_array(column, i).map_or_else(|_| "?".into(), |s| s.to_string())
 }
 
-/// Each row's code (value minus offset, floats in total order); values
-/// below the offset give codes above any limit.
-fn codes_of(part: &Part, column: &ArrayRef) -> Result<Vec<u128>, PackError> {
+/// Calls `f(row, code)` for every row: the value minus the offset (values
+/// below it wrap to codes above any limit), floats in total order. One
+/// tight loop over one primitive buffer per type.
+fn for_each_code(
+    part: &Part,
+    column: &ArrayRef,
+    mut f: impl FnMut(usize, u128),
+) -> Result<(), PackError> {
     let off = part.offset;
-    let signed = |v: i128| {
-        if v < off {
-            u128::MAX
-        } else {
-            (v - off) as u128
-        }
-    };
     macro_rules! prim {
         ($t:ty) => {
-            column
-                .as_primitive::<$t>()
-                .values()
-                .iter()
-                .map(|v| signed(*v as i128))
-                .collect()
+            for (i, v) in column.as_primitive::<$t>().values().iter().enumerate() {
+                f(i, (*v as i128).wrapping_sub(off) as u128)
+            }
         };
     }
     use DataType as T;
-    Ok(match column.data_type() {
+    match column.data_type() {
         T::Boolean => {
             let b: &BooleanArray = column.as_boolean();
-            b.values().iter().map(u128::from).collect()
+            b.values()
+                .iter()
+                .enumerate()
+                .for_each(|(i, v)| f(i, u128::from(v)))
         }
         T::Int8 => prim!(Int8Type),
         T::Int16 => prim!(Int16Type),
@@ -255,17 +223,15 @@ fn codes_of(part: &Part, column: &ArrayRef) -> Result<Vec<u128>, PackError> {
         T::Decimal128(..) => prim!(Decimal128Type),
         T::Float64 if part.kind == PartKind::Float64 => {
             let a: &PrimitiveArray<Float64Type> = column.as_primitive();
-            a.values()
-                .iter()
-                .map(|v| u128::from(total_order64(zero(*v))))
-                .collect()
+            for (i, v) in a.values().iter().enumerate() {
+                f(i, u128::from(total_order64(zero(*v))))
+            }
         }
         T::Float32 if part.kind == PartKind::Float32 => {
             let a: &PrimitiveArray<Float32Type> = column.as_primitive();
-            a.values()
-                .iter()
-                .map(|v| u128::from(total_order32(zero32(*v))))
-                .collect()
+            for (i, v) in a.values().iter().enumerate() {
+                f(i, u128::from(total_order32(zero32(*v))))
+            }
         }
         other => {
             return Err(PackError::Type {
@@ -273,7 +239,8 @@ fn codes_of(part: &Part, column: &ArrayRef) -> Result<Vec<u128>, PackError> {
                 found: other.clone(),
             })
         }
-    })
+    }
+    Ok(())
 }
 
 /// `-0.0` as `+0.0`: the grouped pass (DataFusion's group values) folds

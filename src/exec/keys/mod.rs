@@ -94,7 +94,7 @@ pub async fn find(
 }
 
 /// The key columns' streams, one per scan partition, with a progress bar.
-async fn streams(
+pub(super) async fn streams(
     ctx: &SessionContext,
     input: &StagedInput,
     columns: &[String],
