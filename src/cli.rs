@@ -158,6 +158,10 @@ pub enum Command {
         staged: Option<PathBuf>,
         #[arg(long = "storage-option", value_name = "KEY=VALUE")]
         storage_option: Vec<String>,
+        /// `json` prints the diagnostics (code, line, column, message) on
+        /// stdout as one JSON object; text or json only.
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
     },
     /// Run a Ballista scheduler or executor that can run dqgate's plans
     /// (for `--engine ballista://HOST:PORT`).
@@ -222,6 +226,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 pub fn run(cli: Cli) -> u8 {
     let format = match &cli.command {
         Command::Check { audit, .. } | Command::Publish { audit, .. } => audit.format,
+        Command::Lint { format, .. } => *format,
         _ => Format::Text,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -262,9 +267,17 @@ fn report_error(e: &Error, format: Format) {
             ),
             other => other.to_string(),
         };
-        print_stdout(&match format {
-            Format::Junit => junit::error(&msg),
-            Format::Markdown => markdown::error(&msg),
+        print_stdout(&match (format, e) {
+            (Format::Junit, _) => junit::error(&msg),
+            (Format::Markdown, _) => markdown::error(&msg),
+            (
+                _,
+                Error::Rules {
+                    file,
+                    source_text,
+                    diagnostics,
+                },
+            ) => json::rule_error_json(&msg, file, source_text, diagnostics),
             _ => json::error_json(&msg),
         });
     }
@@ -360,7 +373,8 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             rules,
             staged,
             storage_option,
-        } => lint(rules, staged, storage_option).await,
+            format,
+        } => lint(rules, staged, storage_option, format).await,
         Command::Report {
             verdicts,
             table,
@@ -856,7 +870,15 @@ async fn report(
     Ok(0)
 }
 
-async fn lint(rules: PathBuf, staged: Option<PathBuf>, options: Vec<String>) -> Result<u8, Error> {
+async fn lint(
+    rules: PathBuf,
+    staged: Option<PathBuf>,
+    options: Vec<String>,
+    format: Format,
+) -> Result<u8, Error> {
+    if !matches!(format, Format::Text | Format::Json) {
+        return Err(Error::Usage("lint --format is text or json".into()));
+    }
     let source = RuleSource::read(&rules)?;
     let shown = source.display.clone();
     match staged {
@@ -871,7 +893,10 @@ async fn lint(rules: PathBuf, staged: Option<PathBuf>, options: Vec<String>) -> 
             audit::prepare_at(source, &staged, &[], false, &EngineOptions::default()).await?;
         }
     }
-    println!("{shown}: ok");
+    match format {
+        Format::Json => print_stdout(&json::lint_ok_json(&shown)),
+        _ => println!("{shown}: ok"),
+    }
     Ok(0)
 }
 
