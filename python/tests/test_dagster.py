@@ -6,7 +6,9 @@ import pathlib
 
 import pytest
 
-dagster = pytest.importorskip("dagster")
+from conftest import require
+
+dagster = require("dagster")
 
 from dagster import DagsterInstance, DailyPartitionsDefinition, asset, materialize  # noqa: E402
 

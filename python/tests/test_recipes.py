@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import RECIPES, REPO, RULES, published_files, write_sales
+from conftest import RECIPES, REPO, RULES, published_files, require, write_sales
 
 PAGE = REPO / "docs" / "recipes.md"
 GOOD, BAD = "2025-03-05", "2025-03-06"
@@ -97,7 +97,7 @@ def _load(path: pathlib.Path, name: str):
 
 
 def test_dagster_recipe(tmp_path, monkeypatch):
-    dagster = pytest.importorskip("dagster")
+    dagster = require("dagster")
     for name, sub in [("LANDING", "landing"), ("STAGING", "staging"), ("TABLE", "warehouse")]:
         monkeypatch.setenv(f"DAILY_SALES_{name}", str(tmp_path / sub))
     monkeypatch.setenv("DAILY_SALES_RULES", str(RULES))
@@ -127,7 +127,7 @@ def test_dagster_recipe(tmp_path, monkeypatch):
 def test_dbt_recipe(tmp_path):
     dbt = pathlib.Path(sys.executable).parent / "dbt"
     if not dbt.exists():
-        pytest.skip("dbt-duckdb is not installed")
+        require("dbt.adapters.duckdb")
     project = tmp_path / "shop"
     shutil.copytree(RECIPES / "dbt" / "models", project / "models")
     (project / "dbt_project.yml").write_text(
