@@ -45,7 +45,7 @@ use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use object_store::ObjectStore;
 
 use super::remote::Remote;
-use crate::error::Error;
+use super::ExecError;
 use crate::plan::fsum::ExactSum;
 
 /// The port a Ballista scheduler listens on unless told otherwise.
@@ -89,9 +89,9 @@ pub fn scheduler_address(spec: &str) -> Result<String, String> {
 /// Fails with exit 3 unless the scheduler at `HOST:PORT` accepts a TCP
 /// connection within a few seconds; so an unreachable cluster is reported
 /// before any planning, by its address.
-pub fn reach(scheduler: &str) -> Result<(), Error> {
+pub fn reach(scheduler: &str) -> Result<(), ExecError> {
     let fail = |why: String| {
-        Error::Audit(format!(
+        ExecError::Audit(format!(
             "cannot reach the Ballista scheduler at {scheduler}: {why}"
         ))
     };
@@ -226,7 +226,7 @@ pub enum Role {
         concurrent_tasks: Option<usize>,
         /// Memory for running tasks, e.g. 8GiB; larger work spills to disk
         /// (default: a fraction of the host's memory).
-        #[arg(long, value_parser = crate::cli::parse_size)]
+        #[arg(long, value_parser = crate::units::parse_size)]
         memory_pool_size: Option<usize>,
         /// Directory for shuffle files and spills (default: a temporary one).
         #[arg(long)]
@@ -235,7 +235,7 @@ pub enum Role {
 }
 
 /// Runs a scheduler or executor until it is stopped.
-pub async fn serve(role: Role) -> Result<u8, Error> {
+pub async fn serve(role: Role) -> Result<u8, ExecError> {
     match role {
         Role::Scheduler {
             bind,
@@ -256,12 +256,13 @@ pub async fn serve(role: Role) -> Result<u8, Error> {
                 std::env::temp_dir()
                     .join(format!("dqgate-ballista-executor-{}", std::process::id()))
             });
-            std::fs::create_dir_all(&work_dir)
-                .map_err(|e| Error::Audit(format!("cannot create {}: {e}", work_dir.display())))?;
+            std::fs::create_dir_all(&work_dir).map_err(|e| {
+                ExecError::Audit(format!("cannot create {}: {e}", work_dir.display()))
+            })?;
             let work_dir = work_dir
                 .to_str()
                 .ok_or_else(|| {
-                    Error::Usage(format!("--work-dir `{}` is not UTF-8", work_dir.display()))
+                    ExecError::Usage(format!("--work-dir `{}` is not UTF-8", work_dir.display()))
                 })?
                 .to_string();
             let stores = Arc::new(EnvStores::default());
@@ -297,26 +298,27 @@ pub async fn serve(role: Role) -> Result<u8, Error> {
             );
             start_executor_process(Arc::new(config))
                 .await
-                .map_err(|e| Error::Audit(format!("Ballista executor: {e}")))?;
+                .map_err(|e| ExecError::Audit(format!("Ballista executor: {e}")))?;
             Ok(0)
         }
     }
 }
 
-async fn scheduler(bind: &str, external_host: Option<String>) -> Result<u8, Error> {
+async fn scheduler(bind: &str, external_host: Option<String>) -> Result<u8, ExecError> {
     let listener = tokio::net::TcpListener::bind(bind)
         .await
-        .map_err(|e| Error::Audit(format!("cannot listen on {bind}: {e}")))?;
+        .map_err(|e| ExecError::Audit(format!("cannot listen on {bind}: {e}")))?;
     let addr = listener
         .local_addr()
-        .map_err(|e| Error::Audit(format!("cannot listen on {bind}: {e}")))?;
+        .map_err(|e| ExecError::Audit(format!("cannot listen on {bind}: {e}")))?;
     let mut config = SchedulerConfig::default()
         .with_hostname(external_host.unwrap_or_else(|| addr.ip().to_string()))
         .with_port(addr.port())
         .with_override_session_builder(Arc::new(scheduler_session(Arc::default())));
     config.bind_host = addr.ip().to_string();
-    let fail =
-        |e: ballista_core::error::BallistaError| Error::Audit(format!("Ballista scheduler: {e}"));
+    let fail = |e: ballista_core::error::BallistaError| {
+        ExecError::Audit(format!("Ballista scheduler: {e}"))
+    };
     config.validate().map_err(fail)?;
     let cluster = BallistaCluster::new_from_config(&config)
         .await
@@ -332,8 +334,8 @@ async fn scheduler(bind: &str, external_host: Option<String>) -> Result<u8, Erro
 }
 
 /// `HOST:PORT` → its parts, for the executor's configuration.
-fn split_address(s: &str, flag: &str) -> Result<(String, u16), Error> {
-    let bad = || Error::Usage(format!("{flag} `{s}`: expected HOST:PORT"));
+fn split_address(s: &str, flag: &str) -> Result<(String, u16), ExecError> {
+    let bad = || ExecError::Usage(format!("{flag} `{s}`: expected HOST:PORT"));
     let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
     let port = port.parse().map_err(|_| bad())?;
     if host.is_empty() {

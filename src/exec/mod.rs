@@ -8,6 +8,8 @@
 
 pub mod ballista;
 pub mod dense;
+mod error;
+pub mod explain;
 pub mod input;
 pub mod join;
 pub mod progress;
@@ -15,6 +17,8 @@ pub mod reference;
 pub mod remote;
 pub mod stats;
 pub mod topk;
+
+pub use error::ExecError;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,9 +37,9 @@ use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionContext;
 use futures::{StreamExt, TryStreamExt};
 
-use crate::error::Error;
 use crate::plan::{self, Atom, AuditPlan};
 use crate::value::Value;
+use error::ExecError as Error;
 use input::StagedInput;
 use remote::Location;
 use topk::TopK;
