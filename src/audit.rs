@@ -206,6 +206,10 @@ async fn finish(
         .iter()
         .map(|(n, d)| (n.clone(), d.schema.clone()))
         .collect();
+    engine::distrust_float_statistics(&ctx, &input.schema);
+    for (_, schema) in &reference_schemas {
+        engine::distrust_float_statistics(&ctx, schema);
+    }
     let checked = check::check(&CheckInput {
         source: &rules.text,
         file: &file,
