@@ -17,6 +17,7 @@ use crate::runkey::{self, RunKey};
 use crate::verdict::{json, junit, markdown, text, Verdict};
 
 mod args;
+mod ballista;
 mod check;
 mod lint;
 mod publish;
@@ -24,6 +25,7 @@ mod report;
 mod verify;
 
 pub use args::{AuditArgs, Command, Format, Target};
+pub use ballista::Role;
 use check::{check, published_table, staged_location};
 use lint::lint;
 use publish::{publish, publish_delta};
@@ -208,7 +210,7 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             )
             .await
         }
-        Command::Ballista(role) => Ok(crate::exec::ballista::serve(role).await?),
+        Command::Ballista(role) => ballista::serve(role).await,
         Command::Explain {
             rules,
             staged,

@@ -145,7 +145,7 @@ pub enum Command {
     /// Run a Ballista scheduler or executor that can run dqgate's plans
     /// (for `--engine ballista://HOST:PORT`).
     #[command(subcommand)]
-    Ballista(crate::exec::ballista::Role),
+    Ballista(super::ballista::Role),
     /// Print the plans the rule file compiles to.
     Explain {
         rules: PathBuf,
