@@ -137,11 +137,15 @@ pub enum Command {
         staged: Option<PathBuf>,
         #[arg(long = "storage-option", value_name = "KEY=VALUE")]
         storage_option: Vec<String>,
+        /// `json` prints the diagnostics (code, line, column, message) on
+        /// stdout as one JSON object; text or json only.
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
     },
     /// Run a Ballista scheduler or executor that can run dqgate's plans
     /// (for `--engine ballista://HOST:PORT`).
     #[command(subcommand)]
-    Ballista(crate::exec::ballista::Role),
+    Ballista(super::ballista::Role),
     /// Print the plans the rule file compiles to.
     Explain {
         rules: PathBuf,
