@@ -340,6 +340,10 @@ impl<'a> Checker<'a> {
                 };
                 let kind = match ty {
                     None => Kind::Any,
+                    // A column typed null holds no value to order (pandas
+                    // writes an empty frame's text and date columns so):
+                    // its min and max are null.
+                    Some(ty) if only_nulls(&ty) => Kind::Any,
                     Some(ty) => match Kind::of_type(&ty) {
                         Some(k) => k,
                         None => {
@@ -374,11 +378,16 @@ impl<'a> Checker<'a> {
                         } else {
                             "avg"
                         };
+                        let why = if only_nulls(&ty) {
+                            " (a writer that saw no values gave it no type: pandas writes an empty frame's object columns so; write the frame with a pyarrow schema to keep the type)"
+                        } else {
+                            ""
+                        };
                         self.error(
                             codes::TYPE,
                             c.span,
                             format!(
-                                "{f} needs a numeric column, but `{}` is of type {ty}",
+                                "{f} needs a numeric column, but `{}` is of type {ty}{why}",
                                 c.name
                             ),
                         );
@@ -762,4 +771,14 @@ pub fn collapse(s: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// Whether a column of type `ty` can hold only nulls (Arrow's `Null`, also
+/// dictionary-encoded).
+fn only_nulls(ty: &DataType) -> bool {
+    match ty {
+        DataType::Null => true,
+        DataType::Dictionary(_, v) => only_nulls(v),
+        _ => false,
+    }
 }
