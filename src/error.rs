@@ -2,6 +2,7 @@
 
 use crate::diagnostic::{self, Diagnostic};
 use crate::exec::input::InputError;
+use crate::report::ReportError;
 use crate::runkey::RunKeyError;
 
 /// Everything that can stop a command, grouped by the exit code it maps to.
@@ -52,5 +53,12 @@ impl Error {
             context: context.into(),
             source,
         }
+    }
+}
+
+/// A report that cannot be rendered stops the command like an audit (exit 3).
+impl From<ReportError> for Error {
+    fn from(e: ReportError) -> Self {
+        Error::Audit(e.to_string())
     }
 }

@@ -90,10 +90,8 @@ pub fn parse_as(value: &str, ty: &DataType) -> Result<Value, String> {
         other => other,
     };
     let parsed = match target {
-        DataType::Date32 | DataType::Date64 => {
-            crate::check::literal::parse_date(value).map(Value::Date)
-        }
-        DataType::Timestamp(..) => crate::check::literal::parse_timestamp(value),
+        DataType::Date32 | DataType::Date64 => crate::value::parse_date(value).map(Value::Date),
+        DataType::Timestamp(..) => crate::value::parse_timestamp(value),
         _ => ScalarValue::try_from_string(value.to_string(), target)
             .ok()
             .filter(|s| !s.is_null())

@@ -8,6 +8,10 @@ use std::cmp::Ordering;
 
 use datafusion::arrow::datatypes::TimeUnit;
 
+mod parse;
+
+pub use parse::{parse_date, parse_timestamp};
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Null,
@@ -327,11 +331,21 @@ mod format_tests {
     }
 }
 
+/// An arithmetic operator between values: `+ - * /` (also the operator of the
+/// rule language's value expressions, which re-export it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
 /// Threshold arithmetic: exact on integers and decimals while it fits in 128
 /// bits, floating otherwise; division is floating. Null propagates; non-numbers
 /// give null (the checker rejects them before any data is read).
-pub fn arith(op: crate::dsl::ast::ArithOp, a: &Value, b: &Value) -> Value {
-    use crate::dsl::ast::ArithOp::*;
+pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Value {
+    use ArithOp::*;
     if a.is_null() || b.is_null() || !a.is_numeric() || !b.is_numeric() {
         return Value::Null;
     }
@@ -352,8 +366,8 @@ pub fn arith(op: crate::dsl::ast::ArithOp, a: &Value, b: &Value) -> Value {
     })
 }
 
-fn exact_arith(op: crate::dsl::ast::ArithOp, x: (i128, i8), y: (i128, i8)) -> Option<Value> {
-    use crate::dsl::ast::ArithOp::*;
+fn exact_arith(op: ArithOp, x: (i128, i8), y: (i128, i8)) -> Option<Value> {
+    use ArithOp::*;
     if x.1 < 0 || y.1 < 0 {
         return None;
     }
@@ -401,8 +415,8 @@ pub fn negate(a: &Value) -> Value {
 
 #[cfg(test)]
 mod arith_tests {
+    use super::ArithOp;
     use super::*;
-    use crate::dsl::ast::ArithOp;
 
     #[test]
     fn exact_where_possible() {

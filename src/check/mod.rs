@@ -524,7 +524,7 @@ impl<'a> Checker<'a> {
                 ok = false;
                 continue;
             };
-            let ValueTree::Const(v) = crate::verdict::judge::fold(&tree) else {
+            let ValueTree::Const(v) = tree.fold() else {
                 self.error(
                     codes::TYPE,
                     item.span,

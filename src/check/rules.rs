@@ -6,7 +6,7 @@
 use datafusion::logical_expr::Expr;
 
 use crate::dsl::ast::{ArithOp, CmpOp, DeclaredType, HistoryStat, Nulls, Severity};
-use crate::value::Value;
+use crate::value::{arith, negate, Value};
 
 /// A rule file ready to plan.
 #[derive(Debug, Clone)]
@@ -285,6 +285,24 @@ impl HistoryRef {
 }
 
 impl ValueTree {
+    /// The tree folded to a constant when it holds no `published` or
+    /// `history` reference (those are known only when the verdict is judged).
+    pub fn fold(&self) -> ValueTree {
+        match self.constant() {
+            Some(v) => ValueTree::Const(v),
+            None => self.clone(),
+        }
+    }
+
+    fn constant(&self) -> Option<Value> {
+        Some(match self {
+            ValueTree::Const(v) => v.clone(),
+            ValueTree::Published(_) | ValueTree::History(_) => return None,
+            ValueTree::Neg(a) => negate(&a.constant()?),
+            ValueTree::Binary(op, a, b) => arith(*op, &a.constant()?, &b.constant()?),
+        })
+    }
+
     fn walk(&self, f: &mut impl FnMut(&ValueTree)) {
         f(self);
         match self {

@@ -313,13 +313,8 @@ impl HistoryStat {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ArithOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-}
+/// `+ - * /` between values; defined beside the arithmetic it names.
+pub use crate::value::ArithOp;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Literal {

@@ -49,12 +49,6 @@ impl ReportError {
     }
 }
 
-impl From<ReportError> for crate::Error {
-    fn from(e: ReportError) -> Self {
-        crate::Error::Audit(e.to_string())
-    }
-}
-
 /// One verdict file, read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Input {

@@ -233,23 +233,6 @@ fn contains_history(tree: &ValueTree) -> bool {
     }
 }
 
-/// Folds a tree without `published` references to a constant.
-pub fn fold(tree: &ValueTree) -> ValueTree {
-    match eval(tree, Some(&MetricValues::new())) {
-        Some(v) if !contains_published(tree) => ValueTree::Const(v),
-        _ => tree.clone(),
-    }
-}
-
-fn contains_published(tree: &ValueTree) -> bool {
-    match tree {
-        ValueTree::Published(_) | ValueTree::History(_) => true,
-        ValueTree::Const(_) => false,
-        ValueTree::Neg(a) => contains_published(a),
-        ValueTree::Binary(_, a, b) => contains_published(a) || contains_published(b),
-    }
-}
-
 fn holds(value: &Value, t: &Evaluated) -> bool {
     match t {
         Evaluated::Op(op, v) => match value.compare(v) {

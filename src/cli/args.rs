@@ -1,0 +1,219 @@
+//! The command line's arguments: the subcommands, the audit options they
+//! share, and the parsers of sizes and ages.
+
+use crate::engine::Engine;
+use clap::{Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    /// JUnit XML: one testcase per check, for CI test-report collectors.
+    Junit,
+    /// A GitHub-flavoured Markdown table, for pull-request comments.
+    Markdown,
+}
+
+/// What `publish --target` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Target {
+    /// `ROOT/k=v/` directories swapped atomically by rename.
+    Hive,
+    /// A Delta Lake table: one transaction per publish.
+    Delta,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// The rule file (.dq).
+    pub rules: PathBuf,
+    /// The staged partition: a directory, or an object-store URL (s3://, gs://,
+    /// az://, file://) of a prefix; Parquet files are searched recursively.
+    #[arg(long)]
+    pub staged: PathBuf,
+    /// An object-store setting, KEY=VALUE (e.g. aws_region=eu-west-1); repeatable.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_option: Vec<String>,
+    /// The run key, KEY=VALUE, once per `partitioned by` column.
+    #[arg(long = "partition", value_name = "KEY=VALUE")]
+    pub partition: Vec<String>,
+    /// Output format of the verdict.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Threads for scanning (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Memory bound for the engine, e.g. 2GiB; larger work spills to disk.
+    #[arg(long, value_parser = parse_size)]
+    pub memory_limit: Option<usize>,
+    /// Scan for every metric, even those the Parquet footers answer exactly.
+    #[arg(long)]
+    pub scan_only: bool,
+    /// Where the plans run: `local` (in this process) or
+    /// `ballista://HOST:PORT` (an Apache DataFusion Ballista cluster's
+    /// scheduler; see `dqgate ballista`).
+    #[arg(long, default_value = "local", value_parser = Engine::parse, value_name = "ENGINE")]
+    pub engine: Engine,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Audit the staged files and print the verdict. Writes nothing.
+    Check {
+        #[command(flatten)]
+        audit: AuditArgs,
+        /// The published table root, to resolve `published.*` references.
+        #[arg(long)]
+        table: Option<PathBuf>,
+    },
+    /// Audit, and on pass atomically publish the staged partition into the table.
+    Publish {
+        #[command(flatten)]
+        audit: AuditArgs,
+        /// The published table root.
+        #[arg(long)]
+        table: PathBuf,
+        /// How many displaced versions to keep for rollback.
+        #[arg(long, default_value_t = 3)]
+        keep: usize,
+        /// The table format: a Hive directory swapped by rename, or a Delta
+        /// Lake table (one commit per publish). Default: delta when ROOT
+        /// holds `_delta_log/`, else hive.
+        #[arg(long, value_enum)]
+        target: Option<Target>,
+    },
+    /// Recompute a published partition's fingerprint and compare it with its audit record.
+    Verify {
+        root: PathBuf,
+        #[arg(long = "partition", value_name = "KEY=VALUE", required = true)]
+        partition: Vec<String>,
+        /// An object-store setting for a Delta table on an object store, KEY=VALUE; repeatable.
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
+    },
+    /// Atomically restore the version the last publish displaced.
+    Rollback {
+        root: PathBuf,
+        #[arg(long = "partition", value_name = "KEY=VALUE", required = true)]
+        partition: Vec<String>,
+        /// An object-store setting for a Delta table on an object store, KEY=VALUE; repeatable.
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
+    },
+    /// Render verdict JSON files (and a table's published history) as one static HTML page.
+    Report {
+        /// Verdicts as written by `check --format json` or `publish --format json`.
+        #[arg(required = true, value_name = "VERDICT.json")]
+        verdicts: Vec<PathBuf>,
+        /// A published table root: chart each metric across its published partitions.
+        #[arg(long, value_name = "ROOT")]
+        table: Option<PathBuf>,
+        /// Write the page here instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// An object-store setting for a Delta table on an object store, KEY=VALUE; repeatable.
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
+    },
+    /// Clean leftovers of interrupted publishes under a table root.
+    Gc {
+        root: PathBuf,
+        /// Delta tables: only files at least this old are removed (copies of
+        /// a publish in flight are not yet in the log), e.g. 7d, 12h, 30m, 0s.
+        #[arg(long, value_parser = parse_age, default_value = "7d")]
+        min_age: std::time::Duration,
+        /// An object-store setting for a Delta table on an object store, KEY=VALUE; repeatable.
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
+    },
+    /// Parse and type-check a rule file (against the staged schema with --staged), reading no data.
+    Lint {
+        rules: PathBuf,
+        #[arg(long)]
+        staged: Option<PathBuf>,
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
+    },
+    /// Run a Ballista scheduler or executor that can run dqgate's plans
+    /// (for `--engine ballista://HOST:PORT`).
+    #[command(subcommand)]
+    Ballista(crate::exec::ballista::Role),
+    /// Print the plans the rule file compiles to.
+    Explain {
+        rules: PathBuf,
+        #[arg(long)]
+        staged: PathBuf,
+        #[arg(long = "partition", value_name = "KEY=VALUE")]
+        partition: Vec<String>,
+        /// The published table root, to plan `unique(...) across published`.
+        #[arg(long)]
+        table: Option<PathBuf>,
+        #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+        storage_option: Vec<String>,
+    },
+}
+
+/// Parses an age: a whole number with `s`, `m`, `h` or `d` (`7d`, `0s`).
+pub fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not an age such as 7d, 12h, 30m or 0s"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("`{s}` is not an age such as 7d, 12h, 30m or 0s")),
+    };
+    n.checked_mul(seconds)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("`{s}` is too long an age"))
+}
+
+/// Parses `2GiB`, `512MB`, `1g`, `1048576`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size like 2GiB"))?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" | "tib" => 1024f64.powi(4),
+        other => return Err(format!("unknown size unit `{other}`")),
+    };
+    Ok((n * mult) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    pub(super) fn ages() {
+        assert_eq!(
+            parse_age("7d"),
+            Ok(std::time::Duration::from_secs(7 * 86_400))
+        );
+        assert_eq!(parse_age("0s"), Ok(std::time::Duration::ZERO));
+        assert!(parse_age("7").is_err());
+        assert!(parse_age("week").is_err());
+    }
+
+    #[test]
+    pub(super) fn sizes() {
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("512mb"), Ok(512 << 20));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert!(parse_size("lots").is_err());
+    }
+}

@@ -1,0 +1,149 @@
+//! `dqgate check`: audit the staged files and print the verdict; and what
+//! `check` shares with `publish`: the staged location, the published table,
+//! its current version and past runs, the timing line.
+
+use super::args::AuditArgs;
+use super::{delta_root, emit, engine_options, location, reach_engine};
+use crate::audit::{self, Published, RuleSource};
+use crate::error::Error;
+use crate::exec::remote::{is_url, Location};
+use crate::publish::Table;
+use crate::runkey::RunKey;
+use std::path::PathBuf;
+use std::time::Instant;
+
+pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
+    let started = Instant::now();
+    let mut prepared = audit::prepare_at(
+        RuleSource::read(&a.rules)?,
+        &staged_location(&a.staged, table.as_deref(), &a.storage_option)?,
+        &a.partition,
+        false,
+        &engine_options(&a)?,
+    )
+    .await?;
+    reach_engine(&a)?;
+    if let Some(root) = &table {
+        let keys = &prepared.checked.partitioned_by;
+        prepared.table = Some(published_table(root, &a.storage_option, keys).await?);
+    }
+    let published = match &prepared.table {
+        None => Published::NotGiven,
+        Some(t) => current_version(t, &prepared.run_key).await?,
+    };
+    let past = past_runs(&prepared).await?;
+    let verdict = prepared.run_with(&published, past.as_ref()).await?;
+    emit(&verdict, a.format);
+    timing(&prepared, started);
+    Ok(if verdict.passed() { 0 } else { 1 })
+}
+
+/// `--staged` as a location. The `--storage-option`s belong to whichever
+/// of `--staged` and `--table` is on an object store (both, when both are).
+pub(super) fn staged_location(
+    staged: &std::path::Path,
+    table: Option<&std::path::Path>,
+    options: &[String],
+) -> Result<Location, Error> {
+    let remote_table = table.and_then(|t| t.to_str()).is_some_and(is_url);
+    let staged_remote = staged.to_str().is_some_and(is_url);
+    location(
+        staged,
+        if remote_table && !staged_remote {
+            &[]
+        } else {
+            options
+        },
+    )
+}
+
+/// `--table` as the audit reads it: a Hive table root, or a Delta table (a
+/// directory with `_delta_log/`, or any object-store URL) read through its
+/// current snapshot.
+pub(super) async fn published_table(
+    root: &std::path::Path,
+    options: &[String],
+    keys: &[String],
+) -> Result<audit::PublishedTable, Error> {
+    use crate::publish::delta;
+    if delta::is_delta_arg(root) {
+        let root = delta_root(root, options)?;
+        Ok(audit::PublishedTable::Delta(
+            delta::Snapshot::load(root, keys).await?,
+        ))
+    } else {
+        Ok(audit::PublishedTable::Hive(root.to_path_buf()))
+    }
+}
+
+/// The run key's published version in the table.
+pub(super) async fn current_version(
+    table: &audit::PublishedTable,
+    key: &RunKey,
+) -> Result<Published, Error> {
+    Ok(match table {
+        audit::PublishedTable::Hive(root) => match Table::open(root)?.current(key)? {
+            None => Published::Absent,
+            Some(v) => Published::Version {
+                source: audit::PartSource::Dir(v.dir),
+                fingerprint: v.fingerprint,
+            },
+        },
+        audit::PublishedTable::Delta(snapshot) => match snapshot.current(key).await? {
+            None => Published::Absent,
+            Some((files, fingerprint)) => Published::Version {
+                source: audit::PartSource::Files {
+                    root: snapshot.root.clone(),
+                    files,
+                },
+                fingerprint,
+            },
+        },
+    })
+}
+
+/// The table's published partitions, read only when a rule uses `history(N)`.
+pub(super) async fn past_runs(
+    p: &audit::Prepared,
+) -> Result<Option<crate::verdict::history::PastRuns>, Error> {
+    if !p.checked.uses_history() {
+        return Ok(None);
+    }
+    Ok(match &p.table {
+        None => None,
+        Some(audit::PublishedTable::Hive(root)) => {
+            Some(Table::open(root)?.past_runs(&p.checked.partitioned_by)?)
+        }
+        Some(audit::PublishedTable::Delta(snapshot)) => Some(snapshot.past_runs().await),
+    })
+}
+
+pub(super) fn timing(p: &audit::Prepared, started: Instant) {
+    let spilled = p.spilled_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    let spill = if spilled > 0 {
+        format!(
+            ", spilled {:.1} MiB to disk",
+            spilled as f64 / (1024.0 * 1024.0)
+        )
+    } else {
+        String::new()
+    };
+    let remote = match &p.input.location {
+        Location::Remote(r) => {
+            let (gets, bytes) = r.store.reads();
+            format!(
+                " from {}, {gets} GET/HEAD request(s), {:.1} MiB read",
+                r.url,
+                bytes as f64 / (1024.0 * 1024.0)
+            )
+        }
+        Location::Local(_) => String::new(),
+    };
+    eprintln!(
+        "dqgate: audited {} file(s), {} row(s){remote} in {:.2} s ({} pass(es){spill})",
+        p.input.files.len(),
+        p.input.row_count(),
+        started.elapsed().as_secs_f64(),
+        p.plan.scans()
+    );
+}

@@ -1,0 +1,42 @@
+//! `dqgate report`: verdict JSON files (and a table's history) as one HTML page.
+
+use super::{delta_root, no_options, print_stdout};
+use crate::error::Error;
+use crate::exec::remote::is_url;
+use std::path::PathBuf;
+
+pub(super) async fn report(
+    verdicts: &[PathBuf],
+    table: Option<&std::path::Path>,
+    output: Option<&std::path::Path>,
+    options: &[String],
+) -> Result<u8, Error> {
+    let page = match table {
+        // A Delta table's history comes from its snapshot and its log.
+        Some(root) if crate::publish::delta::is_delta_arg(root) => {
+            let shown = match root.to_str().filter(|s| is_url(s)) {
+                Some(url) => url.to_string(),
+                None => crate::report::shown_path(root),
+            };
+            let history = crate::report::history::read_delta(delta_root(root, options)?).await?;
+            crate::report::render_with(
+                verdicts,
+                Some(crate::report::TableHistory { shown, history }),
+            )?
+        }
+        _ => {
+            no_options(options)?;
+            crate::report::render_files(verdicts, table)?
+        }
+    };
+    match output {
+        None => print_stdout(&page),
+        Some(path) => std::fs::write(path, page).map_err(|e| {
+            Error::Audit(format!(
+                "cannot write the report to {}: {e}",
+                path.display()
+            ))
+        })?,
+    }
+    Ok(0)
+}

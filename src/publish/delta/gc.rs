@@ -1,0 +1,95 @@
+//! `gc` on a Delta table: files under the table root that no commit names,
+//! at least `min_age` old.
+
+use super::{delta_err, load};
+use crate::publish::error::PublishError;
+use crate::publish::store::Root;
+use serde_json::Value as Json;
+
+/// `gc` on a Delta table: removes the data files below the root that no
+/// commit of the log has ever named (in an `add` or a `remove`) and that are
+/// older than `min_age`: copies left by publishes killed before their commit
+/// (or that lost a race and could not clean up). Files a commit removed are
+/// kept: rollback restores them (a Delta `VACUUM` is what removes those).
+/// `min_age` protects the copies of a publish in flight, which are
+/// unnamed until its commit lands. Refused when the log does not go back to
+/// version 0 (another writer cleaned it up: a file named only in the
+/// removed commits would look unnamed). Returns the removed files.
+pub async fn gc(root: &Root, min_age: std::time::Duration) -> Result<Vec<String>, PublishError> {
+    let Some(table) = load(root).await? else {
+        return Ok(Vec::new());
+    };
+    let latest = table.version().unwrap_or_default();
+    let commits: Vec<String> = root
+        .file_names("_delta_log")
+        .await?
+        .into_iter()
+        .filter(|n| {
+            n.len() == 25 && n.ends_with(".json") && n[..20].bytes().all(|b| b.is_ascii_digit())
+        })
+        .collect();
+    let complete = commits.len() as u64 == latest + 1
+        && commits
+            .iter()
+            .enumerate()
+            .all(|(i, n)| n[..20].parse::<u64>().ok() == Some(i as u64));
+    if !complete {
+        return Err(PublishError::Refused(format!(
+            "the Delta log of `{}` does not hold every commit since version 0 (another writer cleaned it up), \
+             so files only the removed commits named cannot be told from leftovers; use Delta's VACUUM",
+            root.show()
+        )));
+    }
+    let mut named = std::collections::HashSet::new();
+    for name in &commits {
+        let rel = format!("_delta_log/{name}");
+        let text = root.read_text(&rel).await?.unwrap_or_default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let action: Json =
+                serde_json::from_str(line).map_err(|e| delta_err(root, format!("{rel}: {e}")))?;
+            for kind in ["add", "remove"] {
+                if let Some(path) = action
+                    .pointer(&format!("/{kind}/path"))
+                    .and_then(Json::as_str)
+                {
+                    named.insert(percent_decode(path));
+                }
+            }
+        }
+    }
+    let now = std::time::SystemTime::now();
+    let mut removed = Vec::new();
+    for (rel, modified) in root.data_files().await? {
+        let old_enough = now.duration_since(modified).is_ok_and(|age| age >= min_age);
+        if !named.contains(&rel) && old_enough {
+            root.remove(&rel).await;
+            removed.push(root.name_of(&rel));
+        }
+    }
+    Ok(removed)
+}
+
+/// A log path (a relative URI) as a path: `%XX` escapes decoded.
+pub(super) fn percent_decode(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -1,0 +1,136 @@
+//! `rollback` on a Delta table: a new commit that restores the files the
+//! partition's last publish removed.
+
+use super::commit::{
+    add_action, checkpoint_if_due, checkpoint_interval, lost_race, partition_values, remove_action,
+};
+use super::{app_id, delta_err, handle, load, partition_files, txn_of};
+use crate::publish::error::PublishError;
+use crate::publish::layout::RECORD;
+use crate::publish::store::Root;
+use crate::runkey::RunKey;
+use deltalake_core::kernel::transaction::CommitBuilder;
+use deltalake_core::kernel::{Action, Transaction};
+use deltalake_core::protocol::{DeltaOperation, SaveMode};
+use futures::TryStreamExt as _;
+use serde_json::Value as Json;
+use std::collections::HashMap;
+
+/// `rollback` on a Delta table: a new commit that restores the partition's
+/// files as they were before the last commit that changed it (its `remove`s
+/// are the current files, its `add`s the earlier version's, which Delta
+/// keeps until a vacuum), with that version's `txn` and audit record. The
+/// history is not rewritten; a second rollback undoes the first. Returns the
+/// restored version's id.
+pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError> {
+    let rel_dir = key.rel_dir();
+    let nothing = |detail: &str| PublishError::NothingToRollBack {
+        partition: rel_dir.clone(),
+        detail: detail.to_string(),
+    };
+    let table = load(root)
+        .await?
+        .ok_or_else(|| nothing("there is no Delta table"))?;
+    let latest = table.version().unwrap_or_default();
+    let infos: Vec<_> = table
+        .history(None)
+        .try_collect()
+        .await
+        .map_err(|e| delta_err(root, e))?;
+    let want: serde_json::Map<String, Json> = key
+        .pairs()
+        .iter()
+        .map(|(k, v)| (k.clone(), Json::String(v.clone())))
+        .collect();
+    // Newest first: (table version, audit record) of the commits that
+    // changed this partition.
+    let touching: Vec<(u64, Json)> = infos
+        .iter()
+        .enumerate()
+        .filter_map(|(i, info)| {
+            let audit = info.info.get("dqgateAudit")?;
+            // The version: recorded by dqgate (read version + 1), else the
+            // position in the newest-first history.
+            let version = match info.info.get("dqgateReadVersion").and_then(Json::as_i64) {
+                Some(read) => (read + 1) as u64,
+                None => latest.saturating_sub(i as u64),
+            };
+            (audit.get("partition")?.as_object()? == &want).then(|| (version, audit.clone()))
+        })
+        .collect();
+    let [(last, _), (_, record), ..] = touching.as_slice() else {
+        return Err(nothing("fewer than two versions were published"));
+    };
+    let mut before = handle(root)?;
+    before
+        .load_version(last - 1)
+        .await
+        .map_err(|e| delta_err(root, e))?;
+    let restored = partition_files(&before, key).await?;
+    let restored_txn = txn_of(&before, key).await?;
+    for f in &restored {
+        if !root.exists(&f.path).await? {
+            return Err(nothing(&format!(
+                "`{}` of the earlier version is gone (vacuumed?)",
+                root.name_of(&f.path)
+            )));
+        }
+    }
+    let pv = partition_values(key);
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut actions: Vec<Action> = partition_files(&table, key)
+        .await?
+        .into_iter()
+        .map(|f| remove_action(f, &pv, now_ms))
+        .collect();
+    actions.extend(restored.into_iter().map(|f| add_action(f, &pv, now_ms)));
+    if let Some(v) = restored_txn {
+        actions.push(Action::Txn(Transaction::new_with_last_update(
+            app_id(key),
+            v,
+            Some(now_ms),
+        )));
+    }
+    let state = table.snapshot().map_err(|e| delta_err(root, e))?;
+    let committed = CommitBuilder::default()
+        .with_actions(actions)
+        .with_app_metadata(HashMap::from([
+            ("dqgateAudit".to_string(), record.clone()),
+            (
+                "dqgateRollback".to_string(),
+                serde_json::json!({"restored": last - 1, "undone": last}),
+            ),
+            ("dqgateReadVersion".to_string(), serde_json::json!(latest)),
+        ]))
+        .with_max_retries(0)
+        .build(
+            Some(state as &dyn deltalake_core::kernel::transaction::TableReference),
+            table.log_store(),
+            DeltaOperation::Write {
+                mode: SaveMode::Overwrite,
+                partition_by: None,
+                predicate: None,
+            },
+        )
+        .await;
+    match committed {
+        Ok(done) => checkpoint_if_due(root, done.version(), checkpoint_interval(&done)).await,
+        Err(e) if lost_race(&e) => {
+            return Err(PublishError::Busy {
+                partition: format!("{rel_dir} (another commit landed during the rollback)"),
+            })
+        }
+        Err(e) => return Err(delta_err(root, e)),
+    }
+    let text = serde_json::to_string_pretty(record).map_err(|e| delta_err(root, e))?;
+    root.write(
+        &format!("{rel_dir}/{RECORD}"),
+        format!("{text}\n").as_bytes(),
+    )
+    .await?;
+    Ok(record
+        .pointer("/published/version")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_string())
+}

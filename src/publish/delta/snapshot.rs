@@ -1,0 +1,159 @@
+//! Reading a table: its current snapshot, a partition's files and
+//! fingerprint, its past runs for `history(N)`.
+
+use super::schema::{check_partitioning, partition_columns};
+use super::{load, table_err};
+use crate::publish::error::PublishError;
+use crate::publish::layout::RECORD;
+use crate::publish::store::Root;
+use crate::runkey::RunKey;
+use futures::TryStreamExt as _;
+use serde_json::Value as Json;
+use std::collections::HashMap;
+
+/// A Delta table's published partitions as its current snapshot names
+/// them: the published side of an audit (`published.*`, `history(N)`,
+/// `schema matches published`, `across published`) on a Delta table.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub root: Root,
+    /// `k1=v1/k2=v2` → the partition's files, relative to the root, sorted.
+    pub(super) parts: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl Snapshot {
+    /// Reads the table's current snapshot (nothing when there is no table
+    /// yet); its partition columns must be `keys`, the rule file's.
+    pub async fn load(root: Root, keys: &[String]) -> Result<Snapshot, PublishError> {
+        let mut parts = std::collections::BTreeMap::<String, Vec<String>>::new();
+        if let Some(table) = load(&root).await? {
+            check_partitioning(&table, keys)?;
+            let views: Vec<_> = table
+                .get_active_add_actions_by_predicate(None)
+                .try_collect()
+                .await
+                .map_err(|e| table_err(&table, e))?;
+            for v in &views {
+                let values = v.partition_values_map();
+                let rel = keys
+                    .iter()
+                    .map(|k| {
+                        let value = values.get(k).cloned().flatten();
+                        format!(
+                            "{k}={}",
+                            value.as_deref().unwrap_or("__HIVE_DEFAULT_PARTITION__")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("/");
+                parts.entry(rel).or_default().push(v.path().into_owned());
+            }
+            for files in parts.values_mut() {
+                files.sort();
+            }
+        }
+        Ok(Snapshot { root, parts })
+    }
+
+    /// The partitions of the table as its own metadata names them (no rule
+    /// file at hand: `report --table`).
+    pub async fn load_own(root: Root) -> Result<Snapshot, PublishError> {
+        let keys = match load(&root).await? {
+            None => Vec::new(),
+            Some(table) => partition_columns(&table)?,
+        };
+        Snapshot::load(root, &keys).await
+    }
+
+    /// The published partitions: (`k=v` path, its audit record's text, if
+    /// any), in path order.
+    pub async fn records(&self) -> Result<Vec<(String, Option<String>)>, PublishError> {
+        let mut out = Vec::new();
+        for rel in self.parts.keys() {
+            let text = self.root.read_text(&format!("{rel}/{RECORD}")).await?;
+            out.push((rel.clone(), text));
+        }
+        Ok(out)
+    }
+
+    /// How many commits published a version into each partition, and how
+    /// many rolled one back, from the `commitInfo` dqgate writes.
+    pub async fn trail_counts(&self) -> Result<HashMap<String, (usize, usize)>, PublishError> {
+        let mut counts: HashMap<String, (usize, usize)> = HashMap::new();
+        let Some(table) = load(&self.root).await? else {
+            return Ok(counts);
+        };
+        let infos: Vec<_> = table
+            .history(None)
+            .try_collect()
+            .await
+            .map_err(|e| table_err(&table, e))?;
+        for info in &infos {
+            let Some(audit) = info.info.get("dqgateAudit") else {
+                continue;
+            };
+            let Some(partition) = audit.get("partition").and_then(Json::as_object) else {
+                continue;
+            };
+            let rel = partition
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join("/");
+            let entry = counts.entry(rel).or_default();
+            if info.info.contains_key("dqgateRollback") {
+                entry.1 += 1;
+            } else {
+                entry.0 += 1;
+            }
+        }
+        Ok(counts)
+    }
+
+    /// The run key's partition: its files and the fingerprint its audit
+    /// record names; `None` when nothing is published for it.
+    pub async fn current(
+        &self,
+        key: &RunKey,
+    ) -> Result<Option<(Vec<String>, String)>, PublishError> {
+        let rel = key.rel_dir();
+        let Some(files) = self.parts.get(&rel) else {
+            return Ok(None);
+        };
+        let record =
+            self.root
+                .read_record(&rel)
+                .await?
+                .ok_or_else(|| PublishError::MissingRecord {
+                    dir: format!(
+                        "{} (a publish killed after its commit leaves it to the retry)",
+                        self.root.name_of(&rel)
+                    ),
+                })?;
+        Ok(Some((files.clone(), record.fingerprint)))
+    }
+
+    /// Every published partition but `own`: (`k=v` path, files).
+    pub fn others<'a>(&'a self, own: &'a str) -> impl Iterator<Item = (&'a str, &'a [String])> {
+        self.parts
+            .iter()
+            .filter(move |(rel, _)| rel.as_str() != own)
+            .map(|(rel, files)| (rel.as_str(), files.as_slice()))
+    }
+
+    /// What the audit records of the published partitions say, for
+    /// `history(N)`, in partition-path order.
+    pub async fn past_runs(&self) -> crate::verdict::history::PastRuns {
+        let mut out = crate::verdict::history::PastRuns::default();
+        for rel in self.parts.keys() {
+            let pairs: Vec<(String, String)> = rel
+                .split('/')
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let text = self.root.read_text(&format!("{rel}/{RECORD}")).await;
+            crate::publish::history::add_run(text, &pairs, &mut out);
+        }
+        out
+    }
+}
