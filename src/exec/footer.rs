@@ -129,7 +129,7 @@ impl Reader<'_> {
             return None;
         }
         match ty {
-            1 | 2 | 3 => self.advance(1),
+            1..=3 => self.advance(1),
             4..=6 => self.varint().map(drop),
             7 => self.advance(8),
             8 => {

@@ -139,7 +139,11 @@ fn decode(raw: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         let hex = |c: u8| (c as char).to_digit(16);
-        match (b[i], b.get(i + 1).and_then(|&c| hex(c)), b.get(i + 2).and_then(|&c| hex(c))) {
+        match (
+            b[i],
+            b.get(i + 1).and_then(|&c| hex(c)),
+            b.get(i + 2).and_then(|&c| hex(c)),
+        ) {
             (b'%', Some(h), Some(l)) => {
                 out.push((h * 16 + l) as u8);
                 i += 3;
@@ -166,7 +170,10 @@ mod tests {
         let files = |names: &[&str]| -> Vec<(String, ())> {
             names.iter().map(|n| (n.to_string(), ())).collect()
         };
-        assert_eq!(common_keys(&files(&["a=1/x.parquet", "a=2/b=3/y.parquet"])), 1);
+        assert_eq!(
+            common_keys(&files(&["a=1/x.parquet", "a=2/b=3/y.parquet"])),
+            1
+        );
         assert_eq!(common_keys(&files(&["x.parquet", "batch=2/y.parquet"])), 0);
         assert_eq!(common_keys(&files(&["a=1/x.parquet", "b=2/y.parquet"])), 0);
     }
@@ -181,10 +188,17 @@ mod tests {
             ],
             |_| false,
         );
-        let types: Vec<_> = fields.iter().map(|f| (f.name().as_str(), f.data_type().clone())).collect();
+        let types: Vec<_> = fields
+            .iter()
+            .map(|f| (f.name().as_str(), f.data_type().clone()))
+            .collect();
         assert_eq!(
             types,
-            vec![("s", DataType::Utf8), ("d", DataType::Date32), ("n", DataType::Int64)]
+            vec![
+                ("s", DataType::Utf8),
+                ("d", DataType::Date32),
+                ("n", DataType::Int64)
+            ]
         );
         assert_eq!(values[0][0], ScalarValue::Utf8(Some("a b/c".into())));
         assert_eq!(values[1][0], ScalarValue::Utf8(None));
@@ -196,7 +210,10 @@ mod tests {
 
     #[test]
     fn file_columns_win_and_mixed_values_are_text() {
-        let (fields, _) = columns(&["a=1/b=2025-01-01/x.parquet", "a=2/b=oops/y.parquet"], |c| c == "a");
+        let (fields, _) = columns(
+            &["a=1/b=2025-01-01/x.parquet", "a=2/b=oops/y.parquet"],
+            |c| c == "a",
+        );
         assert_eq!(fields.len(), 1);
         assert_eq!(fields[0].name(), "b");
         assert_eq!(fields[0].data_type(), &DataType::Utf8);

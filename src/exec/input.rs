@@ -172,8 +172,8 @@ impl StagedInput {
         let mut files = Vec::with_capacity(footers.len());
         for RawFooter { rel, bytes, footer } in footers {
             let shown = location.name_of(&rel);
-            let metadata =
-                super::footer::decode(&footer[..footer.len() - 8]).map_err(|e| corrupt(&shown, e))?;
+            let metadata = super::footer::decode(&footer[..footer.len() - 8])
+                .map_err(|e| corrupt(&shown, e))?;
             validate_footer(&metadata, bytes, footer.len() as u64)
                 .map_err(|e| corrupt(&shown, e))?;
             fingerprint_entry(&mut hasher, &rel, bytes, &footer);

@@ -44,7 +44,10 @@ pub fn table(ctx: &SessionContext, input: &StagedInput) -> Result<DataFrame, Err
     }
     let mut groups: Vec<(&[_], Vec<&StagedFile>)> = Vec::new();
     for f in scanned {
-        match groups.iter_mut().find(|(values, _)| *values == f.hive.as_slice()) {
+        match groups
+            .iter_mut()
+            .find(|(values, _)| *values == f.hive.as_slice())
+        {
             Some((_, files)) => files.push(f),
             None => groups.push((f.hive.as_slice(), vec![f])),
         }

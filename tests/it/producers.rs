@@ -42,19 +42,41 @@ const FASTPARQUET_RULES: &str = "table t\ncheck row_count >= 0\ncheck null_count
 fn fastparquet_file_without_row_groups_is_zero_rows() {
     let tmp = tempfile::tempdir().unwrap();
     for extra in [&[][..], &["--scan-only"][..]] {
-        let out = check(tmp.path(), FASTPARQUET_RULES, &data("writers/fastparquet_empty"), extra);
+        let out = check(
+            tmp.path(),
+            FASTPARQUET_RULES,
+            &data("writers/fastparquet_empty"),
+            extra,
+        );
         // Audited (not refused): it fails only because min and max of no
         // values are null, and a null metric never holds.
-        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+        exits(&out, 1);
         let v = json(&out);
         assert_eq!(v["input"]["row_count"], 0);
-        assert_eq!(values(&v), serde_json::json!([0, 0, null, null, 0]).as_array().unwrap().clone());
+        assert_eq!(
+            values(&v),
+            serde_json::json!([0, 0, null, null, 0])
+                .as_array()
+                .unwrap()
+                .clone()
+        );
         // Beside a file with rows it changes nothing.
-        let out = check(tmp.path(), FASTPARQUET_RULES, &data("writers/fastparquet_mixed"), extra);
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = check(
+            tmp.path(),
+            FASTPARQUET_RULES,
+            &data("writers/fastparquet_mixed"),
+            extra,
+        );
+        exits(&out, 0);
         let v = json(&out);
         assert_eq!(v["input"]["row_count"], 3);
-        assert_eq!(values(&v), serde_json::json!([3, 1, 1, "c", 2]).as_array().unwrap().clone());
+        assert_eq!(
+            values(&v),
+            serde_json::json!([3, 1, 1, "c", 2])
+                .as_array()
+                .unwrap()
+                .clone()
+        );
     }
 }
 
@@ -63,14 +85,15 @@ fn fastparquet_empty_file_publishes_and_verifies() {
     let tmp = tempfile::tempdir().unwrap();
     let staged = tmp.path().join("staged");
     copy_dir(&data("writers/fastparquet_mixed"), &staged);
-    fs::write(tmp.path().join("p.dq"), "table t\npartitioned by day\ncheck row_count = 3\n").unwrap();
-    let out = dqgate(
-        tmp.path(),
-        &["publish", "p.dq", "--staged", "staged", "--partition", "day=1", "--table", "root"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    fs::write(
+        tmp.path().join("p.dq"),
+        "table t\npartitioned by day\ncheck row_count = 3\n",
+    )
+    .unwrap();
+    let out = publish(tmp.path(), "staged", "day=1");
+    exits(&out, 0);
     let out = dqgate(tmp.path(), &["verify", "root", "--partition", "day=1"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    exits(&out, 0);
 }
 
 #[test]
@@ -91,7 +114,12 @@ fn a_corrupted_list_header_is_still_refused() {
     bytes[at + 3] = 0x1c;
     fs::write(staged.join("part-0.parquet"), &bytes).unwrap();
     let out = check(tmp.path(), FASTPARQUET_RULES, &staged, &[]);
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
@@ -101,34 +129,54 @@ fn symlinked_staged_directory_is_followed() {
     copy_dir(&data("writers/fastparquet_mixed"), &real);
     std::os::unix::fs::symlink(tmp.path().join("mnt/volume"), tmp.path().join("data")).unwrap();
     std::os::unix::fs::symlink(&real, tmp.path().join("staged-link")).unwrap();
-    fs::write(tmp.path().join("p.dq"), "table t\npartitioned by day\ncheck row_count = 3\n").unwrap();
+    fs::write(
+        tmp.path().join("p.dq"),
+        "table t\npartitioned by day\ncheck row_count = 3\n",
+    )
+    .unwrap();
     for staged in ["staged-link", "data/staged"] {
         for cmd in [
             &["check", "p.dq", "--staged", staged, "--partition", "day=1"][..],
             &["lint", "p.dq", "--staged", staged],
-            &["explain", "p.dq", "--staged", staged, "--partition", "day=1"],
+            &[
+                "explain",
+                "p.dq",
+                "--staged",
+                staged,
+                "--partition",
+                "day=1",
+            ],
         ] {
             let out = dqgate(tmp.path(), cmd);
-            assert_eq!(out.status.code(), Some(0), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{cmd:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     }
     // The verdict is the one of the directory itself: same fingerprint.
-    let through = json(&check(tmp.path(), FASTPARQUET_RULES, Path::new("staged-link"), &[]));
+    let through = json(&check(
+        tmp.path(),
+        FASTPARQUET_RULES,
+        Path::new("staged-link"),
+        &[],
+    ));
     let direct = json(&check(tmp.path(), FASTPARQUET_RULES, &real, &[]));
     assert_eq!(through, direct);
     // publish follows the link: the directory it names is swapped in whole,
     // and the link is left dangling, as a staged path is gone after publish.
-    let out = dqgate(
-        tmp.path(),
-        &["publish", "p.dq", "--staged", "staged-link", "--partition", "day=1", "--table", "root"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = publish(tmp.path(), "staged-link", "day=1");
+    exits(&out, 0);
     assert!(!real.exists());
-    assert!(fs::symlink_metadata(tmp.path().join("staged-link")).unwrap().is_symlink());
+    assert!(fs::symlink_metadata(tmp.path().join("staged-link"))
+        .unwrap()
+        .is_symlink());
     let published = tmp.path().join("root/day=1");
     assert!(!fs::symlink_metadata(&published).unwrap().is_symlink());
     let out = dqgate(tmp.path(), &["verify", "root", "--partition", "day=1"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    exits(&out, 0);
 }
 
 /// DuckDB's `read_parquet('duckdb_hive/**/*.parquet', hive_partitioning = true)`:
@@ -159,9 +207,16 @@ fn hive_subdirectories_are_typed_columns() {
         assert_eq!(v["input"]["files"].as_array().unwrap().len(), 12);
     }
     // A type error names the inferred type: `region` is text.
-    fs::write(tmp.path().join("bad.dq"), "table t\ncheck min(region) >= 0\n").unwrap();
+    fs::write(
+        tmp.path().join("bad.dq"),
+        "table t\ncheck min(region) >= 0\n",
+    )
+    .unwrap();
     let staged = data("writers/duckdb_hive");
-    let out = dqgate(tmp.path(), &["lint", "bad.dq", "--staged", staged.to_str().unwrap()]);
+    let out = dqgate(
+        tmp.path(),
+        &["lint", "bad.dq", "--staged", staged.to_str().unwrap()],
+    );
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -170,11 +225,11 @@ fn hive_subdirectories_publish_as_they_are() {
     let tmp = tempfile::tempdir().unwrap();
     let staged = tmp.path().join("staged");
     copy_dir(&data("writers/duckdb_hive"), &staged);
-    let rules = format!("{HIVE_RULES}\n").replacen("table t\n", "table t\npartitioned by sales_date\n", 1);
+    let rules =
+        format!("{HIVE_RULES}\n").replacen("table t\n", "table t\npartitioned by sales_date\n", 1);
     fs::write(tmp.path().join("p.dq"), rules).unwrap();
-    let run = ["publish", "p.dq", "--staged", "staged", "--partition", "sales_date=2025-03-05", "--table", "root"];
-    let out = dqgate(tmp.path(), &run);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = publish(tmp.path(), "staged", "sales_date=2025-03-05");
+    exits(&out, 0);
     let part = tmp.path().join("root/sales_date=2025-03-05");
     let mut names: Vec<String> = walk(&part)
         .into_iter()
@@ -182,9 +237,40 @@ fn hive_subdirectories_publish_as_they_are() {
         .collect();
     names.sort();
     assert_eq!(names.len(), 12);
-    assert!(names[0].starts_with("store_id=1/day=2025-03-05/region=a%20b/data_0.v1-"), "{names:?}");
-    let out = dqgate(tmp.path(), &["verify", "root", "--partition", "sales_date=2025-03-05"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        names[0].starts_with("store_id=1/day=2025-03-05/region=a%20b/data_0.v1-"),
+        "{names:?}"
+    );
+    let out = dqgate(
+        tmp.path(),
+        &["verify", "root", "--partition", "sales_date=2025-03-05"],
+    );
+    exits(&out, 0);
+}
+
+/// Asserts the exit code, showing stderr otherwise.
+fn exits(out: &std::process::Output, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `dqgate publish p.dq --staged STAGED --partition KEY --table root`.
+fn publish(dir: &Path, staged: &str, key: &str) -> std::process::Output {
+    let args = [
+        "publish",
+        "p.dq",
+        "--staged",
+        staged,
+        "--partition",
+        key,
+        "--table",
+        "root",
+    ];
+    dqgate(dir, &args)
 }
 
 fn walk(dir: &Path) -> Vec<String> {
