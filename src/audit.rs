@@ -56,7 +56,7 @@ impl RuleSource {
         Ok(RuleSource {
             display,
             text,
-            sha256: crate::exec::input::hex(&Sha256::digest(&bytes)),
+            sha256: hex::encode(Sha256::digest(&bytes)),
             path: path.to_path_buf(),
         })
     }
@@ -206,6 +206,10 @@ async fn finish(
         .iter()
         .map(|(n, d)| (n.clone(), d.schema.clone()))
         .collect();
+    engine::distrust_float_statistics(&ctx, &input.schema);
+    for (_, schema) in &reference_schemas {
+        engine::distrust_float_statistics(&ctx, schema);
+    }
     let checked = check::check(&CheckInput {
         source: &rules.text,
         file: &file,
@@ -528,7 +532,7 @@ impl Prepared {
     /// The plans this audit runs, as `dqgate explain` prints them.
     pub async fn explain(&self) -> Result<String, Error> {
         let mut out =
-            crate::plan::explain::explain(&self.ctx, &self.input, &self.checked, &self.plan)
+            crate::exec::explain::explain(&self.ctx, &self.input, &self.checked, &self.plan)
                 .await?;
         out.push_str(&joins::explain(self).await?);
         Ok(out)

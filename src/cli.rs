@@ -17,23 +17,20 @@ use crate::runkey::{self, RunKey};
 use crate::verdict::{json, junit, markdown, text, Verdict};
 
 mod args;
+mod ballista;
 mod check;
 mod lint;
 mod publish;
 mod report;
 mod verify;
 
-pub use args::{parse_age, parse_size, AuditArgs, Command, Format, Target};
-
+pub use args::{AuditArgs, Command, Format, Target};
+pub use ballista::Role;
 use check::{check, published_table, staged_location};
-
-use publish::{publish, publish_delta};
-
-use verify::{show_verify, verify};
-
-use report::report;
-
 use lint::lint;
+use publish::{publish, publish_delta};
+use report::report;
+use verify::{show_verify, verify};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -203,7 +200,7 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             )
             .await
         }
-        Command::Ballista(role) => crate::exec::ballista::serve(role).await,
+        Command::Ballista(role) => ballista::serve(role).await,
         Command::Explain {
             rules,
             staged,
@@ -253,7 +250,7 @@ fn engine_options(a: &AuditArgs) -> Result<EngineOptions, Error> {
 fn reach_engine(a: &AuditArgs) -> Result<(), Error> {
     match &a.engine {
         Engine::Local => Ok(()),
-        Engine::Ballista(scheduler) => crate::exec::ballista::reach(scheduler),
+        Engine::Ballista(scheduler) => Ok(crate::exec::ballista::reach(scheduler)?),
     }
 }
 

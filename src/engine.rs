@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -81,5 +82,26 @@ pub fn session(opts: &EngineOptions) -> Result<SessionContext, datafusion::error
     match &opts.engine {
         Engine::Local => Ok(ctx),
         Engine::Ballista(scheduler) => crate::exec::ballista::client(ctx, scheduler),
+    }
+}
+
+/// Turns DataFusion's own use of file statistics off when `schema` has a
+/// floating-point column. Parquet writers leave NaN out of float min/max, and
+/// DataFusion 55 replaces a column whose file statistics say min = max (and
+/// no nulls) with that one value: a file holding 4.25, NaN, NaN would be read
+/// as 4.25 three times. dqgate's own footer answers never use float bounds.
+pub fn distrust_float_statistics(ctx: &SessionContext, schema: &Schema) {
+    let floating = |t: &DataType| match t {
+        DataType::Dictionary(_, v) => v.is_floating(),
+        t => t.is_floating(),
+    };
+    if schema.fields().iter().any(|f| floating(f.data_type())) {
+        let state = ctx.state_ref();
+        let mut state = state.write();
+        state
+            .config_mut()
+            .options_mut()
+            .execution
+            .collect_statistics = false;
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::diagnostic::{self, Diagnostic};
 use crate::exec::input::InputError;
+use crate::exec::ExecError;
 use crate::report::ReportError;
 use crate::runkey::RunKeyError;
 
@@ -60,5 +61,18 @@ impl Error {
 impl From<ReportError> for Error {
     fn from(e: ReportError) -> Self {
         Error::Audit(e.to_string())
+    }
+}
+
+/// The execution stage's error, variant for variant: the same message and
+/// the same exit code.
+impl From<ExecError> for Error {
+    fn from(e: ExecError) -> Self {
+        match e {
+            ExecError::Usage(m) => Error::Usage(m),
+            ExecError::Input(e) => Error::Input(e),
+            ExecError::Engine { context, source } => Error::Engine { context, source },
+            ExecError::Audit(m) => Error::Audit(m),
+        }
     }
 }

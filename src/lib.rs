@@ -7,9 +7,9 @@
 //!                               ▼
 //!                          CheckedRules (names and types resolved)
 //!                               │
-//!                          plan::plan ──▶ AuditPlan (fused DataFusion plans)
+//!                 plan::AuditPlan::for_rules ──▶ AuditPlan (fused DataFusion plans)
 //!                               │
-//!  staged dir ──exec::StagedInput──▶ exec::execute ──▶ Observations
+//!  staged dir ──exec::StagedInput──▶ exec::observe ──▶ Observations
 //!                               │
 //!                        verdict::judge ──▶ Verdict ──▶ JSON / text / JUnit / Markdown
 //!                               │ (only a PassedVerdict)
@@ -20,6 +20,13 @@
 //!
 //! [`audit`] runs the stages from rule text to verdict; the CLI (`cli`) is a
 //! thin layer over it.
+//!
+//! Dependencies between the modules run one way, down this pipeline, with the
+//! leaves [`value`], [`scalar`], [`diagnostic`], [`runkey`] and [`units`]
+//! below it; [docs/architecture.md](../docs/architecture.md) in the
+//! repository draws the module graph,
+//! says where each subcommand enters and which helpers are kept by hand, and
+//! `tests/it/architecture.rs` fails on a cycle.
 
 pub mod audit;
 pub mod check;
@@ -34,6 +41,7 @@ pub mod publish;
 pub mod report;
 pub mod runkey;
 pub mod scalar;
+pub mod units;
 pub mod value;
 pub mod verdict;
 

@@ -243,7 +243,7 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
                     d.parts.len()
                 );
                 let frame = join::not_in_reference_frame(&p.ctx, &p.input, d, r)?;
-                crate::plan::explain::render(&mut out, frame).await?;
+                crate::exec::explain::render(&mut out, frame).await?;
             }
             JoinPass::AcrossPublished(keys) => match other_partitions(p).await? {
                 Err(why) => {
@@ -264,7 +264,7 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
                             );
                         }
                         Some((frame, _)) => {
-                            crate::plan::explain::render(&mut out, frame).await?;
+                            crate::exec::explain::render(&mut out, frame).await?;
                         }
                     }
                 }

@@ -2,6 +2,9 @@
 //! `check` shares with `publish`: the staged location, the published table,
 //! its current version and past runs, the timing line.
 
+use std::path::PathBuf;
+use std::time::Instant;
+
 use super::args::AuditArgs;
 use super::{delta_root, emit, engine_options, location, reach_engine};
 use crate::audit::{self, Published, RuleSource};
@@ -9,8 +12,6 @@ use crate::error::Error;
 use crate::exec::remote::{is_url, Location};
 use crate::publish::Table;
 use crate::runkey::RunKey;
-use std::path::PathBuf;
-use std::time::Instant;
 
 pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
     let started = Instant::now();

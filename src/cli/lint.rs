@@ -1,10 +1,11 @@
 //! `dqgate lint`: parse and type-check a rule file, reading no data.
 
+use std::path::PathBuf;
+
 use super::location;
 use crate::audit::{self, RuleSource};
 use crate::engine::EngineOptions;
 use crate::error::Error;
-use std::path::PathBuf;
 
 pub(super) async fn lint(
     rules: PathBuf,

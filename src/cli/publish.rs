@@ -1,6 +1,9 @@
 //! `dqgate publish`: the audit, then an atomic swap into a Hive table or one
 //! commit into a Delta table; the outcome reported on stderr (and in JUnit).
 
+use std::path::PathBuf;
+use std::time::Instant;
+
 use super::args::{AuditArgs, Format};
 use super::check::{current_version, past_runs, staged_location, timing};
 use super::{delta_root, emit, engine_options, print_stdout, reach_engine};
@@ -10,8 +13,6 @@ use crate::exec::remote::is_url;
 use crate::publish::{PublishOptions, PublishOutcome, Table};
 use crate::runkey::RunKey;
 use crate::verdict::{junit, Verdict};
-use std::path::PathBuf;
-use std::time::Instant;
 
 /// Prepares the audit of a `publish`, which always needs a run key.
 pub(super) async fn prepare_publish(a: &AuditArgs) -> Result<audit::Prepared, Error> {

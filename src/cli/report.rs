@@ -1,9 +1,10 @@
 //! `dqgate report`: verdict JSON files (and a table's history) as one HTML page.
 
+use std::path::PathBuf;
+
 use super::{delta_root, no_options, print_stdout};
 use crate::error::Error;
 use crate::exec::remote::is_url;
-use std::path::PathBuf;
 
 pub(super) async fn report(
     verdicts: &[PathBuf],

@@ -1,11 +1,12 @@
 //! `dqgate verify`: a published partition's fingerprint recomputed and
 //! compared with its audit record.
 
+use std::path::PathBuf;
+
 use super::free_run_key;
 use crate::error::Error;
 use crate::publish::Table;
 use crate::runkey::RunKey;
-use std::path::PathBuf;
 
 pub(super) fn verify(root: PathBuf, partition: Vec<String>) -> Result<u8, Error> {
     let key = free_run_key(&partition)?;

@@ -45,7 +45,7 @@ use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use object_store::ObjectStore;
 
 use super::remote::Remote;
-use crate::error::Error;
+use super::ExecError;
 use crate::plan::fsum::ExactSum;
 
 /// The port a Ballista scheduler listens on unless told otherwise.
@@ -89,9 +89,9 @@ pub fn scheduler_address(spec: &str) -> Result<String, String> {
 /// Fails with exit 3 unless the scheduler at `HOST:PORT` accepts a TCP
 /// connection within a few seconds; so an unreachable cluster is reported
 /// before any planning, by its address.
-pub fn reach(scheduler: &str) -> Result<(), Error> {
+pub fn reach(scheduler: &str) -> Result<(), ExecError> {
     let fail = |why: String| {
-        Error::Audit(format!(
+        ExecError::Audit(format!(
             "cannot reach the Ballista scheduler at {scheduler}: {why}"
         ))
     };
@@ -192,131 +192,102 @@ fn scheduler_session(
     }
 }
 
-/// `dqgate ballista ...`: a scheduler or an executor carrying dqgate's functions.
-#[derive(Debug, clap::Subcommand)]
-pub enum Role {
-    /// Run a Ballista scheduler that can plan dqgate's audits.
-    Scheduler {
-        /// Address to listen on, HOST:PORT (port 0: any free port; the
-        /// address is printed on stderr once listening).
-        #[arg(long, default_value = "127.0.0.1:50050", value_name = "HOST:PORT")]
-        bind: String,
-        /// The host name executors and clients use to reach this scheduler
-        /// (default: the bound address).
-        #[arg(long, value_name = "HOST")]
-        external_host: Option<String>,
-    },
-    /// Run a Ballista executor that can run dqgate's audits.
-    Executor {
-        /// The scheduler to register with, HOST:PORT.
-        #[arg(long, value_name = "HOST:PORT")]
-        scheduler: String,
-        /// Address to serve results (Arrow Flight) on, HOST:PORT.
-        #[arg(long, default_value = "127.0.0.1:50051", value_name = "HOST:PORT")]
-        bind: String,
-        /// Port the scheduler pushes tasks to.
-        #[arg(long, default_value_t = 50052)]
-        grpc_port: u16,
-        /// The host name the scheduler and other executors use to reach
-        /// this one (default: as the scheduler sees it).
-        #[arg(long, value_name = "HOST")]
-        external_host: Option<String>,
-        /// Tasks run at once (default: all cores).
-        #[arg(long)]
-        concurrent_tasks: Option<usize>,
-        /// Memory for running tasks, e.g. 8GiB; larger work spills to disk
-        /// (default: a fraction of the host's memory).
-        #[arg(long, value_parser = crate::cli::parse_size)]
-        memory_pool_size: Option<usize>,
-        /// Directory for shuffle files and spills (default: a temporary one).
-        #[arg(long)]
-        work_dir: Option<std::path::PathBuf>,
-    },
+/// What `dqgate ballista executor` runs with (its flags, parsed by the CLI).
+#[derive(Debug, Clone)]
+pub struct ExecutorOptions {
+    /// The scheduler to register with, HOST:PORT.
+    pub scheduler: String,
+    /// Address to serve results (Arrow Flight) on, HOST:PORT.
+    pub bind: String,
+    /// Port the scheduler pushes tasks to.
+    pub grpc_port: u16,
+    /// The host name others use to reach this executor.
+    pub external_host: Option<String>,
+    /// Tasks run at once (`None`: all cores).
+    pub concurrent_tasks: Option<usize>,
+    /// Memory for running tasks in bytes (`None`: Ballista's default).
+    pub memory_pool_size: Option<usize>,
+    /// Directory for shuffle files and spills (`None`: a temporary one).
+    pub work_dir: Option<std::path::PathBuf>,
 }
 
-/// Runs a scheduler or executor until it is stopped.
-pub async fn serve(role: Role) -> Result<u8, Error> {
-    match role {
-        Role::Scheduler {
-            bind,
-            external_host,
-        } => scheduler(&bind, external_host).await,
-        Role::Executor {
-            scheduler,
-            bind,
-            grpc_port,
-            external_host,
-            concurrent_tasks,
-            memory_pool_size,
-            work_dir,
-        } => {
-            let (scheduler_host, scheduler_port) = split_address(&scheduler, "--scheduler")?;
-            let (bind_host, port) = split_address(&bind, "--bind")?;
-            let work_dir = work_dir.unwrap_or_else(|| {
-                std::env::temp_dir()
-                    .join(format!("dqgate-ballista-executor-{}", std::process::id()))
-            });
-            std::fs::create_dir_all(&work_dir)
-                .map_err(|e| Error::Audit(format!("cannot create {}: {e}", work_dir.display())))?;
-            let work_dir = work_dir
-                .to_str()
-                .ok_or_else(|| {
-                    Error::Usage(format!("--work-dir `{}` is not UTF-8", work_dir.display()))
-                })?
-                .to_string();
-            let stores = Arc::new(EnvStores::default());
-            let temp = work_dir.clone();
-            let runtime: RuntimeProducer = Arc::new(move |_| {
-                Ok(Arc::new(
-                    RuntimeEnvBuilder::new()
-                        .with_temp_file_path(temp.clone())
-                        .with_object_store_registry(stores.clone())
-                        .build()?,
-                ))
-            });
-            let mut registry = BallistaFunctionRegistry::default();
-            for f in functions() {
-                registry.aggregate_functions.insert(f.name().to_string(), f);
-            }
-            let config = ExecutorProcessConfig {
-                bind_host,
-                port,
-                grpc_port,
-                external_host,
-                scheduler_host,
-                scheduler_port,
-                vcores: concurrent_tasks.unwrap_or(0),
-                work_dir: Some(work_dir),
-                override_runtime_producer: Some(runtime),
-                memory_pool_size: memory_pool_size.map(|n| n as u64),
-                override_function_registry: Some(Arc::new(registry)),
-                ..ExecutorProcessConfig::default()
-            };
-            eprintln!(
-                "dqgate ballista executor: serving on {bind} (tasks on port {grpc_port}), scheduler {scheduler}"
-            );
-            start_executor_process(Arc::new(config))
-                .await
-                .map_err(|e| Error::Audit(format!("Ballista executor: {e}")))?;
-            Ok(0)
-        }
+/// Runs a Ballista executor carrying dqgate's functions until it is stopped.
+pub async fn serve_executor(options: ExecutorOptions) -> Result<u8, ExecError> {
+    let ExecutorOptions {
+        scheduler,
+        bind,
+        grpc_port,
+        external_host,
+        concurrent_tasks,
+        memory_pool_size,
+        work_dir,
+    } = options;
+    let (scheduler_host, scheduler_port) = split_address(&scheduler, "--scheduler")?;
+    let (bind_host, port) = split_address(&bind, "--bind")?;
+    let work_dir = work_dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("dqgate-ballista-executor-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| ExecError::Audit(format!("cannot create {}: {e}", work_dir.display())))?;
+    let work_dir = work_dir
+        .to_str()
+        .ok_or_else(|| {
+            ExecError::Usage(format!("--work-dir `{}` is not UTF-8", work_dir.display()))
+        })?
+        .to_string();
+    let stores = Arc::new(EnvStores::default());
+    let temp = work_dir.clone();
+    let runtime: RuntimeProducer = Arc::new(move |_| {
+        Ok(Arc::new(
+            RuntimeEnvBuilder::new()
+                .with_temp_file_path(temp.clone())
+                .with_object_store_registry(stores.clone())
+                .build()?,
+        ))
+    });
+    let mut registry = BallistaFunctionRegistry::default();
+    for f in functions() {
+        registry.aggregate_functions.insert(f.name().to_string(), f);
     }
+    let config = ExecutorProcessConfig {
+        bind_host,
+        port,
+        grpc_port,
+        external_host,
+        scheduler_host,
+        scheduler_port,
+        vcores: concurrent_tasks.unwrap_or(0),
+        work_dir: Some(work_dir),
+        override_runtime_producer: Some(runtime),
+        memory_pool_size: memory_pool_size.map(|n| n as u64),
+        override_function_registry: Some(Arc::new(registry)),
+        ..ExecutorProcessConfig::default()
+    };
+    eprintln!(
+        "dqgate ballista executor: serving on {bind} (tasks on port {grpc_port}), scheduler {scheduler}"
+    );
+    start_executor_process(Arc::new(config))
+        .await
+        .map_err(|e| ExecError::Audit(format!("Ballista executor: {e}")))?;
+    Ok(0)
 }
 
-async fn scheduler(bind: &str, external_host: Option<String>) -> Result<u8, Error> {
+/// Runs a Ballista scheduler that can plan dqgate's audits until it is stopped.
+pub async fn serve_scheduler(bind: &str, external_host: Option<String>) -> Result<u8, ExecError> {
     let listener = tokio::net::TcpListener::bind(bind)
         .await
-        .map_err(|e| Error::Audit(format!("cannot listen on {bind}: {e}")))?;
+        .map_err(|e| ExecError::Audit(format!("cannot listen on {bind}: {e}")))?;
     let addr = listener
         .local_addr()
-        .map_err(|e| Error::Audit(format!("cannot listen on {bind}: {e}")))?;
+        .map_err(|e| ExecError::Audit(format!("cannot listen on {bind}: {e}")))?;
     let mut config = SchedulerConfig::default()
         .with_hostname(external_host.unwrap_or_else(|| addr.ip().to_string()))
         .with_port(addr.port())
         .with_override_session_builder(Arc::new(scheduler_session(Arc::default())));
     config.bind_host = addr.ip().to_string();
-    let fail =
-        |e: ballista_core::error::BallistaError| Error::Audit(format!("Ballista scheduler: {e}"));
+    let fail = |e: ballista_core::error::BallistaError| {
+        ExecError::Audit(format!("Ballista scheduler: {e}"))
+    };
     config.validate().map_err(fail)?;
     let cluster = BallistaCluster::new_from_config(&config)
         .await
@@ -332,8 +303,8 @@ async fn scheduler(bind: &str, external_host: Option<String>) -> Result<u8, Erro
 }
 
 /// `HOST:PORT` → its parts, for the executor's configuration.
-fn split_address(s: &str, flag: &str) -> Result<(String, u16), Error> {
-    let bad = || Error::Usage(format!("{flag} `{s}`: expected HOST:PORT"));
+fn split_address(s: &str, flag: &str) -> Result<(String, u16), ExecError> {
+    let bad = || ExecError::Usage(format!("{flag} `{s}`: expected HOST:PORT"));
     let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
     let port = port.parse().map_err(|_| bad())?;
     if host.is_empty() {

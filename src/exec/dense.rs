@@ -20,8 +20,8 @@ use datafusion::prelude::{ident, SessionContext};
 use futures::StreamExt;
 
 use super::input::StagedInput;
+use super::ExecError as Error;
 use super::{progress, table, Duplicates, SAMPLES};
-use crate::error::Error;
 use crate::value::Value;
 
 /// The largest bitmap dqgate builds: 2^32 bits, 512 MiB.

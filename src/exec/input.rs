@@ -190,7 +190,7 @@ impl StagedInput {
             files,
             schema,
             hive: Vec::new(),
-            fingerprint: format!("sha256:{}", hex(&hasher.finalize())),
+            fingerprint: format!("sha256:{}", hex::encode(hasher.finalize())),
         })
     }
 
@@ -233,7 +233,7 @@ pub(crate) fn fingerprint_footers<'a>(
     for (rel, bytes, footer) in files {
         fingerprint_entry(&mut hasher, rel, bytes, footer);
     }
-    format!("sha256:{}", hex(&hasher.finalize()))
+    format!("sha256:{}", hex::encode(hasher.finalize()))
 }
 
 /// A file's footer as read from wherever it lives, before decoding.
@@ -252,10 +252,6 @@ fn fingerprint_entry(hasher: &mut Sha256, rel: &str, bytes: u64, footer: &[u8]) 
     hasher.update(bytes.to_le_bytes());
     hasher.update((footer.len() as u64).to_le_bytes());
     hasher.update(footer);
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn corrupt(rel: &str, e: impl std::fmt::Display) -> InputError {

@@ -17,9 +17,9 @@ use futures::TryStreamExt;
 
 use super::input::StagedInput;
 use super::reference::Dataset;
+use super::ExecError;
 use super::{grouped_top, stats, table};
 use crate::check::{common_key_type, RefLookup};
-use crate::error::Error;
 use crate::plan::join::{self as pj, other_key, PARTITION};
 use crate::value::Value;
 
@@ -53,7 +53,7 @@ pub fn reference_keys(
     ctx: &SessionContext,
     reference: &Dataset,
     lookup: &RefLookup,
-) -> Result<DataFrame, Error> {
+) -> Result<DataFrame, ExecError> {
     let mut frames = Vec::new();
     for part in &reference.parts {
         let mut exprs = Vec::new();
@@ -63,7 +63,7 @@ pub fn reference_keys(
                 Some((_, v)) if !in_file => cast(lit(v.clone()), ty.clone()),
                 _ if in_file => cast(ident(rc), ty.clone()),
                 _ => {
-                    return Err(Error::Audit(format!(
+                    return Err(ExecError::Audit(format!(
                         "reference `{}`: the files of `{}` have no column `{rc}`",
                         lookup.reference,
                         part_name(&part.hive)
@@ -75,20 +75,20 @@ pub fn reference_keys(
         frames.push(table(ctx, &part.input)?.select(exprs));
     }
     union_all(frames, "planning the reference")?
-        .ok_or_else(|| Error::Audit(format!("reference `{}` has no files", lookup.reference)))
+        .ok_or_else(|| ExecError::Audit(format!("reference `{}` has no files", lookup.reference)))
 }
 
 /// `UNION ALL` of the frames; `None` when there are none.
 fn union_all(
     frames: Vec<datafusion::error::Result<DataFrame>>,
     context: &str,
-) -> Result<Option<DataFrame>, Error> {
+) -> Result<Option<DataFrame>, ExecError> {
     let mut union: Option<DataFrame> = None;
     for frame in frames {
-        let frame = frame.map_err(|e| Error::engine(context, e))?;
+        let frame = frame.map_err(|e| ExecError::engine(context, e))?;
         union = Some(match union {
             None => frame,
-            Some(u) => u.union(frame).map_err(|e| Error::engine(context, e))?,
+            Some(u) => u.union(frame).map_err(|e| ExecError::engine(context, e))?,
         });
     }
     Ok(union)
@@ -110,10 +110,10 @@ pub fn not_in_reference_frame(
     staged: &StagedInput,
     reference: &Dataset,
     lookup: &RefLookup,
-) -> Result<DataFrame, Error> {
+) -> Result<DataFrame, ExecError> {
     let other = reference_keys(ctx, reference, lookup)?;
     pj::not_in_reference_frame(table(ctx, staged)?, other, lookup)
-        .map_err(|e| Error::engine("planning the reference lookup", e))
+        .map_err(|e| ExecError::engine("planning the reference lookup", e))
 }
 
 /// Staged rows whose key is absent from the reference, and the top keys.
@@ -123,7 +123,7 @@ pub async fn not_in_reference(
     reference: &Dataset,
     lookup: &RefLookup,
     label: &str,
-) -> Result<JoinResult, Error> {
+) -> Result<JoinResult, ExecError> {
     let frame = not_in_reference_frame(ctx, staged, reference, lookup)?;
     let top = grouped_top(frame, lookup.columns.len(), label, staged.row_count()).await?;
     Ok(JoinResult {
@@ -146,24 +146,24 @@ fn across_types(
     staged: &StagedInput,
     parts: &[PublishedPart],
     keys: &[String],
-) -> Result<Vec<DataType>, Error> {
+) -> Result<Vec<DataType>, ExecError> {
     let mut types = Vec::new();
     for k in keys {
         let mut t = staged
             .schema
             .field_with_name(k)
-            .map_err(|e| Error::Audit(e.to_string()))?
+            .map_err(|e| ExecError::Audit(e.to_string()))?
             .data_type()
             .clone();
         for p in parts {
             let theirs = p.input.schema.field_with_name(k).map_err(|_| {
-                Error::Audit(format!(
+                ExecError::Audit(format!(
                     "the published partition `{}` has no column `{k}`",
                     p.rel
                 ))
             })?;
             t = common_key_type(&t, theirs.data_type()).ok_or_else(|| {
-                Error::Audit(format!(
+                ExecError::Audit(format!(
                     "column `{k}` is {} in the published partition `{}` but {t} in the staged files; keys of different kinds cannot be compared",
                     theirs.data_type(),
                     p.rel
@@ -184,7 +184,7 @@ fn published_keys(
     parts: &[PublishedPart],
     keys: &[String],
     types: &[DataType],
-) -> Result<Option<DataFrame>, Error> {
+) -> Result<Option<DataFrame>, ExecError> {
     let ranges: Vec<(String, (i64, i64))> = keys
         .iter()
         .filter_map(|k| stats::integer_range(staged, k).map(|r| (k.clone(), r)))
@@ -238,7 +238,7 @@ pub fn across_published_frames(
     staged: &StagedInput,
     parts: &[PublishedPart],
     keys: &[String],
-) -> Result<Option<(DataFrame, DataFrame)>, Error> {
+) -> Result<Option<(DataFrame, DataFrame)>, ExecError> {
     let types = across_types(staged, parts, keys)?;
     let Some(published) = published_keys(ctx, staged, parts, keys, &types)? else {
         return Ok(None);
@@ -250,9 +250,9 @@ pub fn across_published_frames(
                 .map(|i| ident(other_key(i)))
                 .collect::<Vec<_>>(),
         )
-        .map_err(|e| Error::engine("planning the published partitions", e))?;
+        .map_err(|e| ExecError::engine("planning the published partitions", e))?;
     let frame = pj::across_published_frame(table(ctx, staged)?, projected, keys, &types)
-        .map_err(|e| Error::engine("planning the cross-partition check", e))?;
+        .map_err(|e| ExecError::engine("planning the cross-partition check", e))?;
     Ok(Some((frame, published)))
 }
 
@@ -264,7 +264,7 @@ pub async fn across_published(
     parts: &[PublishedPart],
     keys: &[String],
     label: &str,
-) -> Result<JoinResult, Error> {
+) -> Result<JoinResult, ExecError> {
     let types = across_types(staged, parts, keys)?;
     let Some((frame, published)) = across_published_frames(ctx, staged, parts, keys)? else {
         return Ok(JoinResult::default());
@@ -287,7 +287,7 @@ pub async fn across_published(
         })
         .collect();
     let located = pj::partitions_of_keys_frame(published, wanted)
-        .map_err(|e| Error::engine("planning samples", e))?;
+        .map_err(|e| ExecError::engine("planning samples", e))?;
     let found = locate(located, &top.best, &types).await?;
     let mut samples = Vec::new();
     for (i, (key, rows)) in top.best.iter().enumerate() {
@@ -312,7 +312,7 @@ async fn locate(
     frame: DataFrame,
     best: &[(Vec<Value>, u64)],
     types: &[DataType],
-) -> Result<Vec<(usize, String)>, Error> {
+) -> Result<Vec<(usize, String)>, ExecError> {
     let as_compared = |v: &Value, t: &DataType| {
         let s = crate::scalar::to_scalar(v);
         s.cast_to(t)
@@ -332,10 +332,10 @@ async fn locate(
     let batches: Vec<RecordBatch> = frame
         .execute_stream()
         .await
-        .map_err(|e| Error::engine("locating clashing keys", e))?
+        .map_err(|e| ExecError::engine("locating clashing keys", e))?
         .try_collect()
         .await
-        .map_err(|e| Error::engine("locating clashing keys", e))?;
+        .map_err(|e| ExecError::engine("locating clashing keys", e))?;
     let width = types.len();
     let mut found = Vec::new();
     for batch in &batches {

@@ -8,6 +8,8 @@
 
 pub mod ballista;
 pub mod dense;
+mod error;
+pub mod explain;
 pub mod footer;
 pub mod hive;
 pub mod input;
@@ -18,6 +20,8 @@ pub mod remote;
 pub mod scan;
 pub mod stats;
 pub mod topk;
+
+pub use error::ExecError;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,9 +36,9 @@ use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionContext;
 use futures::{StreamExt, TryStreamExt};
 
-use crate::error::Error;
 use crate::plan::{self, Atom, AuditPlan};
 use crate::value::Value;
+use error::ExecError as Error;
 use input::StagedInput;
 use topk::TopK;
 

@@ -25,7 +25,7 @@ use datafusion::prelude::SessionContext;
 
 use super::input::{StagedFile, StagedInput};
 use super::remote::Location;
-use crate::error::Error;
+use super::error::ExecError as Error;
 
 const CONTEXT: &str = "registering the staged files";
 

@@ -7,7 +7,6 @@
 //! `duplicate_count`) need a grouped aggregate; each distinct key *set* gets one,
 //! shared by every statement over the same columns in any order.
 
-pub mod explain;
 pub mod fsum;
 pub mod join;
 

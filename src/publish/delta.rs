@@ -48,15 +48,10 @@ mod snapshot;
 mod verify;
 
 use commit::partition_values;
-
 pub use commit::publish;
-
-pub use rollback::rollback;
-
 pub use gc::gc;
-
+pub use rollback::rollback;
 pub use snapshot::Snapshot;
-
 pub use verify::verify;
 
 /// How many staged files are copied into an object-store table at once.

@@ -10,16 +10,10 @@ use std::fmt::Write as _;
 use super::chart::{self, Chart, RunPoint};
 use super::history::run_key_order;
 use super::model::{numeric, shown, CheckDoc, Doc, SampleDoc, VerdictDoc};
-use super::{Input, TableHistory};
+use super::{escape, Input, TableHistory};
 use crate::verdict::Outcome;
 
 const STYLE: &str = include_str!("report.css");
-
-/// Escapes text for HTML content and quoted attributes: the XML escaping of
-/// [`crate::verdict::junit::attr`] is valid HTML too.
-pub fn escape(s: &str) -> String {
-    crate::verdict::junit::attr(s)
-}
 
 /// The whole page.
 pub fn page(inputs: &[Input], table: Option<&TableHistory>) -> String {

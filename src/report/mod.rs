@@ -49,6 +49,13 @@ impl ReportError {
     }
 }
 
+/// Escapes text for HTML content and quoted attributes: the XML escaping of
+/// [`crate::verdict::junit::attr`] is valid HTML too. The page (`html`) and
+/// its charts (`chart`) write every text from outside through it.
+pub fn escape(s: &str) -> String {
+    crate::verdict::junit::attr(s)
+}
+
 /// One verdict file, read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Input {

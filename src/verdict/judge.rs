@@ -90,7 +90,7 @@ fn judge_one(s: &CheckedStatement, m: &Measurements<'_>) -> CheckResult {
 
 fn judge_thresholded(s: &CheckedStatement, m: &Measurements<'_>) -> CheckResult {
     if s.metric.is_schema() {
-        return super::schema::judge(s, &m.extra);
+        return super::schema::judge(s, m.extra.staged_schema, m.extra.published_schema);
     }
     let value = m.staged.get(&s.metric).cloned().unwrap_or(Value::Null);
     let mut result = CheckResult {

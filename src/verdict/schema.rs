@@ -11,7 +11,6 @@
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 
-use super::judge::Extra;
 use super::{CheckResult, Drift, DriftKind, Source, Status};
 use crate::check::{CheckedStatement, Metric};
 use crate::dsl::ast::DeclaredType;
@@ -19,7 +18,11 @@ use crate::dsl::types::canonical;
 use crate::value::Value;
 
 /// Judges a schema statement (`Metric::SchemaDrift` or `Metric::ColumnType`).
-pub fn judge(s: &CheckedStatement, extra: &Extra<'_>) -> CheckResult {
+pub fn judge(
+    s: &CheckedStatement,
+    staged_schema: &Schema,
+    published_schema: Result<&Schema, &str>,
+) -> CheckResult {
     let mut r = CheckResult {
         line: s.line,
         name: s.name.clone(),
@@ -41,23 +44,23 @@ pub fn judge(s: &CheckedStatement, extra: &Extra<'_>) -> CheckResult {
             nullable,
         } => {
             r.expected = describe_declared(declared, *nullable);
-            match extra.staged_schema.field_with_name(column) {
+            match staged_schema.field_with_name(column) {
                 Ok(f) => {
                     r.value = Value::Text(describe_field(f));
                     r.status = pass_if(field_matches(declared, *nullable, f));
                 }
                 Err(_) => {
                     r.status = Status::Fail;
-                    r.note = Some(missing_column(column, extra.staged_schema));
+                    r.note = Some(missing_column(column, staged_schema));
                 }
             }
         }
         _ => {
             r.expected = "= 0".into();
-            match extra.published_schema {
+            match published_schema {
                 Err(why) => r.note = Some(why.to_string()),
                 Ok(published) => {
-                    let d = drift(published, extra.staged_schema);
+                    let d = drift(published, staged_schema);
                     r.value = Value::Int(d.len() as i128);
                     r.status = pass_if(d.is_empty());
                     if !d.is_empty() {

@@ -6,7 +6,6 @@ use crate::diagnostic::{codes, suggest, Diagnostic, Span};
 use crate::dsl::ast::{CmpOp, Comparison, Ident, Metric, MetricKind, Predicate};
 use crate::dsl::lexer::{self, Sym, Token, TokenKind};
 
-// Metrics, comparisons, predicates.
 impl Parser<'_> {
     /// A metric: `row_count`, `null_rate(c)`, `count(where P)`, ...
     pub(super) fn metric(&mut self) -> PResult<Metric> {

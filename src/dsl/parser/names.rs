@@ -5,7 +5,6 @@ use crate::diagnostic::{codes, line_col, Diagnostic, Span};
 use crate::dsl::ast::Ident;
 use crate::dsl::lexer::{Sym, TokenKind};
 
-// Names and parentheses.
 impl Parser<'_> {
     /// A plain or `"quoted"` name.
     pub(super) fn name(&mut self, what: &str, after: &str) -> PResult<Ident> {

@@ -7,7 +7,6 @@ use crate::dsl::ast::{Assertion, HistoryStat, Nulls, TypeSpec, ValueExpr, ValueK
 use crate::dsl::lexer::{Sym, Token, TokenKind};
 use crate::dsl::types::{self, TypeArg};
 
-// Schema checks, declared null semantics, history references.
 impl Parser<'_> {
     /// The token `n` places ahead.
     pub(super) fn peek_at(&self, n: usize) -> &Token {

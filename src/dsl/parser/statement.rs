@@ -6,7 +6,6 @@ use crate::diagnostic::{codes, suggest, Diagnostic, Span};
 use crate::dsl::ast::{Assertion, Severity, Statement, ValueExpr};
 use crate::dsl::lexer::{Sym, Token, TokenKind};
 
-// Statements and assertions.
 impl Parser<'_> {
     pub(super) fn statement(&mut self) -> PResult<Statement> {
         let start = self.peek().clone();

@@ -4,7 +4,6 @@ use super::{collapse_whitespace, Failed, PResult, Parser, SILENT};
 use crate::diagnostic::{codes, Diagnostic, Span};
 use crate::dsl::lexer::{self, Token, TokenKind};
 
-// Token access and diagnostics.
 impl Parser<'_> {
     pub(super) fn peek(&self) -> &Token {
         let last = self.toks.len() - 1;

@@ -6,7 +6,6 @@ use crate::diagnostic::{codes, suggest, Diagnostic, Span};
 use crate::dsl::ast::{ArithOp, Literal, ValueExpr, ValueKind};
 use crate::dsl::lexer::{Sym, Token, TokenKind};
 
-// Value expressions.
 impl Parser<'_> {
     /// A value: `+ -` over `* /` over unary minus over primaries.
     pub(super) fn value(&mut self) -> PResult<ValueExpr> {

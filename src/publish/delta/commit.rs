@@ -2,6 +2,17 @@
 //! snapshot, the put-if-absent of the next log entry, re-planning after a
 //! lost race, and the checkpoint that may follow.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use deltalake_core::kernel::transaction::{CommitBuilder, TransactionError};
+use deltalake_core::kernel::{
+    new_metadata, Action, Add, Protocol, Remove, StructType, Transaction,
+};
+use deltalake_core::protocol::{DeltaOperation, SaveMode};
+use deltalake_core::{DeltaTable, DeltaTableError};
+use serde_json::Value as Json;
+
 use super::copy::{copy_in, staged_name, token_of};
 use super::schema::{check_compatible, protocol_for, table_schema};
 use super::{
@@ -17,15 +28,6 @@ use crate::publish::PublishOutcome;
 use crate::runkey::RunKey;
 use crate::verdict::json::{to_record_json, PublishedFile, PublishedManifest};
 use crate::verdict::PassedVerdict;
-use deltalake_core::kernel::transaction::{CommitBuilder, TransactionError};
-use deltalake_core::kernel::{
-    new_metadata, Action, Add, Protocol, Remove, StructType, Transaction,
-};
-use deltalake_core::protocol::{DeltaOperation, SaveMode};
-use deltalake_core::{DeltaTable, DeltaTableError};
-use serde_json::Value as Json;
-use std::collections::HashMap;
-use std::sync::Arc;
 
 /// Publishes the audited staged files as the run key's partition.
 /// `audited_against` is the partition's `txn` version read before the audit.

@@ -1,11 +1,12 @@
 //! The staged files copied into the partition directory under version-unique
 //! names before the commit, and removed again when the commit does not land.
 
+use futures::{StreamExt as _, TryStreamExt as _};
+
 use super::CONCURRENT_COPIES;
 use crate::exec::input::fingerprint_footers;
 use crate::publish::error::PublishError;
 use crate::publish::store::{staged_files, Root};
-use futures::{StreamExt as _, TryStreamExt as _};
 
 /// The staged files copied into the partition directory, not yet committed.
 pub(super) struct Copies {

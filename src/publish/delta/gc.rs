@@ -1,10 +1,11 @@
 //! `gc` on a Delta table: files under the table root that no commit names,
 //! at least `min_age` old.
 
+use serde_json::Value as Json;
+
 use super::{delta_err, load};
 use crate::publish::error::PublishError;
 use crate::publish::store::Root;
-use serde_json::Value as Json;
 
 /// `gc` on a Delta table: removes the data files below the root that no
 /// commit of the log has ever named (in an `add` or a `remove`) and that are
@@ -69,27 +70,11 @@ pub async fn gc(root: &Root, min_age: std::time::Duration) -> Result<Vec<String>
     Ok(removed)
 }
 
-/// A log path (a relative URI) as a path: `%XX` escapes decoded.
+/// A log path (a relative URI) as a path: `%XX` escapes decoded, anything
+/// else (a lone `%`, bytes that are not UTF-8 once decoded) kept or replaced
+/// as [`String::from_utf8_lossy`] does.
 pub(super) fn percent_decode(path: &str) -> String {
-    let bytes = path.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied().and_then(hex),
-            bytes.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8_lossy()
+        .into_owned()
 }

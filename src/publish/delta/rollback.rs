@@ -1,6 +1,14 @@
 //! `rollback` on a Delta table: a new commit that restores the files the
 //! partition's last publish removed.
 
+use std::collections::HashMap;
+
+use deltalake_core::kernel::transaction::CommitBuilder;
+use deltalake_core::kernel::{Action, Transaction};
+use deltalake_core::protocol::{DeltaOperation, SaveMode};
+use futures::TryStreamExt as _;
+use serde_json::Value as Json;
+
 use super::commit::{
     add_action, checkpoint_if_due, checkpoint_interval, lost_race, partition_values, remove_action,
 };
@@ -9,12 +17,6 @@ use crate::publish::error::PublishError;
 use crate::publish::layout::RECORD;
 use crate::publish::store::Root;
 use crate::runkey::RunKey;
-use deltalake_core::kernel::transaction::CommitBuilder;
-use deltalake_core::kernel::{Action, Transaction};
-use deltalake_core::protocol::{DeltaOperation, SaveMode};
-use futures::TryStreamExt as _;
-use serde_json::Value as Json;
-use std::collections::HashMap;
 
 /// `rollback` on a Delta table: a new commit that restores the partition's
 /// files as they were before the last commit that changed it (its `remove`s

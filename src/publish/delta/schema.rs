@@ -1,13 +1,14 @@
 //! The table's schema and protocol: created from the staged files on a first
 //! publish, checked against them on every later one.
 
-use super::table_err;
-use crate::publish::error::PublishError;
-use crate::runkey::RunKey;
 use deltalake_core::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake_core::kernel::StructType;
 use deltalake_core::DeltaTable;
 use serde_json::Value as Json;
+
+use super::table_err;
+use crate::publish::error::PublishError;
+use crate::runkey::RunKey;
 
 /// The table's schema for a first publish: the staged files' columns and
 /// the partition columns as strings.

@@ -1,15 +1,17 @@
 //! Reading a table: its current snapshot, a partition's files and
 //! fingerprint, its past runs for `history(N)`.
 
+use std::collections::HashMap;
+
+use futures::TryStreamExt as _;
+use serde_json::Value as Json;
+
 use super::schema::{check_partitioning, partition_columns};
 use super::{load, table_err};
 use crate::publish::error::PublishError;
 use crate::publish::layout::RECORD;
 use crate::publish::store::Root;
 use crate::runkey::RunKey;
-use futures::TryStreamExt as _;
-use serde_json::Value as Json;
-use std::collections::HashMap;
 
 /// A Delta table's published partitions as its current snapshot names
 /// them: the published side of an audit (`published.*`, `history(N)`,

@@ -1,6 +1,8 @@
 //! `verify` on a Delta table: the partition's files re-fingerprinted and
 //! compared with the audit record in its commit.
 
+use std::collections::HashMap;
+
 use super::{app_id, load, partition_files, txn_of, txn_version};
 use crate::exec::input::fingerprint_footers;
 use crate::publish::error::PublishError;
@@ -8,7 +10,6 @@ use crate::publish::record::Record;
 use crate::publish::store::Root;
 use crate::publish::VerifyReport;
 use crate::runkey::RunKey;
-use std::collections::HashMap;
 
 /// `verify` on a Delta table: the partition's current files (from the log)
 /// must be the files of the audit record beside them, with their sizes, and

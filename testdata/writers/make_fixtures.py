@@ -1,6 +1,6 @@
-"""Writes the zero-row fixtures of testdata/data/{pyarrow_empty,pyarrow_empty_only,pandas_empty}.
+"""Writes the pyarrow/pandas fixtures of testdata/data/{pyarrow_empty,pyarrow_empty_only,pandas_empty,float_nan_stats}.
 
-    python testdata/writers/make_empty.py   # pyarrow 26, pandas 3
+    python testdata/writers/make_fixtures.py   # pyarrow 26, pandas 3
 
 pyarrow writes a zero-row file as one row group of zero rows whose boolean
 chunk has offset 0 and length 0 (there is no dictionary page to point at);
@@ -36,3 +36,12 @@ pd.DataFrame(
         "x": pd.Series([], dtype="float64"),
     }
 ).to_parquet(os.path.join(root, "pandas_empty", "part-0.parquet"))
+
+# A float column holding one value and NaN: writers leave NaN out of the
+# min/max statistics (here min = max = 4.25, no nulls), which DataFusion 55
+# took for a constant column (testdata/cases/writer_float_nan_stats).
+os.makedirs(os.path.join(root, "float_nan_stats"), exist_ok=True)
+pq.write_table(
+    pa.table({"f": pa.array([4.25, float("nan"), float("nan")]), "i": pa.array([1, 2, 3])}),
+    os.path.join(root, "float_nan_stats", "part-0.parquet"),
+)

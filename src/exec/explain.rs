@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 use datafusion::physical_plan::displayable;
 use datafusion::prelude::SessionContext;
 
-use super::{duplicates_frame, key_set_of, scalar_frame, AuditPlan};
+use super::ExecError as Error;
 use crate::check::{CheckedRules, CheckedStatement, SampleSpec};
-use crate::error::Error;
 use crate::exec::{self, input::StagedInput};
+use crate::plan::{self, duplicates_frame, key_set_of, scalar_frame, AuditPlan};
 
 /// Renders every pass of the audit with DataFusion's optimized logical plan
 /// and physical plan.
@@ -48,7 +48,7 @@ pub async fn explain(
             .statements
             .iter()
             .filter(|s| {
-                super::atoms_of(&s.metric)
+                plan::atoms_of(&s.metric)
                     .iter()
                     .any(|a| plan.atoms.contains(a))
             })
@@ -110,7 +110,7 @@ pub async fn explain(
             out,
             "\npass {pass}: distinct values of {column}, grouped so that it can spill under the memory limit"
         );
-        let frame = super::distinct_frame(exec::table(ctx, input)?, column)
+        let frame = plan::distinct_frame(exec::table(ctx, input)?, column)
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
     }
@@ -119,7 +119,7 @@ pub async fn explain(
         let users: Vec<String> = rules
             .statements
             .iter()
-            .filter(|s| super::key_set_nulls_equal_of(&s.metric).as_ref() == Some(keys))
+            .filter(|s| plan::key_set_nulls_equal_of(&s.metric).as_ref() == Some(keys))
             .map(|s| format!("line {}", s.line))
             .collect();
         let _ = writeln!(
@@ -128,7 +128,7 @@ pub async fn explain(
             keys.join(", "),
             users.join(", ")
         );
-        let frame = super::duplicates_nulls_equal_frame(exec::table(ctx, input)?, keys)
+        let frame = plan::duplicates_nulls_equal_frame(exec::table(ctx, input)?, keys)
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
     }

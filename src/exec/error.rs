@@ -1,0 +1,38 @@
+//! The execution stage's error: what stopped the plans from running over the
+//! staged files. The library's error type wraps it, variant for variant, so
+//! messages and exit codes are those of the stage that failed.
+
+use datafusion::error::DataFusionError;
+
+use super::input::InputError;
+
+/// Why execution stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// A bad execution setting (exit 2), e.g. a Ballista address.
+    #[error("{0}")]
+    Usage(String),
+    /// The staged data could not be read (exit 3).
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The engine failed (exit 3), with what it was doing.
+    #[error("{context}: {source}")]
+    Engine {
+        context: String,
+        #[source]
+        source: DataFusionError,
+    },
+    /// Something else stopped execution (exit 3).
+    #[error("{0}")]
+    Audit(String),
+}
+
+impl ExecError {
+    /// An engine failure while doing `context` ("planning the scan").
+    pub fn engine(context: impl Into<String>, source: DataFusionError) -> Self {
+        ExecError::Engine {
+            context: context.into(),
+            source,
+        }
+    }
+}
