@@ -23,9 +23,9 @@ use datafusion::datasource::listing::{
 use datafusion::logical_expr::{col, lit, Expr};
 use datafusion::prelude::SessionContext;
 
+use super::error::ExecError as Error;
 use super::input::{StagedFile, StagedInput};
 use super::remote::Location;
-use super::error::ExecError as Error;
 
 const CONTEXT: &str = "registering the staged files";
 
