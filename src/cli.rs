@@ -47,6 +47,7 @@ pub struct Cli {
 pub fn run(cli: Cli) -> u8 {
     let format = match &cli.command {
         Command::Check { audit, .. } | Command::Publish { audit, .. } => audit.format,
+        Command::Lint { format, .. } => *format,
         _ => Format::Text,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -87,9 +88,17 @@ fn report_error(e: &Error, format: Format) {
             ),
             other => other.to_string(),
         };
-        print_stdout(&match format {
-            Format::Junit => junit::error(&msg),
-            Format::Markdown => markdown::error(&msg),
+        print_stdout(&match (format, e) {
+            (Format::Junit, _) => junit::error(&msg),
+            (Format::Markdown, _) => markdown::error(&msg),
+            (
+                _,
+                Error::Rules {
+                    file,
+                    source_text,
+                    diagnostics,
+                },
+            ) => json::rule_error_json(&msg, file, source_text, diagnostics),
             _ => json::error_json(&msg),
         });
     }
@@ -185,7 +194,8 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             rules,
             staged,
             storage_option,
-        } => lint(rules, staged, storage_option).await,
+            format,
+        } => lint(rules, staged, storage_option, format).await,
         Command::Report {
             verdicts,
             table,

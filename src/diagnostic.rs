@@ -138,6 +138,35 @@ fn render_one(out: &mut String, file: &str, source: &str, d: &Diagnostic) {
     out.push('\n');
 }
 
+/// A diagnostic as JSON carries it (`lint --format json`, and the error
+/// record of an invalid rule file): 1-based line and column instead of bytes.
+#[derive(Debug, serde::Serialize)]
+pub struct DiagnosticWire<'a> {
+    pub code: &'a str,
+    pub line: usize,
+    pub column: usize,
+    pub message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub help: Option<&'a str>,
+}
+
+/// The wire form of each diagnostic, in order.
+pub fn wire<'a>(source: &str, diagnostics: &'a [Diagnostic]) -> Vec<DiagnosticWire<'a>> {
+    diagnostics
+        .iter()
+        .map(|d| {
+            let (line, column) = line_col(source, d.span.start);
+            DiagnosticWire {
+                code: d.code,
+                line,
+                column,
+                message: &d.message,
+                help: d.help.as_deref(),
+            }
+        })
+        .collect()
+}
+
 /// The closest candidate to `name` when it is close enough to be a likely typo.
 pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let lower = name.to_lowercase();

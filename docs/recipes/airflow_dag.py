@@ -1,25 +1,28 @@
-"""Airflow: dqgate as the gate between writing a partition and using it.
+"""Airflow 3: dqgate as the gate between writing a partition and using it.
 
-The write task stages the day's Parquet files; `audit_publish` runs
-`dqgate publish`, which publishes only when the verdict passes. Exit codes
-branch the DAG: 0 publishes and downstream tasks run; 1 (the gate failed,
-nothing published) is mapped to Airflow's "skipped" so downstream tasks skip
-and the alert task runs; 2, 3, 4 (usage, unreadable data, publish conflict)
-fail the task like any error. The JUnit file is for CI-style test reporting,
-the JSON verdict for `dqgate report`.
+`write` stages the day's Parquet files; `audit_publish` audits them and
+publishes the partition atomically only when the verdict passes. On a
+failing verdict the task fails (without retries: the same files would fail
+again), nothing is published, `refresh_dashboards` does not run and
+`alert_data_team` does. Errors (an invalid rule file, unreadable data, a
+publish conflict) fail the task too, with the task's retries. The verdict
+JSON is in XCom under the key "verdict".
+
+Needs `pip install dqgate[airflow]`. The paths come from the environment so
+that the same file runs in the test of this recipe.
 """
 
+import os
 from datetime import datetime
 
-from airflow import DAG
-from airflow.operators.bash import BashOperator
-from airflow.utils.trigger_rule import TriggerRule
+from airflow.providers.standard.operators.bash import BashOperator
+from airflow.sdk import DAG
 
-RULES = "/opt/rules/daily_sales.dq"
-STAGING = "/data/staging/daily_sales/{{ ds }}"
-TABLE = "/data/warehouse/daily_sales"
-REPORTS = "/data/reports/daily_sales"
-GATE_FAILED = 99  # what exit code 1 becomes, so that Airflow skips
+from dqgate.airflow import DqgatePublishOperator
+
+RULES = os.environ.get("DAILY_SALES_RULES", "/opt/rules/daily_sales.dq")
+STAGING = os.environ.get("DAILY_SALES_STAGING", "/data/staging/daily_sales")
+TABLE = os.environ.get("DAILY_SALES_TABLE", "/data/warehouse/daily_sales")
 
 with DAG(
     dag_id="daily_sales",
@@ -29,19 +32,15 @@ with DAG(
 ) as dag:
     write = BashOperator(
         task_id="write",
-        bash_command=f"spark-submit /opt/jobs/daily_sales.py --date {{{{ ds }}}} --out {STAGING}",
+        bash_command=f"spark-submit /opt/jobs/daily_sales.py --date {{{{ ds }}}} --out {STAGING}/{{{{ ds }}}}",
     )
 
-    audit_publish = BashOperator(
+    audit_publish = DqgatePublishOperator(
         task_id="audit_publish",
-        bash_command=(
-            f"mkdir -p {REPORTS} && "
-            f"dqgate publish {RULES} --staged {STAGING} --partition sales_date={{{{ ds }}}} "
-            f"--table {TABLE} --format json > {REPORTS}/{{{{ ds }}}}.json; rc=$?; "
-            f"dqgate report {REPORTS}/{{{{ ds }}}}.json --table {TABLE} -o {REPORTS}/{{{{ ds }}}}.html; "
-            f"if [ $rc -eq 1 ]; then exit {GATE_FAILED}; fi; exit $rc"
-        ),
-        skip_on_exit_code=GATE_FAILED,
+        rules=RULES,
+        staged=f"{STAGING}/{{{{ ds }}}}",
+        partition={"sales_date": "{{ ds }}"},
+        table=TABLE,
     )
 
     refresh_dashboards = BashOperator(
@@ -49,10 +48,10 @@ with DAG(
         bash_command="echo refreshing dashboards for {{ ds }}",
     )
 
-    alert = BashOperator(
+    alert_data_team = BashOperator(
         task_id="alert_data_team",
-        bash_command=f"echo 'daily_sales {{{{ ds }}}} failed the gate: {REPORTS}/{{{{ ds }}}}.html'",
-        trigger_rule=TriggerRule.ALL_SKIPPED,
+        bash_command="echo 'daily_sales {{ ds }} was not published: see the log of audit_publish'",
+        trigger_rule="one_failed",
     )
 
-    write >> audit_publish >> [refresh_dashboards, alert]
+    write >> audit_publish >> [refresh_dashboards, alert_data_team]

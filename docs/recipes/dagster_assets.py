@@ -1,85 +1,60 @@
-"""Dagster: a blocking asset check that runs `dqgate check` on the staged
-partition, and a publish step that runs only when the check passed.
+"""Dagster: a blocking asset check audits the staged partition; the
+published asset is downstream of it and runs only when the check passed.
 
-`daily_sales_staged` writes the day's Parquet files to a staging directory.
-The asset check audits them with `dqgate check --format json` and reports
-each failing check as metadata; being blocking, a failure stops the
-downstream `daily_sales` asset, which publishes with `dqgate publish`
-(the publish audits again and publishes atomically only on pass).
+`daily_sales_staged` stages the day's Parquet files (here: copies the files
+an upstream export landed; in your code, the job that writes them).
+`dqgate_gate` is a blocking asset check (`dqgate.check`): on a failing
+verdict it fails with the failed checks, their values and expectations as
+metadata, and the downstream `daily_sales` and `sales_dashboard` are not
+materialized. `daily_sales` publishes with `dqgate.publish`, atomically and
+only on pass. Needs `pip install dqgate[dagster]`; the paths come from the
+environment so that the same file runs in the test of this recipe.
 """
 
-import json
 import os
-import subprocess
+import shutil
 
-from dagster import (
-    AssetCheckResult,
-    AssetCheckSeverity,
-    AssetExecutionContext,
-    DailyPartitionsDefinition,
-    Definitions,
-    asset,
-    asset_check,
-)
+from dagster import DailyPartitionsDefinition, Definitions, asset
 
-DQGATE = os.environ.get("DQGATE", "dqgate")
-RULES = "/opt/rules/daily_sales.dq"
-STAGING = "/data/staging/daily_sales"
-TABLE = "/data/warehouse/daily_sales"
+from dqgate.dagster import build_dqgate_check, build_dqgate_publish_asset
+
+RULES = os.environ.get("DAILY_SALES_RULES", "/opt/rules/daily_sales.dq")
+LANDING = os.environ.get("DAILY_SALES_LANDING", "/data/landing/daily_sales")
+STAGING = os.environ.get("DAILY_SALES_STAGING", "/data/staging/daily_sales")
+TABLE = os.environ.get("DAILY_SALES_TABLE", "/data/warehouse/daily_sales")
 days = DailyPartitionsDefinition(start_date="2025-03-01")
 
 
-def staged_dir(day: str) -> str:
-    return os.path.join(STAGING, day)
-
-
 @asset(partitions_def=days)
-def daily_sales_staged(context: AssetExecutionContext) -> None:
+def daily_sales_staged(context) -> None:
     day = context.partition_key
-    os.makedirs(staged_dir(day), exist_ok=True)
-    # ... write the day's Parquet files into staged_dir(day) ...
+    shutil.copytree(os.path.join(LANDING, day), os.path.join(STAGING, day), dirs_exist_ok=True)
 
 
-@asset_check(asset=daily_sales_staged, blocking=True)
-def dqgate_gate(context) -> AssetCheckResult:
-    day = context.partition_key
-    run = subprocess.run(
-        [DQGATE, "check", RULES, "--staged", staged_dir(day),
-         "--partition", f"sales_date={day}", "--table", TABLE, "--format", "json"],
-        capture_output=True, text=True,
-    )
-    if run.returncode not in (0, 1):
-        # 2: bad rules or run key, 3: unreadable data. Not a verdict: an error.
-        raise RuntimeError(f"dqgate exit {run.returncode}: {run.stderr.strip()}")
-    verdict = json.loads(run.stdout)
-    failed = [c for c in verdict["checks"] if c["status"] == "fail" and c["severity"] == "check"]
-    warned = [c for c in verdict["checks"] if c["status"] == "fail" and c["severity"] == "warn"]
-    return AssetCheckResult(
-        passed=run.returncode == 0,
-        severity=AssetCheckSeverity.ERROR,
-        metadata={
-            "summary": verdict["summary"],
-            "failed": [f"{c['name']}: {c['metric']} = {c['value']} (expected {c['expected']})" for c in failed],
-            "warned": [c["name"] for c in warned],
-            "fingerprint": verdict["input"]["fingerprint"],
-        },
-    )
+dqgate_gate = build_dqgate_check(
+    daily_sales_staged,
+    rules=RULES,
+    staged=STAGING + "/{partition_key}",
+    partition="sales_date",
+    table=TABLE,
+)
+
+daily_sales = build_dqgate_publish_asset(
+    "daily_sales",
+    daily_sales_staged,
+    rules=RULES,
+    staged=STAGING + "/{partition_key}",
+    partition="sales_date",
+    table=TABLE,
+)
 
 
-@asset(partitions_def=days, deps=[daily_sales_staged])
-def daily_sales(context: AssetExecutionContext) -> None:
-    day = context.partition_key
-    run = subprocess.run(
-        [DQGATE, "publish", RULES, "--staged", staged_dir(day),
-         "--partition", f"sales_date={day}", "--table", TABLE],
-        capture_output=True, text=True,
-    )
-    context.log.info(run.stdout + run.stderr)
-    if run.returncode != 0:
-        raise RuntimeError(f"dqgate publish exit {run.returncode}: nothing was published")
+@asset(partitions_def=days, deps=[daily_sales])
+def sales_dashboard(context) -> None:
+    context.log.info(f"refreshing the dashboard from {TABLE}/sales_date={context.partition_key}")
 
 
 defs = Definitions(
-    assets=[daily_sales_staged, daily_sales],
+    assets=[daily_sales_staged, daily_sales, sales_dashboard],
     asset_checks=[dqgate_gate],
 )

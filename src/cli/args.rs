@@ -137,6 +137,10 @@ pub enum Command {
         staged: Option<PathBuf>,
         #[arg(long = "storage-option", value_name = "KEY=VALUE")]
         storage_option: Vec<String>,
+        /// `json` prints the diagnostics (code, line, column, message) on
+        /// stdout as one JSON object; text or json only.
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
     },
     /// Run a Ballista scheduler or executor that can run dqgate's plans
     /// (for `--engine ballista://HOST:PORT`).

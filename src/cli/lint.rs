@@ -2,16 +2,21 @@
 
 use std::path::PathBuf;
 
-use super::location;
+use super::{location, print_stdout, Format};
 use crate::audit::{self, RuleSource};
 use crate::engine::EngineOptions;
 use crate::error::Error;
+use crate::verdict::json;
 
 pub(super) async fn lint(
     rules: PathBuf,
     staged: Option<PathBuf>,
     options: Vec<String>,
+    format: Format,
 ) -> Result<u8, Error> {
+    if !matches!(format, Format::Text | Format::Json) {
+        return Err(Error::Usage("lint --format is text or json".into()));
+    }
     let source = RuleSource::read(&rules)?;
     let shown = source.display.clone();
     match staged {
@@ -26,6 +31,9 @@ pub(super) async fn lint(
             audit::prepare_at(source, &staged, &[], false, &EngineOptions::default()).await?;
         }
     }
-    println!("{shown}: ok");
+    match format {
+        Format::Json => print_stdout(&json::lint_ok_json(&shown)),
+        _ => println!("{shown}: ok"),
+    }
     Ok(0)
 }

@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 use super::{CheckResult, InputFile, Sample, Verdict};
+use crate::diagnostic::{self, Diagnostic};
 use crate::dsl::ast::Severity;
 use crate::value::Value;
 
@@ -56,6 +57,47 @@ pub fn error_json(message: &str) -> String {
         format: FORMAT,
         verdict: "error",
         error: message,
+    })
+}
+
+/// The error record of an invalid rule file: [`error_json`]'s keys, then
+/// each diagnostic (code, line, column, message, help) and the text that
+/// stderr shows.
+pub fn rule_error_json(
+    message: &str,
+    file: &str,
+    source: &str,
+    diagnostics: &[Diagnostic],
+) -> String {
+    #[derive(Serialize)]
+    struct RuleErrorWire<'a> {
+        format: &'static str,
+        verdict: &'static str,
+        error: &'a str,
+        diagnostics: Vec<diagnostic::DiagnosticWire<'a>>,
+        rendered: String,
+    }
+    render(&RuleErrorWire {
+        format: FORMAT,
+        verdict: "error",
+        error: message,
+        diagnostics: diagnostic::wire(source, diagnostics),
+        rendered: diagnostic::render(file, source, diagnostics),
+    })
+}
+
+/// What `lint --format json` prints for a rule file without errors.
+pub fn lint_ok_json(file: &str) -> String {
+    #[derive(Serialize)]
+    struct LintWire<'a> {
+        format: &'static str,
+        rules: &'a str,
+        diagnostics: [(); 0],
+    }
+    render(&LintWire {
+        format: "dqgate.lint/v1",
+        rules: file,
+        diagnostics: [],
     })
 }
 
