@@ -13,6 +13,7 @@ use datafusion::prelude::SessionContext;
 use sha2::{Digest, Sha256};
 
 use crate::check::{self, CheckInput, CheckedRules, Metric, SampleSpec};
+use crate::diagnostic::Diagnostic;
 use crate::dsl::{self, ast::RuleFile};
 use crate::engine::{self, EngineOptions};
 use crate::error::Error;
@@ -69,6 +70,29 @@ impl RuleSource {
         } else {
             Err(self.rules_error(diagnostics))
         }
+    }
+
+    /// Parses what parses: the statements without syntax errors, and the
+    /// syntax errors, to be reported together with the name and type errors
+    /// of the rest. An error (the syntax errors alone) when not even the
+    /// `table` header parsed.
+    pub fn parse_partial(&self) -> Result<(RuleFile, Vec<Diagnostic>), Error> {
+        let (file, diagnostics) = dsl::parse(&self.text);
+        if !diagnostics.is_empty() && file.table.name.is_empty() {
+            return Err(self.rules_error(diagnostics));
+        }
+        Ok((file, diagnostics))
+    }
+
+    /// The rule error of `syntax` and `more` together, in source order, or
+    /// `Ok` when both are empty.
+    fn all_errors(&self, mut syntax: Vec<Diagnostic>, more: Vec<Diagnostic>) -> Result<(), Error> {
+        syntax.extend(more);
+        if syntax.is_empty() {
+            return Ok(());
+        }
+        syntax.sort_by_key(|d| d.span.start);
+        Err(self.rules_error(syntax))
     }
 
     pub fn rules_error(&self, diagnostics: Vec<crate::diagnostic::Diagnostic>) -> Error {
@@ -156,9 +180,9 @@ pub async fn prepare(
     require_partition: bool,
     engine_opts: &EngineOptions,
 ) -> Result<Prepared, Error> {
-    let (file, run_key) = begin(&rules, partition_args, require_partition)?;
-    let input = StagedInput::open(staged)?;
-    finish(rules, file, run_key, input, engine_opts).await
+    let (file, run_key, syntax) = begin(&rules, partition_args, require_partition)?;
+    let input = opened(&rules, &syntax, StagedInput::open(staged))?;
+    finish(rules, file, run_key, syntax, input, engine_opts).await
 }
 
 /// [`prepare`] for a staged location that may be on an object store.
@@ -169,18 +193,34 @@ pub async fn prepare_at(
     require_partition: bool,
     engine_opts: &EngineOptions,
 ) -> Result<Prepared, Error> {
-    let (file, run_key) = begin(&rules, partition_args, require_partition)?;
-    let input = StagedInput::open_at(staged).await?;
-    finish(rules, file, run_key, input, engine_opts).await
+    let (file, run_key, syntax) = begin(&rules, partition_args, require_partition)?;
+    let input = opened(&rules, &syntax, StagedInput::open_at(staged).await)?;
+    finish(rules, file, run_key, syntax, input, engine_opts).await
 }
 
-/// What needs no data: the parsed rule file and the validated run key.
+/// The staged input, or, when the rule file has syntax errors and the input
+/// cannot be read, the rule errors (exit 2: an invalid rule file is reported
+/// before unreadable data).
+fn opened(
+    rules: &RuleSource,
+    syntax: &[Diagnostic],
+    input: Result<StagedInput, crate::exec::input::InputError>,
+) -> Result<StagedInput, Error> {
+    match input {
+        Ok(input) => Ok(input),
+        Err(_) if !syntax.is_empty() => Err(rules.rules_error(syntax.to_vec())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What needs no data: the parsed rule file (what parsed, and its syntax
+/// errors) and the validated run key.
 fn begin(
     rules: &RuleSource,
     partition_args: &[String],
     require_partition: bool,
-) -> Result<(RuleFile, Option<RunKey>), Error> {
-    let file = rules.parse()?;
+) -> Result<(RuleFile, Option<RunKey>, Vec<Diagnostic>), Error> {
+    let (file, syntax) = rules.parse_partial()?;
     let partitioned_by: Vec<String> = file.partitioned_by.iter().map(|i| i.name.clone()).collect();
     let run_key = if partition_args.is_empty() && !require_partition {
         None
@@ -192,7 +232,7 @@ fn begin(
             "this command needs a run key, but the rule file has no `partitioned by`".into(),
         ));
     }
-    Ok((file, run_key))
+    Ok((file, run_key, syntax))
 }
 
 /// Checks the rule file against the staged schema and plans.
@@ -200,6 +240,7 @@ async fn finish(
     rules: RuleSource,
     file: RuleFile,
     run_key: Option<RunKey>,
+    syntax: Vec<Diagnostic>,
     input: StagedInput,
     engine_opts: &EngineOptions,
 ) -> Result<Prepared, Error> {
@@ -220,8 +261,14 @@ async fn finish(
         run_key: run_key.as_ref(),
         references: &reference_schemas,
         ctx: &ctx,
-    })
-    .map_err(|d| rules.rules_error(d))?;
+    });
+    let checked = match checked {
+        Ok(checked) => {
+            rules.all_errors(syntax, Vec::new())?;
+            checked
+        }
+        Err(d) => return Err(rules.all_errors(syntax, d).unwrap_err()),
+    };
     let mut plan = AuditPlan::for_rules(&checked);
     if !engine_opts.scan_only {
         let rows = input.row_count();
@@ -268,7 +315,7 @@ async fn finish(
 /// Checks a rule file without data (`lint` without `--staged`): syntax, run-key
 /// references, literals and threshold arithmetic.
 pub fn lint_without_data(rules: &RuleSource) -> Result<(), Error> {
-    let file = rules.parse()?;
+    let (file, syntax) = rules.parse_partial()?;
     let ctx = SessionContext::new();
     let diags = match check::check(&CheckInput {
         source: &rules.text,
@@ -281,11 +328,7 @@ pub fn lint_without_data(rules: &RuleSource) -> Result<(), Error> {
         Ok(_) => Vec::new(),
         Err(d) => d,
     };
-    if diags.is_empty() {
-        Ok(())
-    } else {
-        Err(rules.rules_error(diags))
-    }
+    rules.all_errors(syntax, diags)
 }
 
 impl Prepared {

@@ -40,6 +40,10 @@ impl Checker<'_> {
                 };
                 let kind = match ty {
                     None => Kind::Any,
+                    // A column typed null holds no value to order (pandas
+                    // writes an empty frame's text and date columns so):
+                    // its min and max are null.
+                    Some(ty) if only_nulls(&ty) => Kind::Any,
                     Some(ty) => match Kind::of_type(&ty) {
                         Some(k) => k,
                         None => {
@@ -74,11 +78,16 @@ impl Checker<'_> {
                         } else {
                             "avg"
                         };
+                        let why = if only_nulls(&ty) {
+                            " (a writer that saw no values gave it no type: pandas writes an empty frame's object columns so; write the frame with a pyarrow schema to keep the type)"
+                        } else {
+                            ""
+                        };
                         self.error(
                             codes::TYPE,
                             c.span,
                             format!(
-                                "{f} needs a numeric column, but `{}` is of type {ty}",
+                                "{f} needs a numeric column, but `{}` is of type {ty}{why}",
                                 c.name
                             ),
                         );
@@ -265,5 +274,15 @@ impl Checker<'_> {
                 text: format!("{name} not in ({shown})"),
             }
         })
+    }
+}
+
+/// Whether a column of type `ty` can hold only nulls (Arrow's `Null`, also
+/// dictionary-encoded).
+fn only_nulls(ty: &DataType) -> bool {
+    match ty {
+        DataType::Null => true,
+        DataType::Dictionary(_, v) => only_nulls(v),
+        _ => false,
     }
 }

@@ -14,9 +14,10 @@ use std::sync::Arc;
 
 use super::remote::Location;
 
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
+use datafusion::common::ScalarValue;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
-use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use datafusion::parquet::file::metadata::ParquetMetaData;
 use sha2::{Digest, Sha256};
 
 /// Why staged files could not be audited (exit code 3).
@@ -56,6 +57,9 @@ pub struct StagedFile {
     pub bytes: u64,
     /// The decoded footer.
     pub metadata: Arc<ParquetMetaData>,
+    /// The values of the input's Hive columns (`key=value` directories) for
+    /// this file, in the order of [`StagedInput::hive`].
+    pub hive: Vec<ScalarValue>,
 }
 
 impl StagedFile {
@@ -72,7 +76,11 @@ pub struct StagedInput {
     pub location: Location,
     pub files: Vec<StagedFile>,
     pub schema: SchemaRef,
+    /// The columns that come from Hive-style `key=value` directories rather
+    /// than from the files; they close `schema`. See [`super::hive`].
+    pub hive: Vec<FieldRef>,
     /// `sha256:<hex>` over each file's relative path, size and footer bytes.
+    /// Hive values are part of the relative paths, so it covers them too.
     pub fingerprint: String,
 }
 
@@ -80,7 +88,7 @@ impl StagedInput {
     /// Discovers, reads the footers of and fingerprints the staged directory.
     pub fn open(dir: &Path) -> Result<StagedInput, InputError> {
         let shown = dir.display().to_string();
-        let meta = fs::symlink_metadata(dir).map_err(|e| match e.kind() {
+        let meta = fs::metadata(dir).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => InputError::MissingDir(shown.clone()),
             _ => InputError::Io {
                 path: shown.clone(),
@@ -94,7 +102,38 @@ impl StagedInput {
         if paths.is_empty() {
             return Err(InputError::NoFiles(shown));
         }
-        StagedInput::from_listed(dir, paths)
+        Ok(StagedInput::from_listed(dir, paths)?.with_hive_columns())
+    }
+
+    /// The same input with the keys of its Hive-style `key=value`
+    /// directories as columns (after the files' own), typed as DuckDB and
+    /// Spark infer them. Staged partitions have them; references group
+    /// their files by these directories themselves.
+    pub fn with_hive_columns(mut self) -> StagedInput {
+        let rels: Vec<&str> = self.files.iter().map(|f| f.path.as_str()).collect();
+        let (fields, values) =
+            super::hive::columns(&rels, |k| self.schema.field_with_name(k).is_ok());
+        if fields.is_empty() {
+            return self;
+        }
+        for (file, values) in self.files.iter_mut().zip(values) {
+            file.hive = values;
+        }
+        let hive: Vec<FieldRef> = fields.into_iter().map(Arc::new).collect();
+        let all: Vec<FieldRef> = self.schema.fields().iter().chain(&hive).cloned().collect();
+        self.schema = Arc::new(Schema::new(all));
+        self.hive = hive;
+        self
+    }
+
+    /// The schema of the files themselves: `schema` without the Hive
+    /// columns.
+    pub fn file_schema(&self) -> SchemaRef {
+        if self.hive.is_empty() {
+            return self.schema.clone();
+        }
+        let n = self.schema.fields().len() - self.hive.len();
+        Arc::new(Schema::new(self.schema.fields()[..n].to_vec()))
     }
 
     /// Reads the footers of, and fingerprints, files already listed (as
@@ -118,7 +157,7 @@ impl StagedInput {
     pub async fn open_at(location: &Location) -> Result<StagedInput, InputError> {
         match location {
             Location::Local(dir) => StagedInput::open(dir),
-            Location::Remote(remote) => remote.discover().await,
+            Location::Remote(remote) => Ok(remote.discover().await?.with_hive_columns()),
         }
     }
 
@@ -133,7 +172,7 @@ impl StagedInput {
         let mut files = Vec::with_capacity(footers.len());
         for RawFooter { rel, bytes, footer } in footers {
             let shown = location.name_of(&rel);
-            let metadata = ParquetMetaDataReader::decode_metadata(&footer[..footer.len() - 8])
+            let metadata = super::footer::decode(&footer[..footer.len() - 8])
                 .map_err(|e| corrupt(&shown, e))?;
             validate_footer(&metadata, bytes, footer.len() as u64)
                 .map_err(|e| corrupt(&shown, e))?;
@@ -142,6 +181,7 @@ impl StagedInput {
                 path: rel,
                 bytes,
                 metadata: Arc::new(metadata),
+                hive: Vec::new(),
             });
         }
         let schema = common_schema(&location, &files)?;
@@ -149,6 +189,7 @@ impl StagedInput {
             location,
             files,
             schema,
+            hive: Vec::new(),
             fingerprint: format!("sha256:{}", hex::encode(hasher.finalize())),
         })
     }

@@ -10,12 +10,15 @@ pub mod ballista;
 pub mod dense;
 mod error;
 pub mod explain;
+pub mod footer;
+pub mod hive;
 pub mod input;
 pub mod join;
 pub mod keys;
 pub mod progress;
 pub mod reference;
 pub mod remote;
+pub mod scan;
 pub mod stats;
 pub mod topk;
 
@@ -28,10 +31,6 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::Schema;
 use datafusion::common::ScalarValue;
 use datafusion::dataframe::DataFrame;
-use datafusion::datasource::file_format::parquet::ParquetFormat;
-use datafusion::datasource::listing::{
-    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
-};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::execute_stream;
@@ -42,7 +41,6 @@ use crate::plan::{self, Atom, AuditPlan};
 use crate::value::Value;
 use error::ExecError as Error;
 use input::StagedInput;
-use remote::Location;
 use topk::TopK;
 
 /// How many samples a failed check shows.
@@ -70,46 +68,9 @@ pub struct Observations {
     pub key_passes: Vec<String>,
 }
 
-/// The staged files as a DataFusion table. Files on an object store are read
-/// through their store, registered with the session under the location's URL.
+/// The staged files as a DataFusion table (see [`scan::table`]).
 pub fn table(ctx: &SessionContext, input: &StagedInput) -> Result<DataFrame, Error> {
-    let urls = match &input.location {
-        Location::Local(dir) => {
-            let dir = std::fs::canonicalize(dir)
-                .map_err(|e| Error::Audit(format!("cannot resolve `{}`: {e}", dir.display())))?;
-            input
-                .files
-                .iter()
-                .map(|f| {
-                    let url = url::Url::from_file_path(dir.join(&f.path))
-                        .map_err(|_| Error::Audit(format!("{}: not a usable path", f.path)))?;
-                    ListingTableUrl::try_new(url, None)
-                        .map_err(|e| Error::engine(format!("registering {}", f.path), e))
-                })
-                .collect::<Result<Vec<_>, _>>()?
-        }
-        Location::Remote(remote) => {
-            ctx.register_object_store(&remote.url, remote.store.clone());
-            input
-                .files
-                .iter()
-                .map(|f| {
-                    remote
-                        .file_url(&f.path)
-                        .map_err(|e| Error::Audit(format!("registering {}: {e}", f.path)))
-                })
-                .collect::<Result<Vec<_>, _>>()?
-        }
-    };
-    let options =
-        ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-    let config = ListingTableConfig::new_with_multi_paths(urls)
-        .with_listing_options(options)
-        .with_schema(input.schema.clone());
-    let table = ListingTable::try_new(config)
-        .map_err(|e| Error::engine("registering the staged files", e))?;
-    ctx.read_table(Arc::new(table))
-        .map_err(|e| Error::engine("registering the staged files", e))
+    scan::table(ctx, input)
 }
 
 /// Runs the audit plan: the fused aggregate, then each key set's pass.

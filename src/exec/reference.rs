@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
+use super::hive;
 use super::input::{list_parquet_files, StagedInput};
 use super::remote::Remote;
 
@@ -129,75 +130,21 @@ impl Dataset {
     }
 }
 
-/// The `key=value` directory components of a relative file path.
-fn hive_pairs(rel: &str) -> Vec<(String, String)> {
-    let mut dirs: Vec<&str> = rel.split('/').collect();
-    dirs.pop();
-    dirs.iter()
-        .filter_map(|d| d.split_once('='))
-        .filter(|(k, _)| !k.is_empty())
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
 /// The listed files (path relative to the root, sorted, and where each is)
 /// grouped by the Hive values of the keys they all share, sorted by them.
 fn group<T>(files: Vec<(String, T)>) -> Result<Vec<Group<T>>, String> {
     if files.is_empty() {
         return Err("no Parquet files in it (names starting with `_` or `.` are ignored)".into());
     }
-    let keys = common_hive_keys(&files);
+    let keys = hive::common_keys(&files);
     let mut groups: Vec<Group<T>> = Vec::new();
     for (rel, at) in files {
-        let hive: Vec<_> = hive_pairs(&rel).into_iter().take(keys).collect();
-        match groups.iter_mut().find(|(h, _)| *h == hive) {
+        let pairs: Vec<_> = hive::pairs(&rel).into_iter().take(keys).collect();
+        match groups.iter_mut().find(|(h, _)| *h == pairs) {
             Some((_, list)) => list.push((rel, at)),
-            None => groups.push((hive, vec![(rel, at)])),
+            None => groups.push((pairs, vec![(rel, at)])),
         }
     }
     groups.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(groups)
-}
-
-/// How many leading Hive keys every file has, with the same names.
-fn common_hive_keys<T>(files: &[(String, T)]) -> usize {
-    let names: Vec<Vec<String>> = files
-        .iter()
-        .map(|(rel, _)| hive_pairs(rel).into_iter().map(|(k, _)| k).collect())
-        .collect();
-    let first = &names[0];
-    (0..first.len())
-        .take_while(|&i| names.iter().all(|n| n.get(i) == Some(&first[i])))
-        .count()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hive_keys() {
-        assert_eq!(
-            hive_pairs("region=EU/day=1/batch/part.parquet"),
-            vec![("region".into(), "EU".into()), ("day".into(), "1".into())]
-        );
-        let files = |names: &[&str]| -> Vec<(String, PathBuf)> {
-            names
-                .iter()
-                .map(|n| (n.to_string(), PathBuf::from(n)))
-                .collect()
-        };
-        assert_eq!(
-            common_hive_keys(&files(&["a=1/x.parquet", "a=2/b=3/y.parquet"])),
-            1
-        );
-        assert_eq!(
-            common_hive_keys(&files(&["x.parquet", "batch=2/y.parquet"])),
-            0
-        );
-        assert_eq!(
-            common_hive_keys(&files(&["a=1/x.parquet", "b=2/y.parquet"])),
-            0
-        );
-    }
 }

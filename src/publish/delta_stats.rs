@@ -41,6 +41,7 @@ pub fn file_stats(input: &StagedInput, file: &StagedFile, partition_columns: &[S
         location: input.location.clone(),
         files: vec![file.clone()],
         schema: input.schema.clone(),
+        hive: input.hive.clone(),
         fingerprint: String::new(),
     };
     let rows = file.row_count();

@@ -14,7 +14,6 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Once};
 
-use datafusion::parquet::file::metadata::ParquetMetaDataReader;
 use deltalake_core::logstore::{
     default_logstore, logstore_factories, LogStore, LogStoreFactory, StorageConfig,
 };
@@ -386,12 +385,12 @@ pub fn footer_rows(shown: &str, footer: &[u8]) -> Result<i64, PublishError> {
     let metadata = footer
         .len()
         .checked_sub(8)
-        .map(|n| ParquetMetaDataReader::decode_metadata(&footer[..n]));
+        .map(|n| crate::exec::footer::decode(&footer[..n]));
     match metadata {
         Some(Ok(m)) => Ok(m.file_metadata().num_rows()),
-        Some(Err(e)) => Err(InputError::Corrupt {
+        Some(Err(reason)) => Err(InputError::Corrupt {
             path: shown.to_string(),
-            reason: e.to_string(),
+            reason,
         }
         .into()),
         None => Err(InputError::Corrupt {

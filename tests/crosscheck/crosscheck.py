@@ -104,27 +104,32 @@ def write_with_duckdb(dir):
         """)
 
 
+def sample_table(xs):
+    """The cross-check's columns for the row numbers `xs`, as pyarrow types
+    them (also the base of the writer corpus, tests/writers/corpus.py)."""
+    i = [None if x % 13 == 0 else (x * 7919) % 5000 - 1000 for x in xs]
+    k = [x % 2000 for x in xs]
+    s = [None if x % 17 == 0 else f"v{x % 40}" for x in xs]
+    f = [float("nan") if x % 101 == 0 else (None if x % 11 == 0 else (x % 997) / 7.0 - 50) for x in xs]
+    dec = [Decimal((x * 31) % 100000 - 20000) / 100 for x in xs]
+    d = [19000 + (x % 400) for x in xs]
+    ts = [1741132800000 + x * 7777 for x in xs]
+    return pa.table({
+        "i": pa.array(i, pa.int64()),
+        "k": pa.array(k, pa.int32()),
+        "s": pa.array(s, pa.string()).dictionary_encode(),
+        "f": pa.array(f, pa.float64()),
+        "dec": pa.array(dec, pa.decimal128(12, 2)),
+        "d": pa.array(d, pa.date32()),
+        "ts": pa.array(ts, pa.timestamp("ms", tz="UTC")),
+    })
+
+
 def write_with_pyarrow(dir):
     os.makedirs(dir, exist_ok=True)
     for part in range(3):
         n = 1500
-        xs = range(part * n, (part + 1) * n)
-        i = [None if x % 13 == 0 else (x * 7919) % 5000 - 1000 for x in xs]
-        k = [x % 2000 for x in xs]
-        s = [None if x % 17 == 0 else f"v{x % 40}" for x in xs]
-        f = [float("nan") if x % 101 == 0 else (None if x % 11 == 0 else (x % 997) / 7.0 - 50) for x in xs]
-        dec = [Decimal((x * 31) % 100000 - 20000) / 100 for x in xs]
-        d = [19000 + (x % 400) for x in xs]
-        ts = [1741132800000 + x * 7777 for x in xs]
-        table = pa.table({
-            "i": pa.array(i, pa.int64()),
-            "k": pa.array(k, pa.int32()),
-            "s": pa.array(s, pa.string()).dictionary_encode(),
-            "f": pa.array(f, pa.float64()),
-            "dec": pa.array(dec, pa.decimal128(12, 2)),
-            "d": pa.array(d, pa.date32()),
-            "ts": pa.array(ts, pa.timestamp("ms", tz="UTC")),
-        })
+        table = sample_table(range(part * n, (part + 1) * n))
         pq.write_table(
             table,
             f"{dir}/part-{part}.parquet",
@@ -144,10 +149,14 @@ def dqgate_values(binary, rules, staged, extra):
     return [(c["metric"], c["value"]) for c in json.loads(out.stdout)["checks"]]
 
 
-def duckdb_values(staged):
+def duckdb_values(staged, sql=SQL, pattern="*.parquet"):
+    """DuckDB's values of the `sql` expressions over the files `pattern`
+    matches under `staged` (`**/*.parquet` reads Hive directories as
+    columns)."""
     con = duckdb.connect()
-    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{staged}/*.parquet')")
-    return list(con.execute("SELECT " + ", ".join(SQL) + " FROM t").fetchone())
+    hive = "true" if "**" in pattern else "false"
+    con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{staged}/{pattern}', hive_partitioning = {hive})")
+    return list(con.execute("SELECT " + ", ".join(sql) + " FROM t").fetchone())
 
 
 def same(ours, theirs):

@@ -1,0 +1,123 @@
+//! The staged files as one DataFusion table.
+//!
+//! The table is registered over exactly the discovered file list, so the
+//! fingerprint covers exactly what is scanned. Two kinds of files need more
+//! than a `ListingTable`:
+//!
+//! - A file without row groups (fastparquet's empty frame) holds no rows, and
+//!   its footer may need the correction of [`super::footer`], which the
+//!   scan's own footer reader does not make: it is left out of the scan,
+//!   which changes no value. When no file has a row group the table is empty.
+//! - Files under Hive-style `key=value` directories get their keys as
+//!   columns: one `ListingTable` per distinct set of values, each closed by
+//!   the values as literals, all in one `UNION ALL`.
+
+use std::sync::Arc;
+
+use datafusion::dataframe::DataFrame;
+use datafusion::datasource::empty::EmptyTable;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
+use datafusion::logical_expr::{col, lit, Expr};
+use datafusion::prelude::SessionContext;
+
+use super::error::ExecError as Error;
+use super::input::{StagedFile, StagedInput};
+use super::remote::Location;
+
+const CONTEXT: &str = "registering the staged files";
+
+/// The staged files as a DataFusion table. Files on an object store are read
+/// through their store, registered with the session under the location's URL.
+pub fn table(ctx: &SessionContext, input: &StagedInput) -> Result<DataFrame, Error> {
+    let scanned: Vec<&StagedFile> = input
+        .files
+        .iter()
+        .filter(|f| f.metadata.num_row_groups() > 0)
+        .collect();
+    if scanned.is_empty() {
+        return ctx
+            .read_table(Arc::new(EmptyTable::new(input.schema.clone())))
+            .map_err(|e| Error::engine(CONTEXT, e));
+    }
+    let mut groups: Vec<(&[_], Vec<&StagedFile>)> = Vec::new();
+    for f in scanned {
+        match groups
+            .iter_mut()
+            .find(|(values, _)| *values == f.hive.as_slice())
+        {
+            Some((_, files)) => files.push(f),
+            None => groups.push((f.hive.as_slice(), vec![f])),
+        }
+    }
+    let mut union: Option<DataFrame> = None;
+    for (values, files) in groups {
+        let frame = files_table(ctx, input, &files)?;
+        let frame = if input.hive.is_empty() {
+            frame
+        } else {
+            let mut exprs: Vec<Expr> = input
+                .file_schema()
+                .fields()
+                .iter()
+                .map(|f| col(datafusion::common::Column::from_name(f.name())))
+                .collect();
+            exprs.extend(
+                values
+                    .iter()
+                    .zip(&input.hive)
+                    .map(|(v, f)| lit(v.clone()).alias(f.name())),
+            );
+            frame.select(exprs).map_err(|e| Error::engine(CONTEXT, e))?
+        };
+        union = Some(match union {
+            None => frame,
+            Some(u) => u.union(frame).map_err(|e| Error::engine(CONTEXT, e))?,
+        });
+    }
+    Ok(union.expect("at least one group"))
+}
+
+/// One `ListingTable` over `files`, with the files' common schema.
+fn files_table(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    files: &[&StagedFile],
+) -> Result<DataFrame, Error> {
+    let urls = match &input.location {
+        Location::Local(dir) => {
+            let dir = std::fs::canonicalize(dir)
+                .map_err(|e| Error::Audit(format!("cannot resolve `{}`: {e}", dir.display())))?;
+            files
+                .iter()
+                .map(|f| {
+                    let url = url::Url::from_file_path(dir.join(&f.path))
+                        .map_err(|_| Error::Audit(format!("{}: not a usable path", f.path)))?;
+                    ListingTableUrl::try_new(url, None)
+                        .map_err(|e| Error::engine(format!("registering {}", f.path), e))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        }
+        Location::Remote(remote) => {
+            ctx.register_object_store(&remote.url, remote.store.clone());
+            files
+                .iter()
+                .map(|f| {
+                    remote
+                        .file_url(&f.path)
+                        .map_err(|e| Error::Audit(format!("registering {}: {e}", f.path)))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        }
+    };
+    let options =
+        ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    let config = ListingTableConfig::new_with_multi_paths(urls)
+        .with_listing_options(options)
+        .with_schema(input.file_schema());
+    let table = ListingTable::try_new(config).map_err(|e| Error::engine(CONTEXT, e))?;
+    ctx.read_table(Arc::new(table))
+        .map_err(|e| Error::engine(CONTEXT, e))
+}
