@@ -19,8 +19,8 @@ pub trait Key: Copy + Eq + Ord + Hash + Send + Sync + std::fmt::Debug + 'static 
     fn add(self, code: u64, plus: bool) -> Self;
     /// The `bits` wide field of `self` that starts `shift` bits up.
     fn field(self, shift: u32, bits: u32) -> u128;
-    fn to_le(self, out: &mut Vec<u8>);
-    fn from_le(bytes: &[u8]) -> Self;
+    fn write_le(self, out: &mut Vec<u8>);
+    fn read_le(bytes: &[u8]) -> Self;
 }
 
 /// Multiplier of Fibonacci hashing (2^64 / golden ratio), then a xor-shift
@@ -52,10 +52,10 @@ impl Key for u64 {
     fn field(self, shift: u32, bits: u32) -> u128 {
         (u128::from(self) >> shift) & ((1u128 << bits) - 1)
     }
-    fn to_le(self, out: &mut Vec<u8>) {
+    fn write_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
-    fn from_le(bytes: &[u8]) -> u64 {
+    fn read_le(bytes: &[u8]) -> u64 {
         u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
     }
 }
@@ -87,10 +87,10 @@ impl Key for u128 {
             v & ((1u128 << bits) - 1)
         }
     }
-    fn to_le(self, out: &mut Vec<u8>) {
+    fn write_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
-    fn from_le(bytes: &[u8]) -> u128 {
+    fn read_le(bytes: &[u8]) -> u128 {
         u128::from_le_bytes(bytes.try_into().expect("16 bytes"))
     }
 }
@@ -106,21 +106,22 @@ mod tests {
         assert_eq!(k.field(3, 10), 1000);
         assert_eq!(k.field(13, 40), 5);
         assert_eq!(0u64.shl(64), 0, "a full-width first part");
+        // 63 bits, then a 65-bit part (64 bits with a null code): 128 bits.
         let w = u128::ZERO
             .shl(64)
-            .add(u64::MAX, false)
+            .add(u64::MAX >> 1, false)
             .shl(65)
             .add(u64::MAX, true);
         assert_eq!(w.field(0, 65), u128::from(u64::MAX) + 1);
-        assert_eq!(w.field(65, 64), u128::from(u64::MAX));
+        assert_eq!(w.field(65, 63), u128::from(u64::MAX >> 1));
     }
 
     #[test]
     fn spill_bytes_round_trip() {
         let mut b = Vec::new();
-        0x0123_4567_89ab_cdefu64.to_le(&mut b);
-        (u128::MAX - 5).to_le(&mut b);
-        assert_eq!(u64::from_le(&b[..8]), 0x0123_4567_89ab_cdef);
-        assert_eq!(u128::from_le(&b[8..]), u128::MAX - 5);
+        0x0123_4567_89ab_cdefu64.write_le(&mut b);
+        (u128::MAX - 5).write_le(&mut b);
+        assert_eq!(u64::read_le(&b[..8]), 0x0123_4567_89ab_cdef);
+        assert_eq!(u128::read_le(&b[8..]), u128::MAX - 5);
     }
 }

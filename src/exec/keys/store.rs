@@ -85,7 +85,7 @@ impl<K: Key> LocalStore<K> {
         open.push(word);
         self.words += 1;
         if open.len() == CHUNK {
-            let chunk = std::mem::replace(open, Vec::new());
+            let chunk = std::mem::take(open);
             self.full[p].push(chunk);
         }
         Ok(())
@@ -128,7 +128,7 @@ impl<K: Key> LocalStore<K> {
             }
             for chunk in chunks.drain(..) {
                 bytes.clear();
-                chunk.iter().for_each(|w| w.to_le(&mut bytes));
+                chunk.iter().for_each(|w| w.write_le(&mut bytes));
                 out.write_all(&bytes)
                     .map_err(|e| format!("writing a spill file: {e}"))?;
                 freed += CHUNK * K::BYTES;
@@ -179,7 +179,7 @@ impl<K: Key> LocalStore<K> {
                 buf.resize(words as usize * K::BYTES, 0);
                 file.read_exact_at(buf, offset)
                     .map_err(|e| format!("reading a spill file: {e}"))?;
-                buf.chunks_exact(K::BYTES).for_each(|b| f(K::from_le(b)));
+                buf.chunks_exact(K::BYTES).for_each(|b| f(K::read_le(b)));
             }
         }
         Ok(())
