@@ -139,10 +139,14 @@ def write_with_pyarrow(dir):
         )
 
 
-def dqgate_values(binary, rules, staged, extra):
+def dqgate_values(binary, rules, staged, extra, strategy=None):
+    env = dict(os.environ)
+    if strategy:
+        # The key engine's test switch: every key check on this strategy.
+        env["DQGATE_TEST_KEY_STRATEGY"] = strategy
     out = subprocess.run(
         [binary, "check", rules, "--staged", staged, "--format", "json", *extra],
-        capture_output=True, text=True,
+        capture_output=True, text=True, env=env,
     )
     if out.returncode not in (0, 1):
         sys.exit(f"dqgate failed on {staged} (exit {out.returncode}): {out.stderr}")
@@ -279,13 +283,17 @@ def main():
     for writer in ("duckdb", "pyarrow"):
         staged = os.path.join(work, writer)
         want = duckdb_values(staged)
-        for extra in ([], ["--scan-only"]):
-            got = dqgate_values(binary, rules, staged, extra)
+        runs = [([], None), (["--scan-only"], None)]
+        # Every strategy of the key engine, and DataFusion's grouped pass.
+        runs += [([], s) for s in ("packed", "fingerprint", "ordered", "grouped")]
+        for extra, strategy in runs:
+            got = dqgate_values(binary, rules, staged, extra, strategy)
             for (metric, ours), theirs in zip(got, want):
                 checked += 1
                 if not same(ours, theirs):
                     failures += 1
-                    print(f"MISMATCH {writer} {' '.join(extra)}: {metric}: dqgate {ours!r}, duckdb {theirs!r}")
+                    how = " ".join(extra + ([f"strategy={strategy}"] if strategy else []))
+                    print(f"MISMATCH {writer} {how}: {metric}: dqgate {ours!r}, duckdb {theirs!r}")
     joins_checked, joins_failed = crosscheck_joins(binary, os.path.abspath(work))
     checked += joins_checked
     failures += joins_failed
