@@ -185,7 +185,7 @@ pub(super) async fn observe(p: &Prepared) -> Result<JoinObservations, Error> {
         let result = match pass {
             JoinPass::Reference(r) => {
                 let d = reference(p, &r.reference)?;
-                join::not_in_reference(&p.ctx, &p.input, d, r, &label).await?
+                join::not_in_reference(&p.ctx, &p.input, d, r, p.plan.join_engine, &label).await?
             }
             JoinPass::AcrossPublished(keys) => {
                 if others.is_none() {
@@ -197,11 +197,19 @@ pub(super) async fn observe(p: &Prepared) -> Result<JoinObservations, Error> {
                         continue;
                     }
                     Ok(parts) => {
-                        join::across_published(&p.ctx, &p.input, parts, keys, &label).await?
+                        let engine = p.plan.join_engine;
+                        join::across_published(&p.ctx, &p.input, parts, keys, engine, &label)
+                            .await?
                     }
                 }
             }
         };
+        p.key_passes.lock().expect("lock").extend(
+            result
+                .passes
+                .iter()
+                .map(|x| format!("({}): {x}", pass.describe())),
+        );
         obs.results.insert(pass.clone(), result);
     }
     Ok(obs)
@@ -242,6 +250,11 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
                     d.file_count(),
                     d.parts.len()
                 );
+                if p.plan.join_engine {
+                    if let Some(how) = join::reference_on_engine(&p.input, r) {
+                        let _ = writeln!(out, "  {how}");
+                    }
+                }
                 let frame = join::not_in_reference_frame(&p.ctx, &p.input, d, r)?;
                 crate::exec::explain::render(&mut out, frame).await?;
             }
@@ -256,6 +269,11 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
                         "  {} other published partition(s), {files} file(s); only the key columns read, files outside the staged key range skipped",
                         parts.len()
                     );
+                    if p.plan.join_engine {
+                        if let Some(how) = join::across_on_engine(&p.input, &parts, keys)? {
+                            let _ = writeln!(out, "  {how}");
+                        }
+                    }
                     match join::across_published_frames(&p.ctx, &p.input, &parts, keys)? {
                         None => {
                             let _ = writeln!(

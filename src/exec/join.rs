@@ -18,7 +18,7 @@ use futures::TryStreamExt;
 use super::input::StagedInput;
 use super::reference::Dataset;
 use super::ExecError;
-use super::{grouped_top, stats, table};
+use super::{grouped_top, keys, stats, table};
 use crate::check::{common_key_type, RefLookup};
 use crate::plan::join::{self as pj, other_key, PARTITION};
 use crate::value::Value;
@@ -38,6 +38,9 @@ pub struct JoinResult {
     /// Violating staged rows (reference) or clashing distinct keys (across).
     pub value: u64,
     pub samples: Vec<JoinSample>,
+    /// What each pass of the key engine did and cost (empty when the join
+    /// ran as a DataFusion plan).
+    pub passes: Vec<String>,
 }
 
 /// A published partition other than the one being replaced, opened.
@@ -116,14 +119,116 @@ pub fn not_in_reference_frame(
         .map_err(|e| ExecError::engine("planning the reference lookup", e))
 }
 
+/// The staged key columns, in key order.
+fn staged_side(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    columns: &[String],
+) -> Result<keys::join::Side, ExecError> {
+    let frame = table(ctx, staged)?
+        .select(columns.iter().map(ident).collect::<Vec<_>>())
+        .map_err(|e| ExecError::engine("planning a join", e))?;
+    Ok(keys::join::Side {
+        frame,
+        rows: staged.row_count(),
+    })
+}
+
+fn staged_types(staged: &StagedInput, columns: &[String]) -> Result<Vec<DataType>, ExecError> {
+    columns
+        .iter()
+        .map(|c| {
+            staged
+                .schema
+                .field_with_name(c)
+                .map(|f| f.data_type().clone())
+                .map_err(|e| ExecError::Audit(e.to_string()))
+        })
+        .collect()
+}
+
+/// The key engine's join, when `engine` and the key packs exactly; `None`
+/// otherwise (the join then runs as a DataFusion plan).
+async fn on_engine(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    columns: &[String],
+    compared: &[DataType],
+    other: impl FnOnce() -> Result<keys::join::Side, ExecError>,
+    want: keys::join::Want,
+    label: &str,
+) -> Result<Option<keys::join::Joined>, ExecError> {
+    let Some(packing) = keys::join::packing_for(staged, columns, compared) else {
+        return Ok(None);
+    };
+    let types = staged_types(staged, columns)?;
+    let staged_side = staged_side(ctx, staged, columns)?;
+    keys::join::run(ctx, staged_side, other()?, &packing, &types, want, label)
+        .await
+        .map(Some)
+}
+
+/// How a reference lookup runs on the key engine, for `explain`; `None`:
+/// as a DataFusion plan.
+pub fn reference_on_engine(staged: &StagedInput, lookup: &RefLookup) -> Option<String> {
+    keys::join::packing_for(staged, &lookup.columns, &lookup.key_types)
+        .map(|p| keys::join::describe(&p))
+}
+
+/// How `across published` runs on the key engine, for `explain`; `None`:
+/// as a DataFusion plan.
+pub fn across_on_engine(
+    staged: &StagedInput,
+    parts: &[PublishedPart],
+    keys: &[String],
+) -> Result<Option<String>, ExecError> {
+    let types = across_types(staged, parts, keys)?;
+    Ok(keys::join::packing_for(staged, keys, &types).map(|p| keys::join::describe(&p)))
+}
+
 /// Staged rows whose key is absent from the reference, and the top keys.
+/// With `engine`, the key engine runs it when the key packs exactly.
 pub async fn not_in_reference(
     ctx: &SessionContext,
     staged: &StagedInput,
     reference: &Dataset,
     lookup: &RefLookup,
+    engine: bool,
     label: &str,
 ) -> Result<JoinResult, ExecError> {
+    if engine {
+        let other = || {
+            Ok(keys::join::Side {
+                frame: reference_keys(ctx, reference, lookup)?,
+                rows: reference.parts.iter().map(|p| p.input.row_count()).sum(),
+            })
+        };
+        let joined = on_engine(
+            ctx,
+            staged,
+            &lookup.columns,
+            &lookup.key_types,
+            other,
+            keys::join::Want::Missing,
+            label,
+        )
+        .await?;
+        if let Some(j) = joined {
+            return Ok(JoinResult {
+                value: j.value,
+                samples: j
+                    .samples
+                    .into_iter()
+                    .map(|(key, rows)| JoinSample {
+                        key,
+                        rows,
+                        partition: None,
+                    })
+                    .collect(),
+                passes: j.passes,
+            });
+        }
+    }
     let frame = not_in_reference_frame(ctx, staged, reference, lookup)?;
     let top = grouped_top(frame, lookup.columns.len(), label, staged.row_count()).await?;
     Ok(JoinResult {
@@ -137,6 +242,7 @@ pub async fn not_in_reference(
                 partition: None,
             })
             .collect(),
+        passes: Vec::new(),
     })
 }
 
@@ -231,14 +337,15 @@ fn prune(input: &StagedInput, ranges: &[(String, (i64, i64))]) -> StagedInput {
     kept
 }
 
-/// The semi-join frame of `across published` and the published side, or
-/// `None` when pruning left nothing to compare with.
-pub fn across_published_frames(
+/// The compared key types, the published keys with [`PARTITION`], and the
+/// published keys alone; `None` when pruning left no file to read.
+#[allow(clippy::type_complexity)]
+fn published_sides(
     ctx: &SessionContext,
     staged: &StagedInput,
     parts: &[PublishedPart],
     keys: &[String],
-) -> Result<Option<(DataFrame, DataFrame)>, ExecError> {
+) -> Result<Option<(Vec<DataType>, DataFrame, DataFrame)>, ExecError> {
     let types = across_types(staged, parts, keys)?;
     let Some(published) = published_keys(ctx, staged, parts, keys, &types)? else {
         return Ok(None);
@@ -251,33 +358,70 @@ pub fn across_published_frames(
                 .collect::<Vec<_>>(),
         )
         .map_err(|e| ExecError::engine("planning the published partitions", e))?;
+    Ok(Some((types, published, projected)))
+}
+
+/// The semi-join frame of `across published` and the published side, or
+/// `None` when pruning left nothing to compare with.
+pub fn across_published_frames(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    parts: &[PublishedPart],
+    keys: &[String],
+) -> Result<Option<(DataFrame, DataFrame)>, ExecError> {
+    let Some((types, published, projected)) = published_sides(ctx, staged, parts, keys)? else {
+        return Ok(None);
+    };
     let frame = pj::across_published_frame(table(ctx, staged)?, projected, keys, &types)
         .map_err(|e| ExecError::engine("planning the cross-partition check", e))?;
     Ok(Some((frame, published)))
 }
 
 /// Distinct staged keys that also occur in another published partition,
-/// with samples naming the partition.
+/// with samples naming the partition. With `engine`, the key engine finds
+/// them when the key packs exactly.
 pub async fn across_published(
     ctx: &SessionContext,
     staged: &StagedInput,
     parts: &[PublishedPart],
     keys: &[String],
+    engine: bool,
     label: &str,
 ) -> Result<JoinResult, ExecError> {
-    let types = across_types(staged, parts, keys)?;
-    let Some((frame, published)) = across_published_frames(ctx, staged, parts, keys)? else {
+    let Some((types, published, projected)) = published_sides(ctx, staged, parts, keys)? else {
         return Ok(JoinResult::default());
     };
-    let top = grouped_top(frame, keys.len(), label, staged.row_count()).await?;
-    if top.best.is_empty() {
+    let mut found = None;
+    if engine {
+        let rows = parts.iter().map(|p| p.input.row_count()).sum();
+        let other = || {
+            Ok(keys::join::Side {
+                frame: projected.clone(),
+                rows,
+            })
+        };
+        let want = keys::join::Want::Present;
+        if let Some(j) = on_engine(ctx, staged, keys, &types, other, want, label).await? {
+            found = Some((j.value, j.samples, j.passes));
+        }
+    }
+    let (value, best, passes) = match found {
+        Some(f) => f,
+        None => {
+            let frame = pj::across_published_frame(table(ctx, staged)?, projected, keys, &types)
+                .map_err(|e| ExecError::engine("planning the cross-partition check", e))?;
+            let top = grouped_top(frame, keys.len(), label, staged.row_count()).await?;
+            (top.groups, top.best, Vec::new())
+        }
+    };
+    if best.is_empty() {
         return Ok(JoinResult {
-            value: top.groups,
+            value,
             samples: Vec::new(),
+            passes,
         });
     }
-    let wanted: Vec<Vec<Expr>> = top
-        .best
+    let wanted: Vec<Vec<Expr>> = best
         .iter()
         .map(|(key, _)| {
             key.iter()
@@ -288,9 +432,9 @@ pub async fn across_published(
         .collect();
     let located = pj::partitions_of_keys_frame(published, wanted)
         .map_err(|e| ExecError::engine("planning samples", e))?;
-    let found = locate(located, &top.best, &types).await?;
+    let found = locate(located, &best, &types).await?;
     let mut samples = Vec::new();
-    for (i, (key, rows)) in top.best.iter().enumerate() {
+    for (i, (key, rows)) in best.iter().enumerate() {
         for (_, partition) in found.iter().filter(|(at, _)| *at == i) {
             samples.push(JoinSample {
                 key: key.clone(),
@@ -301,8 +445,9 @@ pub async fn across_published(
     }
     samples.truncate(super::SAMPLES);
     Ok(JoinResult {
-        value: top.groups,
+        value,
         samples,
+        passes,
     })
 }
 

@@ -184,7 +184,11 @@ pub fn choose(
 }
 
 /// The packing of the key, or `None` when a part is not fixed-width.
-fn packing(job: &KeyJob, schema: &Schema, facts: &dyn Fn(&str) -> ColumnFacts) -> Option<Packing> {
+pub fn packing(
+    job: &KeyJob,
+    schema: &Schema,
+    facts: &dyn Fn(&str) -> ColumnFacts,
+) -> Option<Packing> {
     let parts = job
         .keys
         .iter()

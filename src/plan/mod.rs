@@ -71,6 +71,10 @@ pub struct AuditPlan {
     /// packed words (fixed-width, not floating-point), each with its
     /// strategy; their atoms are not in `atoms`.
     pub engine_distinct: Vec<(String, keys::KeyStrategy)>,
+    /// Whether the join passes run on the key engine where their key packs
+    /// exactly (set with the key strategies; off on a cluster and when the
+    /// grouped strategy is forced).
+    pub join_engine: bool,
 }
 
 impl AuditPlan {
@@ -195,6 +199,7 @@ impl AuditPlan {
             }
         }
         self.atoms = fused;
+        self.join_engine = forced != Some(keys::Forced::Grouped);
         self
     }
 

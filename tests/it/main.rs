@@ -13,6 +13,7 @@ mod fuzz_corpus;
 mod golden;
 mod hostile;
 mod keys;
+mod keys_joins;
 mod lang_v2;
 mod memory;
 mod objstore;

@@ -22,44 +22,75 @@ pub struct Counted<K> {
 /// threads.
 pub fn count<K: Key>(stores: &[LocalStore<K>], threads: usize) -> Result<Counted<K>, String> {
     let partitions = stores.first().map_or(0, LocalStore::partitions);
-    let next = AtomicUsize::new(0);
     let found = Mutex::new(Counted {
         repeated: Vec::new(),
         distinct: 0,
     });
+    each_partition(partitions, threads, Table::default, |table, p, buf| {
+        table.reset(words_of(stores, p));
+        visit(stores, p, buf, |w| table.insert(w))?;
+        let mut f = found.lock().expect("lock");
+        f.distinct += table.distinct;
+        f.repeated.extend(table.repeated.drain());
+        Ok(())
+    })?;
+    Ok(found.into_inner().expect("lock"))
+}
+
+/// Runs `job(state, partition, buffer)` for every partition, each worker
+/// taking the next one; a worker keeps its `state` (a table) across them.
+pub fn each_partition<S>(
+    partitions: usize,
+    threads: usize,
+    init: impl Fn() -> S + Sync,
+    job: impl Fn(&mut S, usize, &mut Vec<u8>) -> Result<(), String> + Sync,
+) -> Result<(), String> {
+    let next = AtomicUsize::new(0);
     let failed: Mutex<Option<String>> = Mutex::new(None);
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
-                let mut table = Table::default();
+                let mut state = init();
                 let mut buf = Vec::new();
                 loop {
                     let p = next.fetch_add(1, Ordering::Relaxed);
-                    if p >= partitions {
+                    if p >= partitions || failed.lock().expect("lock").is_some() {
                         break;
                     }
-                    let words: usize = stores.iter().map(|s| s.words_of(p)).sum();
-                    table.reset(words);
-                    for s in stores {
-                        for chunk in s.in_memory(p) {
-                            chunk.iter().for_each(|w| table.insert(*w));
-                        }
-                        if let Err(e) = s.spilled(p, &mut buf, |w| table.insert(w)) {
-                            *failed.lock().expect("lock") = Some(e);
-                            return;
-                        }
+                    if let Err(e) = job(&mut state, p, &mut buf) {
+                        *failed.lock().expect("lock") = Some(e);
+                        return;
                     }
-                    let mut f = found.lock().expect("lock");
-                    f.distinct += table.distinct;
-                    f.repeated.extend(table.repeated.drain());
                 }
             });
         }
     });
-    if let Some(e) = failed.into_inner().expect("lock") {
-        return Err(e);
+    match failed.into_inner().expect("lock") {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    Ok(found.into_inner().expect("lock"))
+}
+
+/// Words of partition `p` over all stores.
+pub fn words_of<K: Key>(stores: &[LocalStore<K>], p: usize) -> usize {
+    stores.iter().map(|s| s.words_of(p)).sum()
+}
+
+/// Calls `f` on every word of partition `p` of every store, in memory and
+/// spilled.
+pub fn visit<K: Key>(
+    stores: &[LocalStore<K>],
+    p: usize,
+    buf: &mut Vec<u8>,
+    mut f: impl FnMut(K),
+) -> Result<(), String> {
+    for s in stores {
+        for chunk in s.in_memory(p) {
+            chunk.iter().for_each(|w| f(*w));
+        }
+        s.spilled(p, buf, &mut f)?;
+    }
+    Ok(())
 }
 
 /// A set of words with linear probing, and the counts of repeated words.
@@ -124,6 +155,51 @@ impl<K: Key> Table<K> {
         }
     }
 
+    /// How often `w` was inserted (0: never).
+    #[inline]
+    pub fn count_of(&self, w: K) -> u64 {
+        if !self.contains(w) {
+            return 0;
+        }
+        self.repeated.get(&w).copied().unwrap_or(1)
+    }
+
+    /// The `k` most frequent words, count descending then word ascending
+    /// (words order like their keys).
+    pub fn top(&self, k: usize) -> Vec<(K, u64)> {
+        let mut best: Vec<(K, u64)> = self.repeated.iter().map(|(w, n)| (*w, *n)).collect();
+        if best.len() < k {
+            // Then the smallest words seen once.
+            let mut once: Vec<K> = self
+                .slots
+                .iter()
+                .copied()
+                .filter(|w| *w != K::EMPTY && !self.repeated.contains_key(w))
+                .collect();
+            if self.empties == 1 {
+                once.push(K::EMPTY);
+            }
+            let want = k - best.len();
+            if once.len() > want {
+                once.select_nth_unstable(want);
+                once.truncate(want);
+            }
+            best.extend(once.into_iter().map(|w| (w, 1)));
+        }
+        rank_top(&mut best, k);
+        best
+    }
+
+    /// Every distinct word in the table.
+    pub fn words(&self) -> impl Iterator<Item = K> + '_ {
+        let empty = (self.empties > 0).then_some(K::EMPTY);
+        self.slots
+            .iter()
+            .copied()
+            .filter(|w| *w != K::EMPTY)
+            .chain(empty)
+    }
+
     /// Whether `w` is in the table.
     #[inline]
     pub fn contains(&self, w: K) -> bool {
@@ -144,6 +220,17 @@ impl<K: Key> Table<K> {
     }
 }
 
+/// Keeps the `k` best of `words`, count descending then word ascending,
+/// in that order.
+pub fn rank_top<K: Key>(words: &mut Vec<(K, u64)>, k: usize) {
+    let best = |a: &(K, u64), b: &(K, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
+    if words.len() > k {
+        words.select_nth_unstable_by(k, best);
+        words.truncate(k);
+    }
+    words.sort_unstable_by(best);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +247,7 @@ mod tests {
         r.sort();
         assert_eq!(r, vec![(1, 2), (2, 3), (u64::MAX, 2)]);
         assert!(t.contains(7) && t.contains(u64::MAX) && !t.contains(8));
+        assert_eq!((t.count_of(2), t.count_of(7), t.count_of(8)), (3, 1, 0));
+        assert_eq!(t.top(4), vec![(2, 3), (1, 2), (u64::MAX, 2), (3, 1)]);
     }
 }

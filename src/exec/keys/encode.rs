@@ -139,6 +139,40 @@ pub(super) fn codes_into(
     Ok(over)
 }
 
+/// Packs another table's key rows against `packing` (the staged side's, in
+/// `nulls distinct` mode): a row with a null part, or with a part outside
+/// the staged footer range, cannot equal any staged key and is left out.
+/// `out` gets the packed words of the rows kept.
+pub fn pack_in_range<K: Key>(
+    packing: &Packing,
+    columns: &[ArrayRef],
+    out: &mut Vec<K>,
+) -> Result<(), PackError> {
+    let rows = columns.first().map_or(0, |c| c.len());
+    let mut acc = vec![K::ZERO; rows];
+    let mut keep = vec![true; rows];
+    for (part, column) in packing.parts.iter().zip(columns) {
+        if let Some(n) = column.logical_nulls().filter(|n| n.null_count() > 0) {
+            keep.iter_mut()
+                .enumerate()
+                .for_each(|(i, k)| *k &= n.is_valid(i));
+        }
+        let limit = if part.bits == 0 {
+            0
+        } else {
+            u128::MAX >> (128 - part.bits)
+        };
+        let bits = part.bits;
+        for_each_code(part, column, |i, d| {
+            keep[i] &= d <= limit;
+            acc[i] = acc[i].shl(bits).add(d as u64, false);
+        })?;
+    }
+    out.clear();
+    out.extend(acc.iter().zip(&keep).filter(|(_, k)| **k).map(|(w, _)| *w));
+    Ok(())
+}
+
 /// A part of zero bits holds one value: check that every value is it.
 fn check_constant(part: &Part, column: &ArrayRef) -> Result<(), PackError> {
     first_valid_where(part, column, |d| d != 0)

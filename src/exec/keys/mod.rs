@@ -18,6 +18,7 @@
 
 mod count;
 mod encode;
+pub mod join;
 mod key;
 mod ordered;
 mod store;
@@ -103,12 +104,22 @@ pub(super) async fn streams(
     let frame = table(ctx, input)?
         .select(columns.iter().map(ident).collect::<Vec<_>>())
         .map_err(|e| Error::engine("planning a key check", e))?;
+    frame_streams(frame, label, input.row_count()).await
+}
+
+/// The streams of `frame`, one per partition of its physical plan, with a
+/// progress bar over `rows` rows.
+async fn frame_streams(
+    frame: datafusion::dataframe::DataFrame,
+    label: &str,
+    rows: u64,
+) -> Result<(Vec<SendableRecordBatchStream>, progress::Progress), Error> {
     let task = Arc::new(frame.task_ctx());
     let physical = frame
         .create_physical_plan()
         .await
         .map_err(|e| Error::engine(format!("planning {label}"), e))?;
-    let bar = progress::Progress::start(label, physical.clone(), input.row_count());
+    let bar = progress::Progress::start(label, physical.clone(), rows);
     let n = physical
         .properties()
         .output_partitioning()
@@ -187,13 +198,11 @@ async fn partition_and_count<K: Key>(
         move |(store, words): &mut (LocalStore<K>, Vec<K>), columns| {
             encode(columns, words)?;
             let counted = encode::counted_rows(columns, nulls_equal);
-            let push = |store: &mut LocalStore<K>, w| store.push(w).map_err(Error::Audit);
             match counted {
-                None => words.iter().try_for_each(|w| push(store, *w)),
-                Some(valid) => valid
-                    .valid_indices()
-                    .try_for_each(|i| push(store, words[i])),
+                None => store.push_all(words),
+                Some(valid) => valid.valid_indices().try_for_each(|i| store.push(words[i])),
             }
+            .map_err(Error::Audit)
         },
     )
     .await?;
@@ -257,12 +266,7 @@ fn rank_words<K: Key>(
     mut repeated: Vec<(K, u64)>,
 ) -> Duplicates {
     let keys = repeated.len() as u64;
-    let best = |a: &(K, u64), b: &(K, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
-    if repeated.len() > SAMPLES {
-        repeated.select_nth_unstable_by(SAMPLES, best);
-        repeated.truncate(SAMPLES);
-    }
-    repeated.sort_unstable_by(best);
+    count::rank_top(&mut repeated, SAMPLES);
     let samples = repeated
         .into_iter()
         .map(|(w, n)| (encode::unpack(packing, types, w), n))
