@@ -1,7 +1,7 @@
 """Key checks on production-shaped keys: dqgate vs DuckDB vs the decode floor.
 
     python benches/keys/run.py --bin target/release/dqgate [--data /work/benchdata]
-        [--sizes 10M 50M] [--tpch] [--reps 3] [--threads 2] [--memory-limit 256MiB]
+        [--sizes 10M 50M] [--tpch] [--across] [--reps 3] [--threads 2] [--memory-limit 256MiB]
 
 For every workload, in one run and on the same files (warm page cache, one
 warm-up run discarded, median of --reps whole processes under /usr/bin/time):
@@ -16,6 +16,12 @@ warm-up run discarded, median of --reps whole processes under /usr/bin/time):
 Each dqgate value is compared with DuckDB's; a difference prints MISMATCH and
 the script exits 1. Data comes from benches/keys/gen.py (DIR/keys-SIZE) and
 from tpchgen-cli (DIR/tpch-sf10, with --tpch).
+
+With --across, `unique(order_id) across published` for each size: the
+first seven of the eight files of DIR/keys-SIZE are published by dqgate as
+seven days of a Hive table (hard links, DIR/across-SIZE/table), and the last
+file is the staged day checked against them (DuckDB: a semi-join of the
+staged file with the seven published files).
 """
 
 import argparse
@@ -54,6 +60,33 @@ TPCH = [
 ]
 
 
+ACROSS = ("unique(order_id) across 7 published days", "across.dq", "floor_order_id.dq",
+          "SELECT count(DISTINCT s.order_id) FROM {t} s WHERE s.order_id IS NOT NULL AND EXISTS "
+          "(SELECT 1 FROM {o} p WHERE p.order_id = s.order_id)")
+
+
+def across_table(dqgate, data, size):
+    """(staged dir, published files glob dir): publishes days 1..7 once."""
+    src = os.path.join(data, f"keys-{size}")
+    files = sorted(f for f in os.listdir(src) if f.endswith(".parquet"))
+    root = os.path.join(data, f"across-{size}")
+    table, staged = os.path.join(root, "table"), os.path.join(root, "staged")
+    if not os.path.exists(os.path.join(root, "_ready")):
+        subprocess.run(["rm", "-rf", root], check=True)
+        os.makedirs(staged)
+        os.link(os.path.join(src, files[-1]), os.path.join(staged, files[-1]))
+        rules = os.path.join(root, "publish.dq")
+        open(rules, "w").write("table keys\npartitioned by day\ncheck row_count > 0\n")
+        for day, f in enumerate(files[:-1], start=1):
+            d = os.path.join(root, f"day{day}")
+            os.makedirs(d)
+            os.link(os.path.join(src, f), os.path.join(d, f))
+            subprocess.run([dqgate, "publish", rules, "--staged", d, "--partition", f"day={day}",
+                            "--table", table], check=True, capture_output=True)
+        open(os.path.join(root, "_ready"), "w").write("")
+    return staged, table
+
+
 def timed(cmd, env=None):
     """Runs cmd under /usr/bin/time: (seconds, peak RSS in MB, stdout)."""
     with tempfile.NamedTemporaryFile("r") as t:
@@ -90,6 +123,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--across", action="store_true")
     ap.add_argument("--memory-limit")
     ap.add_argument("--only", help="run workloads whose name contains this")
     a = ap.parse_args()
@@ -98,6 +132,8 @@ def main():
     for size in a.sizes:
         d = os.path.join(a.data, f"keys-{size}")
         jobs += [(size, w, d, None) for w in KEYS]
+        if a.across:
+            jobs.append((size, ACROSS, *across_table(a.bin, a.data, size)))
     if a.tpch:
         d = os.path.join(a.data, "tpch-sf10", "lineitem")
         o = os.path.join(a.data, "tpch-sf10", "orders")
@@ -113,6 +149,9 @@ def main():
         if a.only and a.only not in name:
             continue
         rules_path = os.path.join(HERE, rules)
+        table_args = []
+        if rules == "across.dq":
+            table_args = ["--table", orders, "--partition", "day=8"]
         if rules.endswith("tpch_ref.dq"):
             text = open(os.path.join(HERE, "tpch_ref.dq.in")).read().replace("ORDERS", orders)
             rules_path = os.path.join(work, "tpch_ref.dq")
@@ -120,12 +159,17 @@ def main():
         extra = ["--threads", str(a.threads)]
         if a.memory_limit:
             extra += ["--memory-limit", a.memory_limit]
-        ours = median_runs([a.bin, "check", rules_path, "--staged", d, "--format", "json"] + extra,
+        ours = median_runs([a.bin, "check", rules_path, "--staged", d, "--format", "json"] + extra + table_args,
                            a.reps, a.warmup)
-        low = median_runs([a.bin, "check", os.path.join(HERE, floor), "--staged", d, "--scan-only"]
+        # The floor of a join reads the key columns of both sides.
+        both = {"across.dq": os.path.join(a.data, f"keys-{size}"), "tpch_ref.dq": None}
+        floor_dir = both.get(rules) or d
+        low = median_runs([a.bin, "check", os.path.join(HERE, floor), "--staged", floor_dir, "--scan-only"]
                           + ["--threads", str(a.threads)], a.reps, a.warmup)
         t = f"read_parquet('{d}/*.parquet')"
         o = f"read_parquet('{orders}/*.parquet')" if orders else ""
+        if table_args:
+            o = f"read_parquet('{orders}/**/*.parquet')"
         theirs = median_runs(duckdb_cmd(python, sql.format(t=t, o=o), a.threads), a.reps, a.warmup)
         verdict = json.loads(ours[2])
         value = verdict["checks"][0]["value"]

@@ -13,6 +13,7 @@ use std::cmp::Ordering;
 use datafusion::arrow::array::{Array, BooleanArray};
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{Expr, Operator};
 use datafusion::parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
 
@@ -34,7 +35,44 @@ pub fn answer(atom: &Atom, input: &StagedInput) -> Option<Value> {
         }
         Atom::Min(c) => extreme(input, c, Ordering::Less),
         Atom::Max(c) => extreme(input, c, Ordering::Greater),
+        Atom::CountIf(e) => rows_with_a_null(input, &null_tested(e)?),
         _ => None,
+    }
+}
+
+/// The columns of `a IS NULL OR b IS NULL OR ...` (a primary key's rows
+/// with a null part), or `None` for any other expression.
+fn null_tested(e: &Expr) -> Option<Vec<String>> {
+    match e {
+        Expr::IsNull(inner) => match inner.as_ref() {
+            Expr::Column(c) if c.relation.is_none() => Some(vec![c.name.clone()]),
+            _ => None,
+        },
+        Expr::BinaryExpr(b) if b.op == Operator::Or => {
+            let mut cols = null_tested(&b.left)?;
+            cols.extend(null_tested(&b.right)?);
+            Some(cols)
+        }
+        _ => None,
+    }
+}
+
+/// Rows where one of `columns` is null, when the footers tell exactly: no
+/// column holds a null (0), or only one does (its null count).
+fn rows_with_a_null(input: &StagedInput, columns: &[String]) -> Option<Value> {
+    let mut counts = Vec::with_capacity(columns.len());
+    for c in columns {
+        let mut n = 0u64;
+        for f in &input.files {
+            n += null_count(f, c)?;
+        }
+        counts.push(n);
+    }
+    let mut holding = counts.iter().filter(|n| **n > 0);
+    let first = holding.next().copied().unwrap_or(0);
+    match holding.next() {
+        None => Some(Value::Int(i128::from(first))),
+        Some(_) => None,
     }
 }
 
@@ -224,4 +262,25 @@ fn row_group_ranges(input: &StagedInput, column: &str) -> Option<Vec<(i128, i128
         }
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::{col, lit};
+
+    #[test]
+    fn only_a_chain_of_null_tests_names_its_columns() {
+        let keys = ["store_id".to_string(), "order_id".to_string()];
+        assert_eq!(
+            null_tested(&crate::plan::any_null(&keys)),
+            Some(keys.to_vec())
+        );
+        assert_eq!(
+            null_tested(&col("a").is_null().and(col("b").is_null())),
+            None
+        );
+        assert_eq!(null_tested(&col("a").is_not_null()), None);
+        assert_eq!(null_tested(&lit(false)), None);
+    }
 }

@@ -4,7 +4,8 @@
 //!
 //! The footers said the leading column's row-group ranges never go back;
 //! this pass verifies the rows themselves. Each scan partition reads a
-//! contiguous slice of the files, so each stream is checked on its own:
+//! contiguous slice of the files (work stealing between partitions is
+//! turned off for this scan), so each stream is checked on its own:
 //! its interior runs are counted as they close, and its first and last runs
 //! are kept, because a run of the same leading value can continue in the
 //! neighbouring stream. At the end the streams' ranges must follow one
@@ -63,7 +64,7 @@ async fn find_words<K: Key>(
     let Some(lead) = packing.parts.iter().position(|p| p.column == leading) else {
         return Ok(None);
     };
-    let (streams, _bar) = streams(ctx, input, &job.keys, label).await?;
+    let (streams, _bar) = streams(&in_file_order(ctx), input, &job.keys, label).await?;
     let encoding = packing.clone();
     let nulls_equal = job.nulls_equal;
     let result = scan(
@@ -91,6 +92,25 @@ async fn find_words<K: Key>(
             started.elapsed().as_secs_f64()
         )],
     }))
+}
+
+/// `ctx` with DataFusion's work stealing between scan partitions off: an
+/// idle partition would otherwise take the next unopened file of another
+/// (DataFusion 55's shared file queue), so a stream would read, say, the
+/// first and the last file, and its edge runs would not be the only ones
+/// that can continue elsewhere. Without it, each partition reads its own
+/// contiguous slice of the files, in order.
+fn in_file_order(ctx: &SessionContext) -> SessionContext {
+    let state = ctx.state();
+    let mut config = state.config().clone();
+    config
+        .options_mut()
+        .execution
+        .enable_file_stream_work_stealing = false;
+    let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
+        .with_config(config)
+        .build();
+    SessionContext::new_with_state(state)
 }
 
 /// One stream's state.
