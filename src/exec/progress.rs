@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::physical_plan::ExecutionPlan;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 /// A progress bar for one pass; hidden when stderr is not a terminal.
 pub struct Progress {
@@ -29,8 +29,14 @@ impl Progress {
             ProgressBar::hidden()
         };
         if let Ok(style) = ProgressStyle::with_template(
-            "{prefix} [{bar:30}] {human_pos}/{human_len} rows ({per_sec}, {eta} left)",
+            "{prefix} [{bar:30}] {human_pos}/{human_len} rows ({rate}, {eta} left)",
         ) {
+            let style = style.with_key(
+                "rate",
+                |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = w.write_str(&rate(state.per_sec()));
+                },
+            );
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(label.to_string());
@@ -83,4 +89,37 @@ fn rows_scanned(plan: &dyn ExecutionPlan) -> u64 {
         return plan.metrics().and_then(|m| m.output_rows()).unwrap_or(0) as u64;
     }
     children.iter().map(|c| rows_scanned(c.as_ref())).sum()
+}
+
+/// A scan rate for people, with an SI prefix and two significant digits
+/// from ten up: `950 rows/s`, `9.3 k rows/s`, `9.3 M rows/s`, `12 G rows/s`.
+pub fn rate(per_sec: f64) -> String {
+    if !per_sec.is_finite() || per_sec < 0.0 {
+        return "- rows/s".into();
+    }
+    let (value, prefix) = [(1e9, "G "), (1e6, "M "), (1e3, "k ")]
+        .into_iter()
+        .find(|(scale, _)| per_sec >= *scale)
+        .map_or((per_sec, ""), |(scale, p)| (per_sec / scale, p));
+    if value < 10.0 && !prefix.is_empty() {
+        format!("{value:.1} {prefix}rows/s")
+    } else {
+        format!("{value:.0} {prefix}rows/s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate;
+
+    #[test]
+    fn rates_read_with_a_prefix() {
+        assert_eq!(rate(9_348_900.938_2), "9.3 M rows/s");
+        assert_eq!(rate(12_500_000.0), "12 M rows/s");
+        assert_eq!(rate(950.4), "950 rows/s");
+        assert_eq!(rate(0.0), "0 rows/s");
+        assert_eq!(rate(1_500.0), "1.5 k rows/s");
+        assert_eq!(rate(2.4e9), "2.4 G rows/s");
+        assert_eq!(rate(f64::NAN), "- rows/s");
+    }
 }
