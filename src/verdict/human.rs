@@ -175,7 +175,7 @@ pub fn count_of(n: u64, one: &str, many: &str) -> String {
     )
 }
 
-/// Longest text shown whole; longer text keeps its first [`KEEP`] characters.
+/// Longest text shown whole; longer text keeps its first 32 characters.
 pub const MAX_CHARS: usize = 48;
 const KEEP: usize = 32;
 
