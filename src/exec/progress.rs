@@ -91,21 +91,28 @@ fn rows_scanned(plan: &dyn ExecutionPlan) -> u64 {
     children.iter().map(|c| rows_scanned(c.as_ref())).sum()
 }
 
-/// A scan rate for people, with an SI prefix and two significant digits
-/// from ten up: `950 rows/s`, `9.3 k rows/s`, `9.3 M rows/s`, `12 G rows/s`.
+/// A scan rate for people, with an SI prefix and one decimal below ten:
+/// `950 rows/s`, `9.3 k rows/s`, `9.3 M rows/s`, `12 G rows/s`; a rate that
+/// would round to 1000 takes the next prefix (`1.0 M rows/s`, not `1000 k`).
 pub fn rate(per_sec: f64) -> String {
     if !per_sec.is_finite() || per_sec < 0.0 {
         return "- rows/s".into();
     }
-    let (value, prefix) = [(1e9, "G "), (1e6, "M "), (1e3, "k ")]
-        .into_iter()
-        .find(|(scale, _)| per_sec >= *scale)
-        .map_or((per_sec, ""), |(scale, p)| (per_sec / scale, p));
-    if value < 10.0 && !prefix.is_empty() {
-        format!("{value:.1} {prefix}rows/s")
-    } else {
-        format!("{value:.0} {prefix}rows/s")
+    // Two significant digits: one decimal below ten (as rounded).
+    let shown = |v: f64| {
+        if format!("{v:.1}").parse::<f64>().is_ok_and(|r| r < 10.0) {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.0}")
+        }
+    };
+    // A prefix once the unit below it would round to 1000.
+    for (scale, prefix) in [(1e9, "G"), (1e6, "M"), (1e3, "k")] {
+        if per_sec >= scale * 0.9995 {
+            return format!("{} {prefix} rows/s", shown(per_sec / scale));
+        }
     }
+    format!("{per_sec:.0} rows/s")
 }
 
 #[cfg(test)]
@@ -121,5 +128,8 @@ mod tests {
         assert_eq!(rate(1_500.0), "1.5 k rows/s");
         assert_eq!(rate(2.4e9), "2.4 G rows/s");
         assert_eq!(rate(f64::NAN), "- rows/s");
+        assert_eq!(rate(999_999.0), "1.0 M rows/s");
+        assert_eq!(rate(9_960.0), "10 k rows/s");
+        assert_eq!(rate(999.7), "1.0 k rows/s");
     }
 }
