@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::args::{AuditArgs, Format};
+use super::args::{AuditArgs, ColorWhen, Format};
 use super::check::{current_version, past_runs, staged_location, timing};
 use super::{delta_root, emit, engine_options, print_stdout, reach_engine};
 use crate::audit::{self, Published, RuleSource};
@@ -68,7 +68,7 @@ pub(super) async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<
     };
     let past = past_runs(&prepared).await?;
     let verdict = prepared.run_with(&published, past.as_ref()).await?;
-    let Some(passed) = gate(verdict, a.format, &prepared, started) else {
+    let Some(passed) = gate(verdict, (a.format, a.color), &prepared, started) else {
         return Ok(1);
     };
     let opts = PublishOptions {
@@ -88,14 +88,14 @@ pub(super) async fn publish(a: AuditArgs, root: PathBuf, keep: usize) -> Result<
 /// the passed verdict, or `None` when it failed (exit 1).
 pub(super) fn gate(
     verdict: Verdict,
-    format: Format,
+    (format, color): (Format, ColorWhen),
     prepared: &audit::Prepared,
     started: Instant,
 ) -> Option<crate::verdict::PassedVerdict> {
     // JUnit is one XML document: a publish error after a passing verdict
     // becomes an <error> testcase inside it, so it is printed afterwards.
     if format != Format::Junit || !verdict.passed() {
-        emit(&verdict, format);
+        emit(&verdict, format, color);
     }
     timing(prepared, started);
     match verdict.into_passed() {
@@ -182,7 +182,7 @@ pub(super) async fn publish_delta(a: AuditArgs, table_arg: PathBuf) -> Result<u8
     .await?;
     let past = past_runs(&prepared).await?;
     let verdict = prepared.run_with(&published, past.as_ref()).await?;
-    let Some(passed) = gate(verdict, a.format, &prepared, started) else {
+    let Some(passed) = gate(verdict, (a.format, a.color), &prepared, started) else {
         return Ok(1);
     };
     let outcome = delta::publish(

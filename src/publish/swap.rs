@@ -10,7 +10,9 @@
 //! 4. `record`: write `_dqgate_audit.json` (temp name, fsync, rename, fsync).
 //! 5. `recheck`: fingerprint the renamed files under their staged names; it
 //!    must still be the audited fingerprint, and no other `.parquet` file may
-//!    have appeared. Otherwise undo steps 2–4 and exit 4.
+//!    have appeared. Otherwise undo steps 2–4 and exit 4. Then remove the
+//!    writers' by-products (`_SUCCESS`, `.crc` sidecars, see `byproducts`),
+//!    so the partition holds only the data files and the record.
 //! 6. `swap`: `RENAME_EXCHANGE` staged ↔ partition (`RENAME_NOREPLACE` for a
 //!    first publish), then fsync both parents. This is the commit point.
 //! 7. `displace`: the old version, now at the staged path, is moved whole
@@ -26,6 +28,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::byproducts;
 use super::error::{IoContext, PublishError};
 use super::fsx::{self, phase};
 use super::journal::{Journal, Op};
@@ -44,6 +47,8 @@ use crate::verdict::PassedVerdict;
 pub(crate) struct PublishPlan {
     pub journal: Journal,
     pub manifest: PublishedManifest,
+    /// Writers' by-products in the staged directory, removed before the swap.
+    pub byproducts: Vec<PathBuf>,
 }
 
 /// Runs a publish: preflight, lock, recover leftovers, compare-and-swap
@@ -198,6 +203,7 @@ pub(crate) fn plan(
             version,
             files: published,
         },
+        byproducts: byproducts::list(staged)?,
     })
 }
 
@@ -265,7 +271,7 @@ fn execute(
     })
 }
 
-/// Steps 2–5: renames, fsyncs, record, recheck (all inside the staged
+/// Steps 2–5: renames, fsyncs, record, recheck, by-products (all inside the staged
 /// directory, invisible to readers of ROOT).
 fn prepare(plan: &PublishPlan, passed: &PassedVerdict) -> Result<(), PublishError> {
     let j = &plan.journal;
@@ -287,7 +293,8 @@ fn prepare(plan: &PublishPlan, passed: &PassedVerdict) -> Result<(), PublishErro
     phase("record");
     record::write(dir, passed.verdict(), &plan.manifest)?;
     phase("recheck");
-    recheck(plan, passed)
+    recheck(plan, passed)?;
+    byproducts::remove(&plan.byproducts)
 }
 
 /// The files about to be swapped in are exactly the audited ones.

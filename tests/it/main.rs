@@ -18,6 +18,7 @@ mod lang_v2;
 mod memory;
 mod objstore;
 mod oracle;
+mod people;
 mod producers;
 mod props;
 mod reports;
