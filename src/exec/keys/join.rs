@@ -160,6 +160,13 @@ pub async fn run(
     }
 }
 
+/// Bits of the staged side's filter: about 8 a staged row, 2^16 to 2^28
+/// (32 MiB).
+fn filter_bits(rows: u64) -> u32 {
+    let want = (rows.max(1) * 8).next_power_of_two().trailing_zeros();
+    want.clamp(16, 28)
+}
+
 fn bitmap_words(packing: &Packing) -> usize {
     (1usize << packing.bits().min(BITMAP_BITS)).div_ceil(64)
 }
@@ -320,32 +327,69 @@ async fn partitioned<K: Key>(
             Vec::new(),
         )
     };
+    // The staged side first, and a one-hash filter of its words: an
+    // other-side word whose bit is clear cannot match, and is dropped
+    // before it costs a store.
+    let filter_bits = filter_bits(staged.rows);
+    let pool = &ctx.runtime_env().memory_pool;
+    let reservation = MemoryConsumer::new("dqgate join filter").register(pool);
+    let filtered = reservation
+        .try_grow((1usize << filter_bits) / 8 * (threads(ctx) + 1))
+        .is_ok();
+    let filter_words = if filtered {
+        (1usize << filter_bits) / 64
+    } else {
+        0
+    };
+    let shift = 64 - filter_bits;
+    let encoding = packing.clone();
+    let (streams, bar) = frame_streams(staged.frame, label, staged.rows).await?;
+    let new_staged = new_store.clone();
+    let stageds = scan(
+        streams,
+        move || (new_staged(), vec![0u64; filter_words]),
+        move |((store, scratch), filter): &mut ((LocalStore<K>, Vec<K>), Vec<u64>), columns| {
+            staged_words(&encoding, columns, scratch, |w| {
+                if filtered {
+                    let bit = w.mix() >> shift;
+                    filter[(bit >> 6) as usize] |= 1 << (bit & 63);
+                }
+                store.push(w)
+            })
+        },
+    )
+    .await?;
+    drop(bar);
+    let mut filter = vec![0u64; filter_words];
+    let stageds: Vec<LocalStore<K>> = stageds
+        .into_iter()
+        .map(|((store, _), f)| {
+            filter.iter_mut().zip(&f).for_each(|(a, b)| *a |= *b);
+            store
+        })
+        .collect();
+    let filter = Arc::new(filter);
     let encoding = packing.clone();
     let (streams, bar) =
         frame_streams(other.frame, &format!("{label}, other side"), other.rows).await?;
     let others = scan(
         streams,
-        new_store.clone(),
-        move |(store, scratch): &mut (LocalStore<K>, Vec<K>), columns| {
-            encode::pack_in_range(&encoding, columns, scratch).map_err(pack_error)?;
-            store.push_all(scratch).map_err(Error::Audit)
-        },
-    )
-    .await?;
-    drop(bar);
-    let encoding = packing.clone();
-    let (streams, bar) = frame_streams(staged.frame, label, staged.rows).await?;
-    let stageds = scan(
-        streams,
         new_store,
         move |(store, scratch): &mut (LocalStore<K>, Vec<K>), columns| {
-            staged_words(&encoding, columns, scratch, |w| store.push(w))
+            encode::pack_in_range(&encoding, columns, scratch).map_err(pack_error)?;
+            for w in scratch.iter() {
+                let bit = w.mix() >> shift;
+                if !filtered || filter[(bit >> 6) as usize] & (1 << (bit & 63)) != 0 {
+                    store.push(*w).map_err(Error::Audit)?;
+                }
+            }
+            Ok(())
         },
     )
     .await?;
     drop(bar);
+    drop(reservation);
     let others: Vec<LocalStore<K>> = others.into_iter().map(|(s, _)| s).collect();
-    let stageds: Vec<LocalStore<K>> = stageds.into_iter().map(|(s, _)| s).collect();
     let words: u64 = others.iter().chain(&stageds).map(|s| s.words).sum();
     let spilled: u64 = others.iter().chain(&stageds).map(|s| s.spilled_bytes).sum();
     let scanned = started.elapsed();
@@ -398,7 +442,7 @@ async fn partitioned<K: Key>(
         samples: samples(packing, types, best),
         passes: vec![
             format!(
-                "scan and radix-partition {words} key words of both sides into {partitions} partitions: {:.2} s{}",
+                "scan and radix-partition {words} key words of both sides (other-side keys that no staged key's filter bit admits dropped) into {partitions} partitions: {:.2} s{}",
                 scanned.as_secs_f64(),
                 if spilled > 0 {
                     format!(", {spilled} bytes spilled")

@@ -116,8 +116,11 @@ fn in_file_order(ctx: &SessionContext) -> SessionContext {
 /// One stream's state.
 struct Stream<K> {
     words: Vec<K>,
-    /// The current run's leading code and words.
-    run: Option<(u128, Vec<K>)>,
+    codes: Vec<u64>,
+    /// The current run's leading code (`None` before the first row) and
+    /// words; the buffer is reused from run to run.
+    code: Option<u128>,
+    run: Vec<K>,
     /// The first run, once a second one started.
     head: Option<(u128, Vec<K>)>,
     repeated: Vec<(K, u64)>,
@@ -128,7 +131,9 @@ impl<K> Default for Stream<K> {
     fn default() -> Self {
         Stream {
             words: Vec::new(),
-            run: None,
+            codes: Vec::new(),
+            code: None,
+            run: Vec::new(),
             head: None,
             repeated: Vec::new(),
             distinct: 0,
@@ -146,55 +151,72 @@ impl<K: Key> Stream<K> {
     ) -> Result<(), Error> {
         encode::pack(packing, columns, nulls_equal, &mut self.words)
             .map_err(|e| Error::Audit(e.to_string()))?;
-        let mut codes = Vec::new();
+        let mut codes = std::mem::take(&mut self.codes);
         encode::codes_into(&packing.parts[lead], &columns[lead], u128::MAX, &mut codes)
             .map_err(|e| Error::Audit(e.to_string()))?;
         let counted = encode::counted_rows(columns, nulls_equal);
         let words = std::mem::take(&mut self.words);
-        for (i, (w, code)) in words.iter().zip(&codes).enumerate() {
-            if counted.as_ref().is_some_and(|v| !v.is_valid(i)) {
-                continue;
-            }
-            self.row(u128::from(*code), *w)?;
-        }
+        let result = match &counted {
+            None => words
+                .iter()
+                .zip(&codes)
+                .try_for_each(|(w, code)| self.row(u128::from(*code), *w)),
+            Some(valid) => valid
+                .valid_indices()
+                .try_for_each(|i| self.row(u128::from(codes[i]), words[i])),
+        };
         self.words = words;
-        Ok(())
+        self.codes = codes;
+        result
     }
 
     #[inline]
     fn row(&mut self, code: u128, w: K) -> Result<(), Error> {
-        match &mut self.run {
-            Some((c, run)) if *c == code => {
-                if run.len() >= MAX_RUN {
+        match self.code {
+            Some(c) if c == code => {
+                if self.run.len() >= MAX_RUN {
                     return Err(Error::Audit(BROKEN.into()));
                 }
-                run.push(w);
+                self.run.push(w);
             }
-            Some((c, _)) if *c > code => return Err(Error::Audit(BROKEN.into())),
-            _ => {
-                let next = (code, vec![w]);
-                if let Some(done) = self.run.replace(next) {
-                    if self.head.is_none() {
-                        self.head = Some(done);
-                    } else {
-                        self.close(done.1);
-                    }
+            Some(c) if c > code => return Err(Error::Audit(BROKEN.into())),
+            Some(c) => {
+                if self.head.is_none() {
+                    self.head = Some((c, self.run.clone()));
+                } else {
+                    count_run(&mut self.run, &mut self.repeated, &mut self.distinct);
                 }
+                self.run.clear();
+                self.run.push(w);
+                self.code = Some(code);
+            }
+            None => {
+                self.run.push(w);
+                self.code = Some(code);
             }
         }
         Ok(())
     }
-
-    fn close(&mut self, run: Vec<K>) {
-        count_run(run, &mut self.repeated, &mut self.distinct);
-    }
 }
 
 /// Counts one run's words (runs are short: sorting is cheapest).
-fn count_run<K: Key>(mut run: Vec<K>, repeated: &mut Vec<(K, u64)>, distinct: &mut u64) {
-    if run.len() == 1 {
-        *distinct += 1;
-        return;
+fn count_run<K: Key>(run: &mut [K], repeated: &mut Vec<(K, u64)>, distinct: &mut u64) {
+    match run {
+        [] => return,
+        [_] => {
+            *distinct += 1;
+            return;
+        }
+        [a, b] => {
+            if a == b {
+                *distinct += 1;
+                repeated.push((*a, 2));
+            } else {
+                *distinct += 2;
+            }
+            return;
+        }
+        _ => {}
     }
     run.sort_unstable();
     let mut i = 0;
@@ -223,9 +245,10 @@ fn merge<K: Key>(streams: Vec<Stream<K>>) -> Option<Merged<K>> {
     for mut s in streams {
         repeated.append(&mut s.repeated);
         distinct += s.distinct;
-        let Some((last, tail)) = s.run.take() else {
+        let Some(last) = s.code else {
             continue; // an empty stream
         };
+        let tail = std::mem::take(&mut s.run);
         let first = s.head.as_ref().map_or(last, |h| h.0);
         ranges.push((first, last));
         for (code, words) in s.head.into_iter().chain(std::iter::once((last, tail))) {
@@ -236,8 +259,8 @@ fn merge<K: Key>(streams: Vec<Stream<K>>) -> Option<Merged<K>> {
     if ranges.windows(2).any(|w| w[0].1 > w[1].0) {
         return None;
     }
-    for (_, run) in edges {
-        count_run(run, &mut repeated, &mut distinct);
+    for (_, mut run) in edges {
+        count_run(&mut run, &mut repeated, &mut distinct);
     }
     Some(Merged { repeated, distinct })
 }

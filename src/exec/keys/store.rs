@@ -52,9 +52,8 @@ pub struct LocalStore<K: Key> {
     /// One line a partition, `fill[p]` of its words in use.
     lines: Vec<[K; LINE]>,
     fill: Vec<u8>,
-    /// Chunks of `CHUNK / LINE` lines.
-    open: Vec<Vec<[K; LINE]>>,
-    full: Vec<Vec<Vec<[K; LINE]>>>,
+    open: Vec<Vec<K>>,
+    full: Vec<Vec<Vec<K>>>,
     reservation: MemoryReservation,
     runtime: Arc<RuntimeEnv>,
     pub spills: Vec<Spill>,
@@ -94,33 +93,45 @@ impl<K: Key> LocalStore<K> {
 
     /// Pushes every word of `words`.
     pub fn push_all(&mut self, words: &[K]) -> Result<(), String> {
-        words.iter().try_for_each(|w| self.push(*w))
+        for w in words {
+            self.push_word(*w)?;
+        }
+        self.words += words.len() as u64;
+        Ok(())
     }
 
     #[inline]
     pub fn push(&mut self, word: K) -> Result<(), String> {
+        self.words += 1;
+        self.push_word(word)
+    }
+
+    #[inline(always)]
+    fn push_word(&mut self, word: K) -> Result<(), String> {
         let p = Self::partition_of(self.shift, word);
         let f = usize::from(self.fill[p]);
-        self.lines[p][f] = word;
-        self.words += 1;
         if f + 1 < LINE {
+            self.lines[p][f] = word;
             self.fill[p] = (f + 1) as u8;
             return Ok(());
         }
         self.fill[p] = 0;
-        self.flush_line(p)
+        self.flush_line(p, word)
     }
 
-    /// Moves partition `p`'s full line into its open chunk.
+    /// Moves partition `p`'s line, completed by `last`, into its open chunk.
+    /// `last` goes straight from the register: the line was written long
+    /// ago, so no store is read back while still in flight.
     #[inline]
-    fn flush_line(&mut self, p: usize) -> Result<(), String> {
+    fn flush_line(&mut self, p: usize, last: K) -> Result<(), String> {
         if self.open[p].capacity() == 0 {
             self.reserve()?;
-            self.open[p].reserve_exact(CHUNK / LINE);
+            self.open[p].reserve_exact(CHUNK);
         }
         let open = &mut self.open[p];
-        open.push(self.lines[p]);
-        if open.len() == CHUNK / LINE {
+        open.extend_from_slice(&self.lines[p][..LINE - 1]);
+        open.push(last);
+        if open.len() == CHUNK {
             let chunk = std::mem::take(open);
             self.full[p].push(chunk);
         }
@@ -158,16 +169,13 @@ impl<K: Key> LocalStore<K> {
         let mut bytes = Vec::with_capacity(CHUNK * K::BYTES);
         let mut freed = 0usize;
         for (p, chunks) in self.full.iter_mut().enumerate() {
-            let words: usize = chunks.iter().map(|c| c.len() * LINE).sum();
+            let words: usize = chunks.iter().map(Vec::len).sum();
             if words == 0 {
                 continue;
             }
             for chunk in chunks.drain(..) {
                 bytes.clear();
-                chunk
-                    .as_flattened()
-                    .iter()
-                    .for_each(|w| w.write_le(&mut bytes));
+                chunk.iter().for_each(|w| w.write_le(&mut bytes));
                 out.write_all(&bytes)
                     .map_err(|e| format!("writing a spill file: {e}"))?;
                 freed += CHUNK * K::BYTES;
@@ -190,8 +198,8 @@ impl<K: Key> LocalStore<K> {
         let line = &self.lines[p][..usize::from(self.fill[p])];
         self.full[p]
             .iter()
-            .map(|c| c.as_flattened())
-            .chain([self.open[p].as_flattened(), line])
+            .map(Vec::as_slice)
+            .chain([self.open[p].as_slice(), line])
     }
 
     /// Words of partition `p` across spill files and memory.
