@@ -136,3 +136,27 @@ pub(crate) fn phase(name: &str) {
         std::process::abort();
     }
 }
+
+/// For race tests: when `DQGATE_TEST_BARRIER` names a directory, a publish
+/// that has finished its first audit leaves a file there and waits (at most
+/// 20 s) until `DQGATE_TEST_BARRIER_N` (default 2) publishes have, so that
+/// they all audit the same table state before any of them swaps. Never set
+/// outside tests.
+pub(crate) fn test_barrier() {
+    let Some(dir) = std::env::var_os("DQGATE_TEST_BARRIER").map(std::path::PathBuf::from) else {
+        return;
+    };
+    let n = std::env::var("DQGATE_TEST_BARRIER_N")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(2);
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join(std::process::id().to_string()), b"");
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(20) {
+        if std::fs::read_dir(&dir).map_or(0, |d| d.count()) >= n {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}

@@ -11,7 +11,9 @@
 //! the record *in the staged directory*, fsyncs everything, re-checks the
 //! fingerprint, and swaps the staged directory with the partition in one
 //! `renameat2(RENAME_EXCHANGE)` (or `RENAME_NOREPLACE` for a first publish)
-//! (`swap`). The displaced version, which the exchange leaves at the staged
+//! (`swap`), holding the table lock around the swap: shared, or exclusive
+//! when the audit read other partitions, whose read set (`readset`) is then
+//! validated under it, so that the verdict still holds at the swap. The displaced version, which the exchange leaves at the staged
 //! path, is moved whole into a kept-versions area beside ROOT,
 //! `ROOT/../.ROOTNAME.dqgate/versions/` (`kept`; `layout` says why not
 //! under ROOT), so that no glob of `ROOT/**/*.parquet` ever matches anything
@@ -47,11 +49,12 @@ mod history;
 mod journal;
 mod kept;
 pub mod layout;
-mod list;
 mod lock;
+pub mod readset;
 mod record;
 mod recover;
 mod rollback;
+mod snapshot;
 pub mod store;
 mod swap;
 mod trail;
@@ -60,7 +63,14 @@ mod verify;
 use std::path::{Path, PathBuf};
 
 pub use error::PublishError;
-pub use list::PublishedPartition;
+
+/// For race tests only: see `fsx::test_barrier` (a no-op unless
+/// `DQGATE_TEST_BARRIER` is set).
+pub fn test_barrier() {
+    fsx::test_barrier()
+}
+pub use readset::{PartVersion, ReadSet};
+pub use snapshot::HiveSnapshot;
 
 use crate::runkey::RunKey;
 use crate::verdict::PassedVerdict;
@@ -146,7 +156,8 @@ impl Table {
     }
 
     /// Swaps the audited staged directory in, if the published version is
-    /// still `audited_against` (compare-and-swap).
+    /// still `audited_against` (compare-and-swap), for an audit that read
+    /// only its own partition.
     pub fn publish(
         &self,
         key: &RunKey,
@@ -155,7 +166,31 @@ impl Table {
         audited_against: Option<&str>,
         opts: &PublishOptions,
     ) -> Result<PublishOutcome, PublishError> {
-        swap::publish(&self.layout(key)?, staged, passed, audited_against, opts)
+        self.publish_read(
+            key,
+            staged,
+            passed,
+            audited_against,
+            &ReadSet::default(),
+            opts,
+        )
+    }
+
+    /// [`publish`](Self::publish) for an audit that read `read` of the rest
+    /// of the table: the swap happens only if the table is still in that
+    /// state, validated under the exclusive table lock (invariant 10);
+    /// otherwise [`PublishError::ReadSetChanged`] (exit 4).
+    pub fn publish_read(
+        &self,
+        key: &RunKey,
+        staged: &Path,
+        passed: &PassedVerdict,
+        audited_against: Option<&str>,
+        read: &ReadSet,
+        opts: &PublishOptions,
+    ) -> Result<PublishOutcome, PublishError> {
+        let layout = self.layout(key)?;
+        swap::publish(&layout, staged, passed, audited_against, read, opts)
     }
 
     /// Recomputes the published partition's fingerprint and compares it with

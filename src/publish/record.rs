@@ -102,15 +102,18 @@ fn safe_rel(p: &str) -> bool {
 }
 
 /// Writes the record of `verdict` published as `manifest` into `dir`
-/// atomically and durably (temp name, fsync, rename, fsync of `dir`).
+/// atomically and durably (temp name, fsync, rename, fsync of `dir`);
+/// `read` is the read set's `read` object, when the audit read other
+/// partitions.
 pub(crate) fn write(
     dir: &Path,
     verdict: &Verdict,
     manifest: &PublishedManifest,
+    read: Option<&Json>,
 ) -> Result<(), PublishError> {
     fsx::write_atomic(
         &dir.join(RECORD),
-        to_record_json(verdict, manifest).as_bytes(),
+        to_record_json(verdict, manifest, read).as_bytes(),
     )
 }
 
