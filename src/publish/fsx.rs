@@ -8,7 +8,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rustix::fs::{renameat_with, RenameFlags, CWD};
 use rustix::io::Errno;
@@ -159,4 +159,40 @@ pub(crate) fn test_barrier() {
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+}
+
+/// The files under `dir` whose names `wanted` accepts, descending into the
+/// directories whose names `descend` accepts; sorted.
+pub(crate) fn find_files(
+    dir: &Path,
+    descend: &dyn Fn(&str) -> bool,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Result<Vec<PathBuf>, PublishError> {
+    let mut out = Vec::new();
+    find_into(dir, descend, wanted, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+fn find_into(
+    dir: &Path,
+    descend: &dyn Fn(&str) -> bool,
+    wanted: &dyn Fn(&str) -> bool,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), PublishError> {
+    for entry in fs::read_dir(dir).ctx("cannot list", dir)? {
+        let entry = entry.ctx("cannot list", dir)?;
+        let path = entry.path();
+        let ft = entry.file_type().ctx("cannot stat", &path)?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if ft.is_dir() {
+            if descend(&name) {
+                find_into(&path, descend, wanted, out)?;
+            }
+        } else if wanted(&name) {
+            out.push(path);
+        }
+    }
+    Ok(())
 }

@@ -51,24 +51,7 @@ pub(crate) fn list(layout: &Layout) -> Result<Vec<Kept>, PublishError> {
 /// Every file under `dir` whose name ends in `.parquet`, hidden or not:
 /// what a `**/*.parquet` glob would match.
 pub(crate) fn all_parquet_files(dir: &Path) -> Result<Vec<PathBuf>, PublishError> {
-    let mut out = Vec::new();
-    walk(dir, &mut out)?;
-    out.sort();
-    Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), PublishError> {
-    for entry in fs::read_dir(dir).ctx("cannot list", dir)? {
-        let entry = entry.ctx("cannot list", dir)?;
-        let path = entry.path();
-        let ft = entry.file_type().ctx("cannot stat", &path)?;
-        if ft.is_dir() {
-            walk(&path, out)?;
-        } else if entry.file_name().to_string_lossy().ends_with(".parquet") {
-            out.push(path);
-        }
-    }
-    Ok(())
+    fsx::find_files(dir, &|_| true, &|name| name.ends_with(".parquet"))
 }
 
 /// Moves the displaced version at `from` (outside ROOT) to `to` in the kept

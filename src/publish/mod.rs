@@ -6,7 +6,8 @@
 //! complete version: its data files, named uniquely per version
 //! (`part-00000.parquet` is published as `part-00000.v3-1be0c3a9.parquet`,
 //! see `layout`), and `_dqgate_audit.json`, the verdict plus a manifest of
-//! those files. A publish, under an exclusive per-partition `flock`
+//! those files; writers' by-products such as Spark's `_SUCCESS` and `.crc`
+//! sidecars are left out (`byproducts`). A publish, under an exclusive per-partition `flock`
 //! (`lock`), renames the staged files to their versioned names and writes
 //! the record *in the staged directory*, fsyncs everything, re-checks the
 //! fingerprint, and swaps the staged directory with the partition in one
@@ -41,6 +42,7 @@
 //! a readable record was not written by dqgate: `current`, `publish`,
 //! `verify` and `rollback` refuse it with exit 3.
 
+mod byproducts;
 pub mod delta;
 mod delta_stats;
 mod error;

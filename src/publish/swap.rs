@@ -10,7 +10,9 @@
 //! 4. `record`: write `_dqgate_audit.json` (temp name, fsync, rename, fsync).
 //! 5. `recheck`: fingerprint the renamed files under their staged names; it
 //!    must still be the audited fingerprint, and no other `.parquet` file may
-//!    have appeared. Otherwise undo steps 2–4 and exit 4.
+//!    have appeared. Otherwise undo steps 2–4 and exit 4. Then remove the
+//!    writers' by-products (`_SUCCESS`, `.crc` sidecars, see `byproducts`),
+//!    so the partition holds only the data files and the record.
 //! 6. `validate`: take the table lock (exclusive when the audit read other
 //!    partitions, else shared; see `lock::TableLock`) and, for an audit that
 //!    read other partitions, check that its read set is still the table's
@@ -31,6 +33,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::byproducts;
 use super::error::{IoContext, PublishError};
 use super::fsx::{self, phase};
 use super::journal::{Journal, Op};
@@ -50,6 +53,8 @@ use crate::verdict::PassedVerdict;
 pub(crate) struct PublishPlan {
     pub journal: Journal,
     pub manifest: PublishedManifest,
+    /// Writers' by-products in the staged directory, removed before the swap.
+    pub byproducts: Vec<PathBuf>,
 }
 
 /// Runs a publish: preflight, lock, recover leftovers, compare-and-swap
@@ -235,6 +240,7 @@ pub(crate) fn plan(
             version,
             files: published,
         },
+        byproducts: byproducts::list(staged)?,
     })
 }
 
@@ -308,7 +314,7 @@ fn execute(
     })
 }
 
-/// Steps 2–5: renames, fsyncs, record, recheck (all inside the staged
+/// Steps 2–5: renames, fsyncs, record, recheck, by-products (all inside the staged
 /// directory, invisible to readers of ROOT).
 fn prepare(plan: &PublishPlan, passed: &PassedVerdict, read: &ReadSet) -> Result<(), PublishError> {
     let j = &plan.journal;
@@ -335,7 +341,8 @@ fn prepare(plan: &PublishPlan, passed: &PassedVerdict, read: &ReadSet) -> Result
         read.to_json().as_ref(),
     )?;
     phase("recheck");
-    recheck(plan, passed)
+    recheck(plan, passed)?;
+    byproducts::remove(&plan.byproducts)
 }
 
 /// The files about to be swapped in are exactly the audited ones.

@@ -223,6 +223,52 @@ fn hidden_parquet_files_in_staging_are_refused() {
     assert_eq!(env.table.current(&k).unwrap(), None);
 }
 
+/// Spark's `_SUCCESS` and Hadoop's `.crc` sidecars stay out of the
+/// published partition (a `.crc` would name a file renamed away), while the
+/// staged files' hidden directories and the audit record are untouched.
+#[test]
+fn writer_byproducts_are_not_published() {
+    let env = Env::new();
+    let k = key(&[("d", "1")]);
+    let staged = env.stage("a", 1, 2);
+    fs::create_dir_all(staged.join("g=1")).unwrap();
+    write_parquet(&staged.join("g=1/part-00000.parquet"), 1, 1);
+    for f in [
+        "_SUCCESS",
+        "._SUCCESS.crc",
+        ".part-00000.parquet.crc",
+        "g=1/.part-00000.parquet.crc",
+    ] {
+        fs::write(staged.join(f), b"crc").unwrap();
+    }
+    let passed = passed(&staged);
+    env.table
+        .publish(&k, &staged, &passed, None, &opts())
+        .unwrap();
+    let part = env.root().join("d=1");
+    let mut left: Vec<String> = walkdir(&part)
+        .into_iter()
+        .filter(|n| !n.ends_with(".parquet"))
+        .collect();
+    left.sort();
+    assert_eq!(left, ["_dqgate_audit.json"]);
+    assert_eq!(manifest_names(&part).len(), 3);
+    assert!(env.table.verify(&k).unwrap().differences.is_empty());
+}
+
+fn walkdir(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walkdir(&e.path()));
+        } else {
+            out.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
 #[test]
 fn partition_dir_without_record_is_exit_3() {
     let env = Env::new();
