@@ -60,6 +60,11 @@ pub(super) async fn publish(
     }
     hive_publish_table(&root)?;
     let table = Table::open(&root)?;
+    // A publish of these staged files killed before its swap left them
+    // under their versioned names: put them back before they are audited.
+    for done in table.recover_staged(&a.staged)? {
+        eprintln!("dqgate: {done}");
+    }
     let mut prepared = prepare_publish(&a).await?;
     let opts = PublishOptions {
         keep_versions: keep,

@@ -206,6 +206,15 @@ impl Table {
         rollback::rollback(&self.layout(key)?)
     }
 
+    /// Undoes the interrupted publishes whose staged directory is `staged`
+    /// (as the next publish of their partition would, under its lock), so
+    /// that files a killed publish left under their versioned names are back
+    /// under their staged names before they are audited again. Partitions
+    /// another process holds are left alone (their journals are live).
+    pub fn recover_staged(&self, staged: &Path) -> Result<Vec<String>, PublishError> {
+        recover::recover_staged(&self.root, staged)
+    }
+
     /// Cleans leftovers of interrupted publishes; returns what it removed.
     pub fn gc(&self) -> Result<Vec<String>, PublishError> {
         recover::gc(&self.root)

@@ -116,6 +116,7 @@ fn validate(layout: &Layout, read: &ReadSet) -> Result<TableLock, PublishError> 
             root: layout.root.clone(),
         };
         let now = table.snapshot(&keys)?.versions(&layout.rel);
+        phase("compare");
         if let Some(detail) = read.changed(&now) {
             return Err(PublishError::ReadSetChanged {
                 reads: read.reads.join("; "),

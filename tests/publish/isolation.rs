@@ -470,3 +470,103 @@ fn hive_own_partition_publishes_both_win_concurrently() {
 fn delta_own_partition_publishes_both_win_concurrently() {
     own_partition_control(Target::Delta, 10);
 }
+
+/// The ids a reader sees in a published day (empty: not published).
+fn ids_of_day(lake: &Lake, day: i64) -> BTreeSet<i64> {
+    lake.published()
+        .get(&format!("d={day}"))
+        .into_iter()
+        .flatten()
+        .flat_map(|f| ids_in(f))
+        .collect()
+}
+
+/// Publishes with a read set, SIGKILLed inside the validation (after the
+/// table lock was taken, before and after the table was read again): the
+/// day is at the old version or absent, nothing else is visible, and a plain
+/// retry converges (so the lock died with the process too).
+pub fn killed_inside_validation(target: Target, rounds: usize) {
+    let lake = Lake::new(target);
+    let rules = lake.rules("across", ACROSS);
+    let seed = lake.stage("seed", &[0], false);
+    assert_eq!(code(&lake.publish(&rules, &seed, 0)), 0);
+    let steps: &[&str] = match target {
+        Target::Hive => &["validate", "compare"],
+        Target::Delta => &["validate"],
+    };
+    for round in 0..rounds {
+        // Odd rounds replace the day the round before published.
+        let day = (round / 2) as i64 + 1;
+        let before = ids_of_day(&lake, day);
+        let ids = [100 * round as i64 + 10, 100 * round as i64 + 11];
+        let staged = lake.stage(&format!("k{round}"), &ids, false);
+        let log = lake.tmp.path().join(format!("phases-{round}"));
+        let step = steps[round % steps.len()];
+        let mut child = lake
+            .command(&rules, &staged, day)
+            .env("DQGATE_TEST_PHASE_LOG", &log)
+            .env("DQGATE_TEST_PAUSE_AT", format!("{step}:3000"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while !fs::read_to_string(&log).is_ok_and(|l| l.lines().any(|p| p == step)) {
+            assert!(
+                started.elapsed().as_secs() < 60,
+                "round {round}: never reached {step}"
+            );
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "round {round}: exited before {step}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10 * (round as u64 % 5)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        assert_eq!(
+            ids_of_day(&lake, day),
+            before,
+            "round {round}: killed at {step}, the old version stays"
+        );
+        if target == Target::Hive {
+            crate::common::assert_only_published(&lake.root());
+        }
+        let retry = lake.publish(&rules, &staged, day);
+        assert_eq!(
+            code(&retry),
+            0,
+            "round {round}: {}",
+            String::from_utf8_lossy(&retry.stderr)
+        );
+        assert_eq!(
+            ids_of_day(&lake, day),
+            ids.into(),
+            "round {round}: the retry converges"
+        );
+        let verify = Command::new(env!("CARGO_BIN_EXE_dqgate"))
+            .arg("verify")
+            .arg(lake.root())
+            .args(["--partition", &format!("d={day}")])
+            .output()
+            .unwrap();
+        assert_eq!(
+            code(&verify),
+            0,
+            "{}",
+            String::from_utf8_lossy(&verify.stdout)
+        );
+    }
+    lake.assert_no_key_in_two_partitions();
+}
+
+#[test]
+fn hive_publish_killed_inside_validation_converges() {
+    killed_inside_validation(Target::Hive, 8);
+}
+
+#[test]
+fn delta_publish_killed_inside_validation_converges() {
+    killed_inside_validation(Target::Delta, 6);
+}

@@ -41,6 +41,7 @@ pub(super) async fn check_winning_commits(
         Some(v) => v + 1,
         None => 0,
     };
+    crate::publish::fsx::phase("validate");
     let own = key.rel_dir();
     let log = table.log_store();
     for version in first..=now {
