@@ -126,6 +126,9 @@ pub struct VerifyReport {
     pub fingerprint: String,
     /// Files that are missing, extra or changed; empty when verified.
     pub differences: Vec<String>,
+    /// What the verdict read of other partitions (its read set), in words;
+    /// `None` when it read only its own partition.
+    pub read: Option<String>,
 }
 
 impl Table {

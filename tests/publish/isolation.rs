@@ -89,6 +89,15 @@ impl Lake {
         self.command(rules, staged, day).output().unwrap()
     }
 
+    pub fn verify(&self, day: i64) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_dqgate"))
+            .arg("verify")
+            .arg(self.root())
+            .args(["--partition", &format!("d={day}")])
+            .output()
+            .unwrap()
+    }
+
     /// Two publishes started together that wait for each other after their
     /// first audit.
     pub fn race(
@@ -286,6 +295,15 @@ pub fn across_race(target: Target, rounds: usize) {
         assert!(lake.record(loser_day).is_none(), "round {round}");
         let rec = lake.record(winner).unwrap();
         assert!(read_of(&rec).contains("d=0"), "{rec}");
+        if round == 0 {
+            let v = lake.verify(winner);
+            let shown = String::from_utf8_lossy(&v.stdout);
+            assert_eq!(code(&v), 0, "{shown}");
+            assert!(
+                shown.contains("holds for the table state it read") && shown.contains("d=0 "),
+                "verify shows the read set: {shown}"
+            );
+        }
         lake.assert_no_key_in_two_partitions();
     }
     assert_eq!(wins, rounds);
@@ -443,32 +461,32 @@ fn delta_across_published_race() {
 
 #[test]
 fn hive_history_race() {
-    history_race(Target::Hive, 20);
+    history_race(Target::Hive, 15);
 }
 
 #[test]
 fn delta_history_race() {
-    history_race(Target::Delta, 20);
+    history_race(Target::Delta, 15);
 }
 
 #[test]
 fn hive_schema_against_the_table_race() {
-    schema_race(Target::Hive, 20);
+    schema_race(Target::Hive, 15);
 }
 
 #[test]
 fn delta_schema_against_the_table_race() {
-    schema_race(Target::Delta, 20);
+    schema_race(Target::Delta, 15);
 }
 
 #[test]
 fn hive_own_partition_publishes_both_win_concurrently() {
-    own_partition_control(Target::Hive, 10);
+    own_partition_control(Target::Hive, 6);
 }
 
 #[test]
 fn delta_own_partition_publishes_both_win_concurrently() {
-    own_partition_control(Target::Delta, 10);
+    own_partition_control(Target::Delta, 6);
 }
 
 /// The ids a reader sees in a published day (empty: not published).
@@ -545,12 +563,7 @@ pub fn killed_inside_validation(target: Target, rounds: usize) {
             ids.into(),
             "round {round}: the retry converges"
         );
-        let verify = Command::new(env!("CARGO_BIN_EXE_dqgate"))
-            .arg("verify")
-            .arg(lake.root())
-            .args(["--partition", &format!("d={day}")])
-            .output()
-            .unwrap();
+        let verify = lake.verify(day);
         assert_eq!(
             code(&verify),
             0,
