@@ -24,7 +24,7 @@ mod publish;
 mod report;
 mod verify;
 
-pub use args::{AuditArgs, Command, Format, Target};
+pub use args::{AuditArgs, ColorWhen, Command, Format, Target};
 pub use ballista::Role;
 use check::{check, published_table, staged_location};
 use lint::lint;
@@ -270,10 +270,10 @@ fn reach_engine(a: &AuditArgs) -> Result<(), Error> {
     }
 }
 
-fn emit(v: &Verdict, format: Format) {
+fn emit(v: &Verdict, format: Format, color: ColorWhen) {
     match format {
         Format::Json => print_stdout(&json::to_json(v)),
-        Format::Text => print_stdout(&text::render(v)),
+        Format::Text => print_stdout(&text::render_with(v, color.for_stdout())),
         Format::Junit => print_stdout(&junit::render(v)),
         Format::Markdown => print_stdout(&markdown::render(v)),
     }

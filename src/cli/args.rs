@@ -7,6 +7,7 @@ use clap::{Subcommand, ValueEnum};
 
 use crate::engine::Engine;
 use crate::units::{parse_age, parse_size};
+use crate::verdict::text::Colour;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -16,6 +17,53 @@ pub enum Format {
     Junit,
     /// A GitHub-flavoured Markdown table, for pull-request comments.
     Markdown,
+}
+
+/// When the text verdict's marks are coloured (`--color`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ColorWhen {
+    /// On a terminal, unless `NO_COLOR` is set or `TERM` is `dumb`.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorWhen {
+    /// Whether to colour, as ripgrep decides: `always` and `never` as they
+    /// say; `auto` only when stdout is a terminal, `NO_COLOR` is unset or
+    /// empty (no-color.org) and `TERM` is not `dumb`.
+    pub fn resolve(
+        self,
+        terminal: bool,
+        no_color: Option<&std::ffi::OsStr>,
+        term: Option<&std::ffi::OsStr>,
+    ) -> Colour {
+        let on = match self {
+            ColorWhen::Always => true,
+            ColorWhen::Never => false,
+            ColorWhen::Auto => {
+                terminal
+                    && no_color.is_none_or(|v| v.is_empty())
+                    && term.is_none_or(|t| t != "dumb")
+            }
+        };
+        if on {
+            Colour::On
+        } else {
+            Colour::Off
+        }
+    }
+
+    /// [`ColorWhen::resolve`] for this process's stdout and environment.
+    pub fn for_stdout(self) -> Colour {
+        use std::io::IsTerminal as _;
+        self.resolve(
+            std::io::stdout().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+            std::env::var_os("TERM").as_deref(),
+        )
+    }
 }
 
 /// What `publish --target` writes.
@@ -44,6 +92,10 @@ pub struct AuditArgs {
     /// Output format of the verdict.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
+    /// Colour the text verdict's marks: auto (a terminal, unless NO_COLOR
+    /// is set), always or never.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    pub color: ColorWhen,
     /// Threads for scanning (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -164,4 +216,25 @@ pub enum Command {
         #[arg(long = "storage-option", value_name = "KEY=VALUE")]
         storage_option: Vec<String>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_follows_ripgrep() {
+        let tty = |w: ColorWhen, no: Option<&str>, term: Option<&str>| {
+            w.resolve(true, no.map(OsStr::new), term.map(OsStr::new))
+        };
+        assert_eq!(tty(ColorWhen::Auto, None, Some("xterm")), Colour::On);
+        assert_eq!(tty(ColorWhen::Auto, Some("1"), None), Colour::Off);
+        assert_eq!(tty(ColorWhen::Auto, Some(""), None), Colour::On);
+        assert_eq!(tty(ColorWhen::Auto, None, Some("dumb")), Colour::Off);
+        assert_eq!(tty(ColorWhen::Always, Some("1"), Some("dumb")), Colour::On);
+        assert_eq!(tty(ColorWhen::Never, None, None), Colour::Off);
+        assert_eq!(ColorWhen::Auto.resolve(false, None, None), Colour::Off);
+        assert_eq!(ColorWhen::Always.resolve(false, None, None), Colour::On);
+    }
 }

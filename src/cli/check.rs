@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::exec::remote::{is_url, Location};
 use crate::publish::Table;
 use crate::runkey::RunKey;
+use crate::verdict::human::count_of;
 
 pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
     let started = Instant::now();
@@ -33,7 +34,7 @@ pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Er
     };
     let past = past_runs(&prepared).await?;
     let verdict = prepared.run_with(&published, past.as_ref()).await?;
-    emit(&verdict, a.format);
+    emit(&verdict, a.format, a.color);
     timing(&prepared, started);
     Ok(if verdict.passed() { 0 } else { 1 })
 }
@@ -156,11 +157,11 @@ pub(super) fn timing(p: &audit::Prepared, started: Instant) {
         Location::Local(_) => String::new(),
     };
     eprintln!(
-        "dqgate: audited {} file(s), {} row(s){remote} in {:.2} s ({} pass(es){spill})",
-        p.input.files.len(),
-        p.input.row_count(),
+        "dqgate: audited {}, {}{remote} in {:.2} s ({}{spill})",
+        count_of(p.input.files.len() as u64, "file", "files"),
+        count_of(p.input.row_count(), "row", "rows"),
         started.elapsed().as_secs_f64(),
-        p.plan.scans()
+        count_of(p.plan.scans() as u64, "pass", "passes")
     );
     if let Ok(passes) = p.key_passes.lock() {
         for pass in passes.iter() {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::args::{AuditArgs, Format};
+use super::args::{AuditArgs, ColorWhen, Format};
 use super::check::{current_version, hive_snapshot, past_runs, staged_location, timing};
 use super::{delta_root, emit, engine_options, print_stdout, reach_engine};
 use crate::audit::{self, Published, RuleSource};
@@ -72,7 +72,14 @@ pub(super) async fn publish(
     let mut attempt = 0;
     loop {
         let snapshot = audit::PublishedTable::Hive(hive_snapshot(&table, &prepared)?);
-        let audit = audit_once(&mut prepared, snapshot, a.format, started, attempt).await?;
+        let audit = audit_once(
+            &mut prepared,
+            snapshot,
+            (a.format, a.color),
+            started,
+            attempt,
+        )
+        .await?;
         let Some(Audited {
             passed,
             published,
@@ -94,7 +101,7 @@ pub(super) async fn publish(
             &opts,
         );
         if !again(&outcome, attempt, reaudits) {
-            return finish_publish(outcome, &passed, a.format, &prepared.run_key);
+            return finish_publish(outcome, &passed, (a.format, a.color), &prepared.run_key);
         }
         attempt += 1;
     }
@@ -113,7 +120,7 @@ struct Audited {
 async fn audit_once(
     prepared: &mut audit::Prepared,
     snapshot: audit::PublishedTable,
-    format: Format,
+    output: (Format, ColorWhen),
     started: Instant,
     attempt: usize,
 ) -> Result<Option<Audited>, Error> {
@@ -122,7 +129,7 @@ async fn audit_once(
     let past = past_runs(prepared).await?;
     let verdict = prepared.run_with(&published, past.as_ref()).await?;
     let read = prepared.read_set(&published);
-    let Some(passed) = gate(verdict, format, prepared, started) else {
+    let Some(passed) = gate(verdict, output, prepared, started) else {
         return Ok(None);
     };
     if attempt == 0 {
@@ -164,12 +171,12 @@ fn again<T>(
 /// or `None` when it failed (exit 1).
 pub(super) fn gate(
     verdict: Verdict,
-    format: Format,
+    (format, color): (Format, ColorWhen),
     prepared: &audit::Prepared,
     started: Instant,
 ) -> Option<crate::verdict::PassedVerdict> {
     if !verdict.passed() {
-        emit(&verdict, format);
+        emit(&verdict, format, color);
     }
     timing(prepared, started);
     match verdict.into_passed() {
@@ -185,7 +192,7 @@ pub(super) fn gate(
 pub(super) fn finish_publish(
     outcome: Result<PublishOutcome, crate::publish::PublishError>,
     passed: &crate::verdict::PassedVerdict,
-    format: Format,
+    (format, color): (Format, ColorWhen),
     key: &RunKey,
 ) -> Result<u8, Error> {
     let junit = format == Format::Junit;
@@ -195,7 +202,7 @@ pub(super) fn finish_publish(
         let error = outcome.as_ref().err().map(|e| e.to_string());
         print_stdout(&junit::render_with_error(passed, error.as_deref()));
     } else {
-        emit(passed.verdict(), format);
+        emit(passed.verdict(), format, color);
     }
     let outcome = match outcome {
         Ok(o) => o,
@@ -260,7 +267,14 @@ pub(super) async fn publish_delta(
         let snapshot = audit::PublishedTable::Delta(
             delta::Snapshot::load(root.clone(), &prepared.checked.partitioned_by).await?,
         );
-        let audit = audit_once(&mut prepared, snapshot, a.format, started, attempt).await?;
+        let audit = audit_once(
+            &mut prepared,
+            snapshot,
+            (a.format, a.color),
+            started,
+            attempt,
+        )
+        .await?;
         let Some(Audited { passed, read, .. }) = audit else {
             return Ok(1);
         };
@@ -275,7 +289,7 @@ pub(super) async fn publish_delta(
         )
         .await;
         if !again(&outcome, attempt, reaudits) {
-            return finish_publish(outcome, &passed, a.format, &prepared.run_key);
+            return finish_publish(outcome, &passed, (a.format, a.color), &prepared.run_key);
         }
         attempt += 1;
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::physical_plan::ExecutionPlan;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 /// A progress bar for one pass; hidden when stderr is not a terminal.
 pub struct Progress {
@@ -29,8 +29,14 @@ impl Progress {
             ProgressBar::hidden()
         };
         if let Ok(style) = ProgressStyle::with_template(
-            "{prefix} [{bar:30}] {human_pos}/{human_len} rows ({per_sec}, {eta} left)",
+            "{prefix} [{bar:30}] {human_pos}/{human_len} rows ({rate}, {eta} left)",
         ) {
+            let style = style.with_key(
+                "rate",
+                |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = w.write_str(&rate(state.per_sec()));
+                },
+            );
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(label.to_string());
@@ -83,4 +89,47 @@ fn rows_scanned(plan: &dyn ExecutionPlan) -> u64 {
         return plan.metrics().and_then(|m| m.output_rows()).unwrap_or(0) as u64;
     }
     children.iter().map(|c| rows_scanned(c.as_ref())).sum()
+}
+
+/// A scan rate for people, with an SI prefix and one decimal below ten:
+/// `950 rows/s`, `9.3 k rows/s`, `9.3 M rows/s`, `12 G rows/s`; a rate that
+/// would round to 1000 takes the next prefix (`1.0 M rows/s`, not `1000 k`).
+pub fn rate(per_sec: f64) -> String {
+    if !per_sec.is_finite() || per_sec < 0.0 {
+        return "- rows/s".into();
+    }
+    // Two significant digits: one decimal below ten (as rounded).
+    let shown = |v: f64| {
+        if format!("{v:.1}").parse::<f64>().is_ok_and(|r| r < 10.0) {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.0}")
+        }
+    };
+    // A prefix once the unit below it would round to 1000.
+    for (scale, prefix) in [(1e9, "G"), (1e6, "M"), (1e3, "k")] {
+        if per_sec >= scale * 0.9995 {
+            return format!("{} {prefix} rows/s", shown(per_sec / scale));
+        }
+    }
+    format!("{per_sec:.0} rows/s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate;
+
+    #[test]
+    fn rates_read_with_a_prefix() {
+        assert_eq!(rate(9_348_900.938_2), "9.3 M rows/s");
+        assert_eq!(rate(12_500_000.0), "12 M rows/s");
+        assert_eq!(rate(950.4), "950 rows/s");
+        assert_eq!(rate(0.0), "0 rows/s");
+        assert_eq!(rate(1_500.0), "1.5 k rows/s");
+        assert_eq!(rate(2.4e9), "2.4 G rows/s");
+        assert_eq!(rate(f64::NAN), "- rows/s");
+        assert_eq!(rate(999_999.0), "1.0 M rows/s");
+        assert_eq!(rate(9_960.0), "10 k rows/s");
+        assert_eq!(rate(999.7), "1.0 k rows/s");
+    }
 }

@@ -11,6 +11,7 @@ use super::chart::{self, Chart, RunPoint};
 use super::history::run_key_order;
 use super::model::{numeric, shown, CheckDoc, Doc, SampleDoc, VerdictDoc};
 use super::{escape, Input, TableHistory};
+use crate::verdict::human::{self, count_of};
 use crate::verdict::Outcome;
 
 const STYLE: &str = include_str!("report.css");
@@ -64,15 +65,19 @@ fn header(out: &mut String, inputs: &[Input], table: Option<&TableHistory>) {
     out.push_str("<header>\n<h1>dqgate report</h1>\n<p class=\"overall\">");
     let _ = write!(
         out,
-        "{} verdict(s): <span class=\"badge pass\">{pass} pass</span> <span class=\"badge fail\">{fail} fail</span> <span class=\"badge error\">{err} error</span>",
-        inputs.len()
+        "{}: <span class=\"badge pass\">{pass} pass</span> <span class=\"badge fail\">{fail} fail</span> <span class=\"badge error\">{err} error</span>",
+        count_of(inputs.len() as u64, "verdict", "verdicts")
     );
     if let Some(t) = table {
         let _ = write!(
             out,
-            " · history of <code>{}</code>: {} published partition(s)",
+            " · history of <code>{}</code>: {}",
             escape(&t.shown),
-            t.history.partitions.len()
+            count_of(
+                t.history.partitions.len() as u64,
+                "published partition",
+                "published partitions"
+            )
         );
     }
     out.push_str("</p>\n<nav><ul>\n");
@@ -131,16 +136,16 @@ fn verdict(out: &mut String, i: usize, file: &str, v: &VerdictDoc, charts: &Char
     );
     let _ = writeln!(
         out,
-        "<p class=\"counts\">{} checks: <b>{}</b> passed · <b>{}</b> failed · <b>{}</b> warned · <b>{}</b> skipped</p>",
-        s.checks, s.passed, s.failed, s.warned, s.skipped
+        "<p class=\"counts\">{}: <b>{}</b> passed · <b>{}</b> failed · <b>{}</b> warned · <b>{}</b> skipped</p>",
+        count_of(s.checks as u64, "check", "checks"), s.passed, s.failed, s.warned, s.skipped
     );
     let _ = write!(
         out,
-        "<p class=\"meta\">verdict <code>{}</code> · rules <code>{}</code> · {} row(s) in {} file(s) · <code class=\"hash\">{}</code>",
+        "<p class=\"meta\">verdict <code>{}</code> · rules <code>{}</code> · {} in {} · <code class=\"hash\">{}</code>",
         escape(file),
         escape(&v.rules_path),
-        v.row_count,
-        v.files,
+        count_of(v.row_count, "row", "rows"),
+        count_of(v.files as u64, "file", "files"),
         escape(&v.fingerprint)
     );
     if let Some(version) = &v.published_version {
@@ -170,12 +175,16 @@ fn verdict(out: &mut String, i: usize, file: &str, v: &VerdictDoc, charts: &Char
 fn check_row(out: &mut String, c: &CheckDoc, chart: Option<Option<usize>>) {
     let outcome = c.outcome();
     let (class, word) = outcome_badge(outcome);
-    let value = if outcome == Outcome::Skipped {
-        String::from("<span class=\"none\">not judged</span>")
+    let (value, expected) = if outcome == Outcome::Skipped {
+        (
+            String::from("<span class=\"none\">not judged</span>"),
+            c.expected.clone(),
+        )
     } else {
-        escape(&shown(&c.value))
+        let (value, expected) = human::value_and_expected(&c.metric, &shown(&c.value), &c.expected);
+        (escape(&value), expected)
     };
-    let mut expected = escape(&c.expected);
+    let mut expected = escape(&expected);
     if let Some(note) = &c.note {
         let _ = write!(expected, "<div class=\"note\">{}</div>", escape(note));
     }
@@ -213,8 +222,8 @@ fn samples(list: &[SampleDoc], outcome: Outcome) -> String {
         ""
     };
     let mut out = format!(
-        "<details class=\"samples\"{open}><summary>{} sample(s)</summary><table><thead><tr>",
-        list.len()
+        "<details class=\"samples\"{open}><summary>{}</summary><table><thead><tr>",
+        count_of(list.len() as u64, "sample", "samples")
     );
     for c in &columns {
         let _ = write!(out, "<th>{}</th>", escape(c));
@@ -229,9 +238,23 @@ fn samples(list: &[SampleDoc], outcome: Outcome) -> String {
         out.push_str("<tr>");
         for c in &columns {
             let cell = s.key.get(*c).map(shown).unwrap_or_default();
-            let _ = write!(out, "<td>{}</td>", escape(&cell));
+            let short = human::shorten(&cell);
+            if short == cell {
+                let _ = write!(out, "<td>{}</td>", escape(&cell));
+            } else {
+                let _ = write!(
+                    out,
+                    "<td title=\"{}\">{}</td>",
+                    escape(&cell),
+                    escape(&short)
+                );
+            }
         }
-        let _ = write!(out, "<td class=\"num\">{}</td>", s.rows);
+        let _ = write!(
+            out,
+            "<td class=\"num\">{}</td>",
+            human::grouped(&s.rows.to_string())
+        );
         if placed {
             let p = s.partition.as_deref().unwrap_or_default();
             let _ = write!(out, "<td>{}</td>", escape(p));
@@ -404,7 +427,7 @@ fn history(out: &mut String, t: &TableHistory, charts: &Charts) {
             "<tr><td><code>{}</code></td><td><code>{}</code></td><td class=\"num\">{}</td><td>{} passed, {} warned, {} skipped</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
             escape(&p.rel),
             escape(r.published_version.as_deref().unwrap_or("")),
-            r.row_count,
+            human::grouped(&r.row_count.to_string()),
             s.passed,
             s.warned,
             s.skipped,

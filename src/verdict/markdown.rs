@@ -12,6 +12,7 @@
 
 use std::fmt::Write as _;
 
+use super::human::{self, count_of};
 use super::{CheckResult, Outcome, Verdict};
 
 /// Renders the verdict as a Markdown section.
@@ -32,14 +33,14 @@ pub fn render(v: &Verdict) -> String {
     );
     let _ = writeln!(
         out,
-        "**{} checks:** {} passed, {} failed, {} warned, {} skipped · {} row(s) in {} file(s) · rules {}\n",
-        s.checks,
+        "**{}:** {} passed, {} failed, {} warned, {} skipped · {} in {} · rules {}\n",
+        count_of(s.checks as u64, "check", "checks"),
         s.passed,
         s.failed,
         s.warned,
         s.skipped,
-        v.input.row_count,
-        v.input.files.len(),
+        count_of(v.input.row_count, "row", "rows"),
+        count_of(v.input.files.len() as u64, "file", "files"),
         fenced(&v.rules_path),
     );
     out.push_str("| status | line | check | value | expected | samples |\n");
@@ -66,12 +67,14 @@ fn status(o: Outcome) -> &'static str {
 
 fn row(out: &mut String, c: &CheckResult) {
     let outcome = c.outcome();
-    let value = if outcome == Outcome::Skipped {
-        String::new()
+    let (value, expected) = if outcome == Outcome::Skipped {
+        (String::new(), c.expected.clone())
     } else {
-        code_span(&format!("{} = {}", c.metric, c.value))
+        let (value, expected) =
+            human::value_and_expected(&c.metric, &c.value.to_string(), &c.expected);
+        (code_span(&format!("{} = {value}", c.metric)), expected)
     };
-    let mut expected = code_span(&c.expected);
+    let mut expected = code_span(&expected);
     if let Some(note) = &c.note {
         let _ = write!(expected, "<br>*{}*", cell(note));
     }
@@ -96,8 +99,8 @@ fn samples(c: &CheckResult) -> String {
         .map(|s| format!("{} × {}", code_span(&s.key_text()), cell(&s.rows_text())))
         .collect();
     format!(
-        "<details><summary>{} sample(s)</summary>{}</details>",
-        list.len(),
+        "<details><summary>{}</summary>{}</details>",
+        count_of(list.len() as u64, "sample", "samples"),
         items.join("<br>")
     )
 }

@@ -4,6 +4,7 @@
 //! only [`Verdict::into_passed`] can construct.
 
 pub mod history;
+pub mod human;
 pub mod json;
 pub mod judge;
 pub mod junit;
@@ -65,19 +66,21 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// `k1=v1, k2=v2`, values in their human form (text quoted).
+    /// `k1=v1, k2=v2`, values in their human form (text quoted, long text
+    /// shortened with its length).
     pub fn key_text(&self) -> String {
-        let parts: Vec<String> = self.key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let parts: Vec<String> = self
+            .key
+            .iter()
+            .map(|(k, v)| format!("{k}={}", human::shorten(&v.to_string())))
+            .collect();
         parts.join(", ")
     }
 
-    /// `N rows`, and where else the key lives for `across published`
-    /// samples: `2 rows, also in sales_date=2025-03-05`.
+    /// `1 row`, `2,400 rows`, and where else the key lives for `across
+    /// published` samples: `2 rows, also in sales_date=2025-03-05`.
     pub fn rows_text(&self) -> String {
-        match &self.partition {
-            Some(p) => format!("{} rows, also in {p}", self.rows),
-            None => format!("{} rows", self.rows),
-        }
+        rows_text(self.rows, self.partition.as_deref())
     }
 }
 
@@ -211,6 +214,16 @@ impl Summary {
             }
         }
         s
+    }
+}
+
+/// A sample's row count for people (`1 row`, `2,400 rows`), and for an
+/// `across published` sample the partition that also holds the key.
+pub fn rows_text(rows: u64, partition: Option<&str>) -> String {
+    let rows = human::count_of(rows, "row", "rows");
+    match partition {
+        Some(p) => format!("{rows}, also in {p}"),
+        None => rows,
     }
 }
 

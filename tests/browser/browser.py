@@ -176,7 +176,7 @@ def main():
         '<span class="badge pass">PASS</span> daily_sales [sales_date=2025-03-06]',
         '<span class="badge error">ERROR</span>',
         "unique(order_id)", "no sudden drop", "null_rate(sku) &lt; 0.5%",
-        "JPY", "sample(s)",
+        "JPY", "2 samples", "5.92 %",
         "Published history of",
         "sales_date=2025-03-04",
     ]

@@ -17,6 +17,7 @@ mod lang_v2;
 mod memory;
 mod objstore;
 mod oracle;
+mod people;
 mod producers;
 mod props;
 mod reports;

@@ -248,8 +248,8 @@ fn html_report_shows_verdicts_history_and_charts() {
         "<span class=\"badge skip\">skipped</span>",
         "no sudden drop",
         "<td>JPY</td><td class=\"num\">2</td>",
-        "<td class=\"value\">0.059166666666666666</td><td>&lt; 0.02</td>",
-        "4 published partition(s)",
+        "<td class=\"value\">5.92 %</td><td>&lt; 2 %</td>",
+        "4 published partitions",
         "<td><code>sales_date=2025-03-04</code></td>",
     ] {
         assert!(html.contains(want), "missing {want:?}");

@@ -155,15 +155,8 @@ SPARK = {
 def write_spark(work, dirs):
     """Every Spark variant in one local session: the base table is read from
     a pyarrow file and written with each variant's settings."""
-    from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[2]").appName("dqgate-corpus")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    from local_spark import local_session
+    spark = local_session("dqgate-corpus")
     src = os.path.join(work, "spark-source")
     os.makedirs(src, exist_ok=True)
     pq.write_table(base(), f"{src}/base.parquet")
