@@ -583,3 +583,44 @@ fn hive_publish_killed_inside_validation_converges() {
 fn delta_publish_killed_inside_validation_converges() {
     killed_inside_validation(Target::Delta, 6);
 }
+
+/// Delta: a partition's record beside its files is written after its commit
+/// lands; a history baseline uses the record of the files in the snapshot
+/// (from the commit's `dqgateAudit` when the file is stale or missing), never
+/// a stale one.
+#[test]
+fn delta_history_reads_the_snapshots_records_not_a_stale_file() {
+    let lake = Lake::new(Target::Delta);
+    let rules = lake.rules("history", HISTORY);
+    let first = lake.stage("v1", &[1, 2, 3], false);
+    assert_eq!(code(&lake.publish(&rules, &first, 1)), 0);
+    let record = lake.root().join("d=1").join(RECORD);
+    let stale = fs::read_to_string(&record).unwrap();
+    let second = lake.stage("v2", &[1, 2, 3, 4, 5], false);
+    let own = lake.rules("own", OWN_ONLY);
+    assert_eq!(code(&lake.publish(&own, &second, 1)), 0);
+    let staged = lake.stage("d2", &[1, 2, 3, 4], false);
+    let check = |what: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_dqgate"))
+            .arg("check")
+            .arg(&rules)
+            .arg("--staged")
+            .arg(&staged)
+            .args(["--partition", "d=2", "--table"])
+            .arg(lake.root())
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        let v: Json = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (code(&out), v["checks"][0]["expected"].as_str()),
+            (1, Some("> 5")),
+            "{what}: the baseline is the snapshot's 5 rows\n{v}"
+        );
+    };
+    check("current record");
+    fs::write(&record, &stale).unwrap();
+    check("stale record (3 rows)");
+    fs::remove_file(&record).unwrap();
+    check("no record");
+}

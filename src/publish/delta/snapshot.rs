@@ -13,6 +13,7 @@ use super::{load, table_err};
 use crate::publish::error::PublishError;
 use crate::publish::layout::RECORD;
 use crate::publish::readset::PartVersion;
+use crate::publish::record::Record;
 use crate::publish::store::Root;
 use crate::runkey::RunKey;
 
@@ -187,13 +188,62 @@ impl Snapshot {
 
     /// What the audit records of the published partitions say, for
     /// `history(N)`, in partition-path order.
+    ///
+    /// The record beside a partition's files is written just after its
+    /// commit lands, so it may still be the previous version's (or missing,
+    /// when the publish was killed in between). A record whose manifest is
+    /// not the snapshot's files of the partition is therefore not used: the
+    /// record of the commit that added those files (its `commitInfo`'s
+    /// `dqgateAudit`) is, so the baseline is the snapshot's, never a newer
+    /// or older record's.
     pub async fn past_runs(&self) -> crate::verdict::history::PastRuns {
         let mut out = crate::verdict::history::PastRuns::default();
-        for rel in self.parts.keys() {
+        let mut logged: Option<Vec<Json>> = None;
+        for (rel, files) in &self.parts {
             let pairs = crate::runkey::pairs_of_rel(rel);
-            let text = self.root.read_text(&format!("{rel}/{RECORD}")).await;
+            let mut text = self.root.read_text(&format!("{rel}/{RECORD}")).await;
+            let describes = |t: &str| {
+                Record::parse(t, rel).is_ok_and(|r| {
+                    let mut named: Vec<String> = r
+                        .files
+                        .iter()
+                        .map(|f| format!("{rel}/{}", f.path))
+                        .collect();
+                    named.sort();
+                    &named == files
+                })
+            };
+            if !matches!(&text, Ok(Some(t)) if describes(t)) {
+                if logged.is_none() {
+                    logged = Some(self.logged_audits().await);
+                }
+                let from_log = logged
+                    .iter()
+                    .flatten()
+                    .map(Json::to_string)
+                    .find(|t| describes(t));
+                if let Some(t) = from_log {
+                    text = Ok(Some(t));
+                }
+            }
             crate::publish::history::add_run(text, &pairs, &mut out);
         }
         out
+    }
+
+    /// The audit records (`dqgateAudit`) of the table's commits; none when
+    /// the log cannot be read.
+    async fn logged_audits(&self) -> Vec<Json> {
+        let Ok(Some(table)) = load(&self.root).await else {
+            return Vec::new();
+        };
+        let infos: Vec<_> = match table.history(None).try_collect().await {
+            Ok(i) => i,
+            Err(_) => return Vec::new(),
+        };
+        infos
+            .into_iter()
+            .filter_map(|i| i.info.get("dqgateAudit").cloned())
+            .collect()
     }
 }
