@@ -210,6 +210,23 @@ impl PublishedTable {
         })
     }
 
+    /// Why reading partition `rel` of this snapshot failed with `e`: when
+    /// the partition was replaced or removed since the snapshot was taken
+    /// (Hive: its files moved away with the displaced version), the table
+    /// changed under the audit, a conflict that a publish answers by auditing
+    /// again; otherwise the read error itself (exit 3).
+    pub(crate) fn read_failed(&self, rel: &str, e: impl std::fmt::Display) -> Error {
+        if let PublishedTable::Hive(snapshot) = self {
+            if let Some(detail) = snapshot.changed_since(rel) {
+                return Error::Publish(crate::publish::PublishError::ReadSetChanged {
+                    reads: "reading other partitions".into(),
+                    detail,
+                });
+            }
+        }
+        Error::Audit(format!("reading the published partition `{rel}`: {e}"))
+    }
+
     /// The read set of an audit that read this snapshot for `reads`.
     fn read_set(&self, own: &str, reads: Vec<String>) -> crate::publish::ReadSet {
         if reads.is_empty() {
@@ -631,13 +648,13 @@ impl Prepared {
             },
             Published::Version { source, .. } => (source.clone(), None),
         };
-        let input = source.open().await.map_err(|e| {
-            let what = other.as_deref().map_or_else(
-                || "the published version".to_string(),
-                |rel| format!("the published partition `{rel}`"),
-            );
-            Error::Audit(format!("reading {what}: {e}"))
-        })?;
+        let input = source
+            .open()
+            .await
+            .map_err(|e| match (&other, &self.table) {
+                (Some(rel), Some(table)) => table.read_failed(rel, e),
+                _ => Error::Audit(format!("reading the published version: {e}")),
+            })?;
         Ok((Ok(input.schema.as_ref().clone()), other))
     }
 

@@ -122,12 +122,13 @@ async fn other_partitions(p: &Prepared) -> Result<Result<Vec<PublishedPart>, Str
         ));
     };
     let sources = table.others(&p.own_rel())?;
+    crate::publish::test_pause("read-others");
     let mut parts = Vec::new();
     for (rel, source) in sources {
         let input = source
             .open()
             .await
-            .map_err(|e| Error::Audit(format!("reading the published partition `{rel}`: {e}")))?;
+            .map_err(|e| table.read_failed(&rel, e))?;
         parts.push(PublishedPart { rel, input });
     }
     if parts.is_empty() {

@@ -79,7 +79,14 @@ pub(super) async fn publish(
             started,
             attempt,
         )
-        .await?;
+        .await;
+        let audit = match audit {
+            Err(Error::Publish(e)) if again(Some(&e), attempt, reaudits) => {
+                attempt += 1;
+                continue;
+            }
+            other => other?,
+        };
         let Some(Audited {
             passed,
             published,
@@ -100,7 +107,7 @@ pub(super) async fn publish(
             &read,
             &opts,
         );
-        if !again(&outcome, attempt, reaudits) {
+        if !again(outcome.as_ref().err(), attempt, reaudits) {
             return finish_publish(outcome, &passed, (a.format, a.color), &prepared.run_key);
         }
         attempt += 1;
@@ -143,13 +150,11 @@ async fn audit_once(
 }
 
 /// Whether a publish whose table changed under its audit audits again: a
-/// conflict on the read set, with re-audits left (says so on stderr).
-fn again<T>(
-    outcome: &Result<T, crate::publish::PublishError>,
-    attempt: usize,
-    reaudits: usize,
-) -> bool {
-    let Err(crate::publish::PublishError::ReadSetChanged { detail, .. }) = outcome else {
+/// conflict on the read set (found at the swap or commit, or while the audit
+/// read a partition that was replaced meanwhile), with re-audits left (says
+/// so on stderr).
+fn again(error: Option<&crate::publish::PublishError>, attempt: usize, reaudits: usize) -> bool {
+    let Some(crate::publish::PublishError::ReadSetChanged { detail, .. }) = error else {
         return false;
     };
     if attempt >= reaudits {
@@ -274,7 +279,14 @@ pub(super) async fn publish_delta(
             started,
             attempt,
         )
-        .await?;
+        .await;
+        let audit = match audit {
+            Err(Error::Publish(e)) if again(Some(&e), attempt, reaudits) => {
+                attempt += 1;
+                continue;
+            }
+            other => other?,
+        };
         let Some(Audited { passed, read, .. }) = audit else {
             return Ok(1);
         };
@@ -288,7 +300,7 @@ pub(super) async fn publish_delta(
             &read,
         )
         .await;
-        if !again(&outcome, attempt, reaudits) {
+        if !again(outcome.as_ref().err(), attempt, reaudits) {
             return finish_publish(outcome, &passed, (a.format, a.color), &prepared.run_key);
         }
         attempt += 1;

@@ -152,3 +152,31 @@ impl Drop for TableLock {
         let _ = flock(&self.file, FlockOperation::Unlock);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn shared_table_locks_coexist_and_an_exclusive_one_waits_for_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("_dqgate/table.lock");
+        let a = TableLock::acquire(&path, TableMode::Shared).unwrap();
+        let b = TableLock::acquire(&path, TableMode::Shared).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let lock = TableLock::acquire(&path, TableMode::Exclusive);
+                tx.send(()).unwrap();
+                lock.map(drop)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(rx.try_recv().is_err(), "the exclusive lock waits");
+        drop((a, b));
+        waiter.join().unwrap().unwrap();
+        assert!(rx.try_recv().is_ok());
+    }
+}

@@ -195,6 +195,23 @@ impl HiveSnapshot {
             .collect()
     }
 
+    /// How partition `rel` differs now from this snapshot (replaced,
+    /// removed), or `None` when its record still names the version read.
+    pub fn changed_since(&self, rel: &str) -> Option<String> {
+        let read = self.parts.get(rel)?.record.as_ref().ok()?.as_ref()?;
+        match Record::read(&self.root.join(rel)) {
+            Ok(Some(now)) if now.version == read.version => None,
+            Ok(Some(now)) => Some(format!(
+                "partition `{rel}` was replaced by version {} while the audit read version {}",
+                now.version, read.version
+            )),
+            Ok(None) => Some(format!(
+                "partition `{rel}` was removed while the audit read it"
+            )),
+            Err(_) => None,
+        }
+    }
+
     /// What the audit records say, for `history(N)`, in path order.
     pub fn past_runs(&self) -> PastRuns {
         let mut out = PastRuns::default();

@@ -624,3 +624,50 @@ fn delta_history_reads_the_snapshots_records_not_a_stale_file() {
     fs::remove_file(&record).unwrap();
     check("no record");
 }
+
+/// Hive: a partition replaced while an `across published` audit reads it
+/// (its files moved away with the displaced version) is a changed read set,
+/// not an unreadable table: the publish audits again and wins.
+#[test]
+fn hive_partition_replaced_while_the_audit_reads_it_means_audit_again() {
+    let lake = Lake::new(Target::Hive);
+    let rules = lake.rules("across", ACROSS);
+    let own = lake.rules("own", OWN_ONLY);
+    assert_eq!(
+        code(&lake.publish(&own, &lake.stage("d1", &[1], false), 1)),
+        0
+    );
+    let staged = lake.stage("d5", &[5], false);
+    let log = lake.tmp.path().join("phases");
+    let child = lake
+        .command(&rules, &staged, 5)
+        .env("DQGATE_TEST_PHASE_LOG", &log)
+        .env("DQGATE_TEST_PAUSE_AT", "read-others:1500")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !fs::read_to_string(&log).is_ok_and(|l| l.lines().any(|p| p == "read-others")) {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "never reached read-others"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let replace = lake.publish(&own, &lake.stage("d1b", &[2], false), 1);
+    assert_eq!(
+        code(&replace),
+        0,
+        "{}",
+        String::from_utf8_lossy(&replace.stderr)
+    );
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    assert!(
+        err.contains("partition `d=1` was replaced") && err.contains("auditing again"),
+        "{err}"
+    );
+    assert!(read_of(&lake.record(5).unwrap()).contains("d=1"));
+}
