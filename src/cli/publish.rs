@@ -72,20 +72,22 @@ pub(super) async fn publish(
     let mut attempt = 0;
     loop {
         let snapshot = audit::PublishedTable::Hive(hive_snapshot(&table, &prepared)?);
-        let audit = audit_once(
+        let output = (a.format, a.color);
+        let audit = match audit_once(
             &mut prepared,
             snapshot,
-            (a.format, a.color),
+            output,
             started,
-            attempt,
+            (attempt, reaudits),
         )
-        .await;
-        let audit = match audit {
-            Err(Error::Publish(e)) if again(Some(&e), attempt, reaudits) => {
+        .await?
+        {
+            Attempt::Again => {
                 attempt += 1;
                 continue;
             }
-            other => other?,
+            Attempt::Failed => None,
+            Attempt::Passed(audited) => Some(audited),
         };
         let Some(Audited {
             passed,
@@ -122,9 +124,34 @@ struct Audited {
     read: crate::publish::ReadSet,
 }
 
+/// How one audit of a publish ended.
+enum Attempt {
+    Passed(Audited),
+    /// The verdict failed (it was printed: exit 1).
+    Failed,
+    /// A partition it read was replaced meanwhile: audit again.
+    Again,
+}
+
 /// One audit of a publish against `snapshot` (the table as read for this
-/// attempt); `None` when the verdict failed (it was printed: exit 1).
+/// attempt); `(attempt, reaudits)` say whether a table that changed under
+/// it may be audited again.
 async fn audit_once(
+    prepared: &mut audit::Prepared,
+    snapshot: audit::PublishedTable,
+    output: (Format, ColorWhen),
+    started: Instant,
+    (attempt, reaudits): (usize, usize),
+) -> Result<Attempt, Error> {
+    match audit_with(prepared, snapshot, output, started, attempt).await {
+        Err(Error::Publish(e)) if again(Some(&e), attempt, reaudits) => Ok(Attempt::Again),
+        Err(e) => Err(e),
+        Ok(None) => Ok(Attempt::Failed),
+        Ok(Some(audited)) => Ok(Attempt::Passed(audited)),
+    }
+}
+
+async fn audit_with(
     prepared: &mut audit::Prepared,
     snapshot: audit::PublishedTable,
     output: (Format, ColorWhen),
@@ -272,20 +299,22 @@ pub(super) async fn publish_delta(
         let snapshot = audit::PublishedTable::Delta(
             delta::Snapshot::load(root.clone(), &prepared.checked.partitioned_by).await?,
         );
-        let audit = audit_once(
+        let output = (a.format, a.color);
+        let audit = match audit_once(
             &mut prepared,
             snapshot,
-            (a.format, a.color),
+            output,
             started,
-            attempt,
+            (attempt, reaudits),
         )
-        .await;
-        let audit = match audit {
-            Err(Error::Publish(e)) if again(Some(&e), attempt, reaudits) => {
+        .await?
+        {
+            Attempt::Again => {
                 attempt += 1;
                 continue;
             }
-            other => other?,
+            Attempt::Failed => None,
+            Attempt::Passed(audited) => Some(audited),
         };
         let Some(Audited { passed, read, .. }) = audit else {
             return Ok(1);
