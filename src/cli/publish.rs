@@ -87,7 +87,7 @@ pub(super) async fn publish(
                 continue;
             }
             Attempt::Failed => None,
-            Attempt::Passed(audited) => Some(audited),
+            Attempt::Passed(audited) => Some(*audited),
         };
         let Some(Audited {
             passed,
@@ -126,7 +126,7 @@ struct Audited {
 
 /// How one audit of a publish ended.
 enum Attempt {
-    Passed(Audited),
+    Passed(Box<Audited>),
     /// The verdict failed (it was printed: exit 1).
     Failed,
     /// A partition it read was replaced meanwhile: audit again.
@@ -147,7 +147,7 @@ async fn audit_once(
         Err(Error::Publish(e)) if again(Some(&e), attempt, reaudits) => Ok(Attempt::Again),
         Err(e) => Err(e),
         Ok(None) => Ok(Attempt::Failed),
-        Ok(Some(audited)) => Ok(Attempt::Passed(audited)),
+        Ok(Some(audited)) => Ok(Attempt::Passed(Box::new(audited))),
     }
 }
 
@@ -314,7 +314,7 @@ pub(super) async fn publish_delta(
                 continue;
             }
             Attempt::Failed => None,
-            Attempt::Passed(audited) => Some(audited),
+            Attempt::Passed(audited) => Some(*audited),
         };
         let Some(Audited { passed, read, .. }) = audit else {
             return Ok(1);
