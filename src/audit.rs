@@ -219,7 +219,7 @@ impl PublishedTable {
         if let PublishedTable::Hive(snapshot) = self {
             if let Some(detail) = snapshot.changed_since(rel) {
                 return Error::Publish(crate::publish::PublishError::ReadSetChanged {
-                    reads: "reading other partitions".into(),
+                    reads: "while it was reading them".into(),
                     detail,
                 });
             }
