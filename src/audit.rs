@@ -140,13 +140,111 @@ impl PartSource {
     }
 }
 
-/// The published table an audit compares with (`--table`).
+/// The published table an audit compares with (`--table`), as one snapshot:
+/// everything the audit reads of other partitions comes from it, so its read
+/// set ([`crate::publish::ReadSet`]) is exactly what it read.
 #[derive(Debug, Clone)]
 pub enum PublishedTable {
-    /// A Hive table root (`ROOT/k=v/` directories).
-    Hive(PathBuf),
+    /// A Hive table root (`ROOT/k=v/` directories) and its partitions'
+    /// audit records.
+    Hive(crate::publish::HiveSnapshot),
     /// A Delta table, as its current snapshot names its files.
     Delta(crate::publish::delta::Snapshot),
+}
+
+impl PublishedTable {
+    /// Every published partition but `own`: (`k=v` path, where its files are).
+    pub fn others(&self, own: &str) -> Result<Vec<(String, PartSource)>, Error> {
+        Ok(match self {
+            PublishedTable::Hive(snapshot) => {
+                let root = crate::publish::store::Root::Local(snapshot.root.clone());
+                snapshot
+                    .others(own)?
+                    .into_iter()
+                    .map(|(rel, files)| {
+                        let root = root.clone();
+                        (rel, PartSource::Files { root, files })
+                    })
+                    .collect()
+            }
+            PublishedTable::Delta(snapshot) => snapshot
+                .others(own)
+                .map(|(rel, files)| {
+                    (
+                        rel.to_string(),
+                        PartSource::Files {
+                            root: snapshot.root.clone(),
+                            files: files.to_vec(),
+                        },
+                    )
+                })
+                .collect(),
+        })
+    }
+
+    /// The run keys of the published partitions but `own`: (`k=v` path, pairs).
+    fn other_keys(&self, own: &str) -> Vec<(String, Vec<(String, String)>)> {
+        match self {
+            PublishedTable::Hive(snapshot) => snapshot
+                .recorded_keys(own)
+                .map(|(rel, pairs)| (rel.to_string(), pairs.to_vec()))
+                .collect(),
+            PublishedTable::Delta(snapshot) => snapshot
+                .others(own)
+                .map(|(rel, _)| (rel.to_string(), crate::runkey::pairs_of_rel(rel)))
+                .collect(),
+        }
+    }
+
+    /// Where the files of partition `rel` are.
+    fn source_of(&self, rel: &str) -> Result<PartSource, Error> {
+        Ok(match self {
+            PublishedTable::Hive(snapshot) => PartSource::Files {
+                root: crate::publish::store::Root::Local(snapshot.root.clone()),
+                files: snapshot.files_of(rel)?,
+            },
+            PublishedTable::Delta(snapshot) => PartSource::Files {
+                root: snapshot.root.clone(),
+                files: snapshot.files_of(rel).to_vec(),
+            },
+        })
+    }
+
+    /// Why reading partition `rel` of this snapshot failed with `e`: when
+    /// the partition was replaced or removed since the snapshot was taken
+    /// (Hive: its files moved away with the displaced version), the table
+    /// changed under the audit, a conflict that a publish answers by auditing
+    /// again; otherwise the read error itself (exit 3).
+    pub(crate) fn read_failed(&self, rel: &str, e: impl std::fmt::Display) -> Error {
+        if let PublishedTable::Hive(snapshot) = self {
+            if let Some(detail) = snapshot.changed_since(rel) {
+                return Error::Publish(crate::publish::PublishError::ReadSetChanged {
+                    reads: "while it was reading them".into(),
+                    detail,
+                });
+            }
+        }
+        Error::Audit(format!("reading the published partition `{rel}`: {e}"))
+    }
+
+    /// The read set of an audit that read this snapshot for `reads`.
+    fn read_set(&self, own: &str, reads: Vec<String>) -> crate::publish::ReadSet {
+        if reads.is_empty() {
+            return crate::publish::ReadSet::default();
+        }
+        match self {
+            PublishedTable::Hive(snapshot) => crate::publish::ReadSet {
+                reads,
+                partitions: snapshot.versions(own),
+                table_version: None,
+            },
+            PublishedTable::Delta(snapshot) => crate::publish::ReadSet {
+                reads,
+                partitions: snapshot.versions(own),
+                table_version: snapshot.version,
+            },
+        }
+    }
 }
 
 /// A parsed, checked and planned audit, ready to run.
@@ -350,7 +448,7 @@ impl Prepared {
         if let Ok(mut passes) = self.key_passes.lock() {
             passes.clone_from(&obs.key_passes);
         }
-        let published_schema = self.published_schema(published).await?;
+        let (published_schema, schema_from) = self.published_schema(published).await?;
         let baseline = past.map(|p| self.baseline(p));
         let dups_nulls_equal = |keys: &[String]| {
             obs.duplicates_nulls_equal
@@ -420,6 +518,22 @@ impl Prepared {
         }
         self.sample_null_keys(&obs, &mut verdict).await?;
         joined.attach_samples(&self.checked, &mut verdict);
+        if let Some(rel) = schema_from {
+            for (s, c) in self
+                .checked
+                .statements
+                .iter()
+                .zip(verdict.checks.iter_mut())
+            {
+                if s.metric == Metric::SchemaDrift && c.status != Status::Skipped {
+                    c.note = Some(format!(
+                        "nothing is published for this run key: compared with the table's current schema, \
+                         that of partition {rel}"
+                    ));
+                    c.compared_with = Some(rel.clone());
+                }
+            }
+        }
         Ok(verdict)
     }
 
@@ -503,28 +617,106 @@ impl Prepared {
         }
     }
 
-    /// The published version's schema for `schema matches published`, or why
-    /// there is none. Only its footers are read.
+    /// The schema `schema matches published` compares with, or why there is
+    /// none, and the other partition it was read from (`k=v`), if any: the
+    /// run key's published version, else (a new run key) the table's
+    /// current schema, that of its partition that sorts last by run key.
+    /// Only footers are read.
     async fn published_schema(
         &self,
         published: &Published,
-    ) -> Result<Result<datafusion::arrow::datatypes::Schema, &'static str>, Error> {
+    ) -> Result<
+        (
+            Result<datafusion::arrow::datatypes::Schema, &'static str>,
+            Option<String>,
+        ),
+        Error,
+    > {
         if !self.checked.uses_published_schema() {
-            return Ok(Err("not needed"));
+            return Ok((Err("not needed"), None));
         }
-        Ok(match published {
+        let (source, other) = match published {
             Published::NotGiven => {
-                Err("no --table given, so the published schema cannot be compared")
+                return Ok((
+                    Err("no --table given, so the published schema cannot be compared"),
+                    None,
+                ))
             }
-            Published::Absent => Err("nothing is published for this run key yet"),
-            Published::Version { source, .. } => {
-                let input = source
-                    .open()
-                    .await
-                    .map_err(|e| Error::Audit(format!("reading the published version: {e}")))?;
-                Ok(input.schema.as_ref().clone())
-            }
+            Published::Absent => match (&self.table, self.latest_other_partition()) {
+                (Some(table), Some(rel)) => (table.source_of(&rel)?, Some(rel)),
+                _ => return Ok((Err("no partition of the table is published yet"), None)),
+            },
+            Published::Version { source, .. } => (source.clone(), None),
+        };
+        let input = source
+            .open()
+            .await
+            .map_err(|e| match (&other, &self.table) {
+                (Some(rel), Some(table)) => table.read_failed(rel, e),
+                _ => Error::Audit(format!("reading the published version: {e}")),
+            })?;
+        Ok((Ok(input.schema.as_ref().clone()), other))
+    }
+
+    /// The published partition, other than the run key's, that sorts last by
+    /// run key (typed as [`Self::baseline`] orders them).
+    fn latest_other_partition(&self) -> Option<String> {
+        let own = self.own_rel();
+        self.table
+            .as_ref()?
+            .other_keys(&own)
+            .into_iter()
+            .map(|(rel, pairs)| (self.typed_key(&pairs), rel))
+            .max_by(|a, b| compare_keys(&a.0, &b.0))
+            .map(|(_, rel)| rel)
+    }
+
+    /// The run key's partition path (`k1=v1/k2=v2`; empty without a key).
+    pub(crate) fn own_rel(&self) -> String {
+        if self.run_key.is_empty() {
+            String::new()
+        } else {
+            self.run_key.rel_dir()
+        }
+    }
+
+    /// The statements that read other partitions of the table, given what
+    /// is published for the run key (`schema matches published` reads the
+    /// table only for a new run key): `line N: NAME`, in rule-file order.
+    pub fn table_reads(&self, published: &Published) -> Vec<String> {
+        if self.table.is_none() {
+            return Vec::new();
+        }
+        self.checked
+            .statements
+            .iter()
+            .filter(|s| match &s.metric {
+                Metric::DuplicateAcrossPublished(_) => true,
+                Metric::SchemaDrift => matches!(published, Published::Absent),
+                _ => !s.threshold.history_refs().is_empty(),
+            })
+            .map(|s| format!("line {}: {}", s.line, s.name))
+            .collect()
+    }
+
+    /// Whether the rule file may read other partitions of the table (then
+    /// the whole table is read into the snapshot the audit uses).
+    pub fn may_read_table(&self) -> bool {
+        self.checked.statements.iter().any(|s| {
+            matches!(
+                s.metric,
+                Metric::DuplicateAcrossPublished(_) | Metric::SchemaDrift
+            ) || !s.threshold.history_refs().is_empty()
         })
+    }
+
+    /// What this audit read of the table beyond its own partition: the read
+    /// set its publish validates at the swap or commit.
+    pub fn read_set(&self, published: &Published) -> crate::publish::ReadSet {
+        match &self.table {
+            None => crate::publish::ReadSet::default(),
+            Some(t) => t.read_set(&self.own_rel(), self.table_reads(published)),
+        }
     }
 
     /// The published partitions whose run key sorts before this run's, oldest

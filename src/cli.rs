@@ -118,15 +118,16 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             table,
             keep,
             target,
+            reaudits,
         } => {
             let delta = match target {
                 Some(t) => t == Target::Delta,
                 None => crate::publish::delta::is_delta_arg(&table),
             };
             if delta {
-                publish_delta(audit, table).await
+                publish_delta(audit, table, reaudits).await
             } else {
-                publish(audit, table, keep).await
+                publish(audit, table, keep, reaudits).await
             }
         }
         Command::Verify {
@@ -227,8 +228,7 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             )
             .await?;
             if let Some(root) = &table {
-                let keys = &prepared.checked.partitioned_by;
-                prepared.table = Some(published_table(root, &storage_option, keys).await?);
+                prepared.table = Some(published_table(root, &storage_option, &prepared).await?);
             }
             print_stdout(&prepared.explain().await?);
             Ok(0)

@@ -106,6 +106,15 @@ impl fmt::Display for RunKey {
     }
 }
 
+/// The pairs of a partition path `k1=v1/k2=v2` (segments without `=` are
+/// passed over).
+pub fn pairs_of_rel(rel: &str) -> Vec<(String, String)> {
+    rel.split('/')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// Parses and validates one `KEY=VALUE` argument.
 pub fn parse_pair(arg: &str) -> Result<(String, String), RunKeyError> {
     let (k, v) = arg

@@ -12,6 +12,8 @@ mod crash;
 mod delta;
 #[path = "publish/flow.rs"]
 mod flow;
+#[path = "publish/isolation.rs"]
+mod isolation;
 #[path = "publish/paths.rs"]
 mod paths;
 #[path = "publish/race.rs"]

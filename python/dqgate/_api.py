@@ -111,6 +111,7 @@ def publish(
     *,
     keep: Optional[int] = None,
     target: Optional[Literal["hive", "delta"]] = None,
+    reaudits: Optional[int] = None,
     memory_limit: Union[int, str, None] = None,
     threads: Optional[int] = None,
     storage_options: Optional[Mapping[str, str]] = None,
@@ -131,11 +132,16 @@ def publish(
         target: ``"hive"`` (``ROOT/k=v/`` swapped by rename) or ``"delta"``
             (one Delta Lake commit). Default: delta when the root holds
             ``_delta_log/``, else hive.
+        reaudits: how many times to audit again when the rules read other
+            partitions (``across published``, ``history(N)``, the table's
+            schema) and another publish changed them before the swap
+            (dqgate's default: 3).
 
     Raises:
         RuleError, UsageError, AuditError: as for `check`.
         PublishConflict: the published partition or the staged files
-            changed since the audit (exit 4); nothing was published.
+            changed since the audit, or the other partitions it read kept
+            changing (exit 4); nothing was published.
     """
     args = ["publish", os.fspath(rules), "--staged", os.fspath(staged),
             "--table", os.fspath(table), "--format", "json"]
@@ -144,6 +150,8 @@ def publish(
         args += ["--keep", str(keep)]
     if target is not None:
         args += ["--target", target]
+    if reaudits is not None:
+        args += ["--reaudits", str(reaudits)]
     args += _engine_args(memory_limit, threads, storage_options)
     return _verdict(_run(args))
 

@@ -6,14 +6,13 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::{PartSource, Prepared, PublishedTable, RuleSource};
+use super::{Prepared, RuleSource};
 use crate::check::{CheckedRules, Metric};
 use crate::dsl::ast::RuleFile;
 use crate::error::Error;
 use crate::exec::join::{self, JoinResult, PublishedPart};
 use crate::exec::reference::Dataset;
 use crate::plan::join::JoinPass;
-use crate::publish::Table;
 use crate::value::Value;
 use crate::verdict::{Sample, Status, Verdict};
 
@@ -122,37 +121,14 @@ async fn other_partitions(p: &Prepared) -> Result<Result<Vec<PublishedPart>, Str
             "no --table given, so the published partitions cannot be read".into(),
         ));
     };
-    let own = if p.run_key.is_empty() {
-        String::new()
-    } else {
-        p.run_key.rel_dir()
-    };
-    let sources: Vec<(String, PartSource)> = match table {
-        PublishedTable::Hive(root) => Table::open(root)?
-            .partitions(&p.checked.partitioned_by)?
-            .into_iter()
-            .filter(|part| part.rel != own)
-            .map(|part| (part.rel, PartSource::Dir(part.dir)))
-            .collect(),
-        PublishedTable::Delta(snapshot) => snapshot
-            .others(&own)
-            .map(|(rel, files)| {
-                (
-                    rel.to_string(),
-                    PartSource::Files {
-                        root: snapshot.root.clone(),
-                        files: files.to_vec(),
-                    },
-                )
-            })
-            .collect(),
-    };
+    let sources = table.others(&p.own_rel())?;
+    crate::publish::test_pause("read-others");
     let mut parts = Vec::new();
     for (rel, source) in sources {
         let input = source
             .open()
             .await
-            .map_err(|e| Error::Audit(format!("reading the published partition `{rel}`: {e}")))?;
+            .map_err(|e| table.read_failed(&rel, e))?;
         parts.push(PublishedPart { rel, input });
     }
     if parts.is_empty() {

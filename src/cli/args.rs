@@ -137,6 +137,11 @@ pub enum Command {
         /// holds `_delta_log/`, else hive.
         #[arg(long, value_enum)]
         target: Option<Target>,
+        /// How many times a publish whose audit read other partitions
+        /// (`across published`, `history(N)`, the table's schema) audits again
+        /// when another publish changed them before its swap; then exit 4.
+        #[arg(long, default_value_t = 3)]
+        reaudits: usize,
     },
     /// Recompute a published partition's fingerprint and compare it with its audit record.
     Verify {

@@ -26,8 +26,7 @@ pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Er
     .await?;
     reach_engine(&a)?;
     if let Some(root) = &table {
-        let keys = &prepared.checked.partitioned_by;
-        prepared.table = Some(published_table(root, &a.storage_option, keys).await?);
+        prepared.table = Some(published_table(root, &a.storage_option, &prepared).await?);
     }
     let published = match &prepared.table {
         None => Published::NotGiven,
@@ -65,17 +64,35 @@ pub(super) fn staged_location(
 pub(super) async fn published_table(
     root: &std::path::Path,
     options: &[String],
-    keys: &[String],
+    p: &audit::Prepared,
 ) -> Result<audit::PublishedTable, Error> {
     use crate::publish::delta;
+    let keys = &p.checked.partitioned_by;
     if delta::is_delta_arg(root) {
         let root = delta_root(root, options)?;
         Ok(audit::PublishedTable::Delta(
             delta::Snapshot::load(root, keys).await?,
         ))
     } else {
-        Ok(audit::PublishedTable::Hive(root.to_path_buf()))
+        Ok(audit::PublishedTable::Hive(hive_snapshot(
+            &Table::open(root)?,
+            p,
+        )?))
     }
+}
+
+/// A Hive table's partitions and records, read whole only when the rule
+/// file may read other partitions (else only the root is known).
+pub(super) fn hive_snapshot(
+    table: &Table,
+    p: &audit::Prepared,
+) -> Result<crate::publish::HiveSnapshot, Error> {
+    let keys: &[String] = if p.may_read_table() {
+        &p.checked.partitioned_by
+    } else {
+        &[]
+    };
+    Ok(table.snapshot(keys)?)
 }
 
 /// The run key's published version in the table.
@@ -84,7 +101,7 @@ pub(super) async fn current_version(
     key: &RunKey,
 ) -> Result<Published, Error> {
     Ok(match table {
-        audit::PublishedTable::Hive(root) => match Table::open(root)?.current(key)? {
+        audit::PublishedTable::Hive(snapshot) => match Table::open(&snapshot.root)?.current(key)? {
             None => Published::Absent,
             Some(v) => Published::Version {
                 source: audit::PartSource::Dir(v.dir),
@@ -113,9 +130,7 @@ pub(super) async fn past_runs(
     }
     Ok(match &p.table {
         None => None,
-        Some(audit::PublishedTable::Hive(root)) => {
-            Some(Table::open(root)?.past_runs(&p.checked.partitioned_by)?)
-        }
+        Some(audit::PublishedTable::Hive(snapshot)) => Some(snapshot.past_runs()),
         Some(audit::PublishedTable::Delta(snapshot)) => Some(snapshot.past_runs().await),
     })
 }

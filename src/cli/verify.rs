@@ -22,6 +22,9 @@ pub(super) fn show_verify(key: &RunKey, report: &crate::publish::VerifyReport) -
             report.version,
             report.fingerprint
         );
+        if let Some(read) = &report.read {
+            println!("  {read}");
+        }
         0
     } else {
         println!(

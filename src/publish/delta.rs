@@ -29,6 +29,14 @@
 //! exits 4 (the published partition changed); if only other partitions
 //! changed, the actions are re-planned against the new snapshot and the put
 //! is tried again. Copied files of a commit that did not land are removed.
+//!
+//! An audit that read other partitions (`across published`, `history(N)`,
+//! the table's schema) carries the table version it read. Before each put,
+//! the commits that won since that version are read from the log
+//! (`conflict`): an `add` or `remove` in any other partition means the
+//! verdict may no longer hold, and the publish stops with
+//! `ReadSetChanged` (the command line audits again, a bounded number of
+//! times). The commit records the read set in its audit record.
 
 use std::path::Path;
 
@@ -40,6 +48,7 @@ use super::store::Root;
 use crate::runkey::RunKey;
 
 mod commit;
+mod conflict;
 mod copy;
 mod gc;
 mod rollback;

@@ -61,6 +61,15 @@ pub enum PublishError {
     /// Another process holds the partition's lock (exit 4).
     #[error("another publish or rollback of partition `{partition}` is in progress")]
     Busy { partition: String },
+    /// Other swaps held the table lock for longer than a swap waits (exit 4).
+    #[error(
+        "the table lock `{lock}` was held by other publishes for {secs} s; nothing was published"
+    )]
+    TableBusy { lock: String, secs: u64 },
+    /// The audit read other partitions of the table, and the table is no
+    /// longer in the state it read (exit 4): its verdict may not hold.
+    #[error("the table changed since the audit, which read other partitions ({reads}): {detail}; nothing was published")]
+    ReadSetChanged { reads: String, detail: String },
     /// The staged files changed after they were audited (exit 4).
     #[error("the staged files changed after the audit (audited {audited}, now {now}); nothing was published")]
     StagedChanged { audited: String, now: String },
@@ -94,7 +103,11 @@ impl PublishError {
             | Delta { .. }
             | Input(_)
             | Io { .. } => 3,
-            Busy { .. } | StagedChanged { .. } | PublishedChanged { .. } => 4,
+            Busy { .. }
+            | TableBusy { .. }
+            | ReadSetChanged { .. }
+            | StagedChanged { .. }
+            | PublishedChanged { .. } => 4,
         }
     }
 

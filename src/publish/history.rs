@@ -1,86 +1,14 @@
-//! The table's published partitions with what their audit records say, for
-//! `history(N)` baselines.
-//!
-//! Walks `ROOT/k1=v1/.../kn=vn` for the rule file's `partitioned by` keys,
-//! depth by depth, never following a symlink and skipping `_` and `.`
-//! entries (`_dqgate/`, temp names). A published partition is a directory
-//! with an audit record; a directory without one (not written by dqgate) is
-//! counted, never used. Only published partitions have records, so a failed
-//! or never-published run cannot appear here.
-
-use std::fs;
-use std::io::ErrorKind;
-use std::path::Path;
+//! What `history(N)` baselines take from the published partitions' audit
+//! records (the partitions themselves are found by `snapshot` for a Hive
+//! table, by the Delta snapshot for a Delta table). A directory without a
+//! record (not written by dqgate) is counted, never used. Only published
+//! partitions have records, so a failed or never-published run cannot
+//! appear here.
 
 use serde_json::Value as Json;
 
-use super::error::{IoContext, PublishError};
-use super::layout::RECORD;
-use super::Table;
 use crate::value::Value;
 use crate::verdict::history::{PastRun, PastRuns};
-
-impl Table {
-    /// Reads the audit record of every partition under the root whose
-    /// directories are named by `keys` (the rule file's `partitioned by`).
-    /// A root that does not exist has no partitions. The runs come in
-    /// directory-name order; callers order them by typed run key.
-    pub fn past_runs(&self, keys: &[String]) -> Result<PastRuns, PublishError> {
-        let mut out = PastRuns::default();
-        if !keys.is_empty() {
-            walk(&self.root, keys, &mut Vec::new(), &mut out)?;
-        }
-        Ok(out)
-    }
-}
-
-fn walk(
-    dir: &Path,
-    keys: &[String],
-    pairs: &mut Vec<(String, String)>,
-    out: &mut PastRuns,
-) -> Result<(), PublishError> {
-    let Some(key) = keys.get(pairs.len()) else {
-        read_run(dir, pairs, out);
-        return Ok(());
-    };
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(PublishError::io("cannot list", dir, e)),
-    };
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.ctx("cannot list", dir)?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir && !name.starts_with(['_', '.']) {
-            names.push(name);
-        }
-    }
-    names.sort();
-    for name in names {
-        let Some((k, v)) = name.split_once('=') else {
-            continue;
-        };
-        if k != key || v.is_empty() {
-            continue;
-        }
-        pairs.push((k.to_string(), v.to_string()));
-        walk(&dir.join(&name), keys, pairs, out)?;
-        pairs.pop();
-    }
-    Ok(())
-}
-
-fn read_run(dir: &Path, pairs: &[(String, String)], out: &mut PastRuns) {
-    let text = match fs::read_to_string(dir.join(RECORD)) {
-        Ok(t) => Ok(Some(t)),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    };
-    add_run(text, pairs, out);
-}
 
 /// Adds the run of a partition whose audit record was read as `text`
 /// (`Ok(None)`: there is none; `Err`: it could not be read).
@@ -162,6 +90,9 @@ fn decimal(s: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::publish::layout::RECORD;
+    use crate::publish::Table;
+    use std::fs;
 
     #[test]
     fn values_read_back() {

@@ -6,6 +6,7 @@
 //!   part-00000.v3-1be0c3a9.parquet       data, named uniquely per version
 //!   _dqgate_audit.json                   the audit record and manifest
 //! ROOT/_dqgate/locks/k1=v1/k2=v2.lock    the partition's flock
+//! ROOT/_dqgate/table.lock                the table's flock, held around swaps
 //! ROOT/_dqgate/tx/k1=v1/k2=v2.json       the journal of an unfinished swap
 //! ROOT/_dqgate/trail/k1=v1/k2=v2.jsonl   the audit trail: publishes and rollbacks
 //! ROOT/../.ROOTNAME.dqgate/              kept versions, beside ROOT (not under it)
@@ -54,6 +55,11 @@ impl Layout {
         engine_dir(&self.root)
             .join("locks")
             .join(format!("{}.lock", self.rel))
+    }
+
+    /// The table-level lock (see `lock::TableLock`).
+    pub fn table_lock_path(&self) -> PathBuf {
+        engine_dir(&self.root).join("table.lock")
     }
 
     pub fn trail_path(&self) -> PathBuf {

@@ -1,5 +1,5 @@
-//! The per-partition advisory lock: one publish, rollback or recovery of a
-//! partition at a time.
+//! The advisory locks: the per-partition lock (one publish, rollback or
+//! recovery of a partition at a time) and the table lock around swaps.
 //!
 //! The lock is `flock(LOCK_EX | LOCK_NB)` on
 //! `ROOT/_dqgate/locks/<k1=v1>/<k2=v2>.lock`. The kernel releases it when the
@@ -11,6 +11,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use rustix::fs::{flock, FlockOperation};
 use rustix::io::Errno;
@@ -18,7 +19,6 @@ use rustix::io::Errno;
 use super::error::{IoContext, PublishError};
 use super::fsx;
 
-/// A held partition lock; released on drop.
 /// An exclusive `flock` on a partition's lock file, released on drop.
 #[derive(Debug)]
 pub(crate) struct PartitionLock {
@@ -34,13 +34,7 @@ impl PartitionLock {
             fsx::create_dirs(dir)?;
         }
         loop {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
-                .ctx("cannot open the lock file", path)?;
+            let file = open_lock_file(path)?;
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => {}
                 Err(e) if e == Errno::WOULDBLOCK || e == Errno::INTR => {
@@ -77,5 +71,112 @@ impl Drop for PartitionLock {
     /// would leave the lock held by it.
     fn drop(&mut self) {
         let _ = flock(&self.file, FlockOperation::Unlock);
+    }
+}
+
+/// Opens (creating it if need be) the lock file at `path`.
+fn open_lock_file(path: &Path) -> Result<File, PublishError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .ctx("cannot open the lock file", path)
+}
+
+/// How long a swap waits for the table lock before it gives up (exit 4).
+/// The lock is held only to validate a read set and swap (never across an
+/// audit), so a wait this long means a stuck holder.
+const TABLE_LOCK_WAIT: Duration = Duration::from_secs(60);
+
+/// How the table lock is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TableMode {
+    /// A swap whose audit read only its own partition: any number at once.
+    Shared,
+    /// A swap whose audit read other partitions: alone, so that the table
+    /// state it validates is still the state at its swap.
+    Exclusive,
+}
+
+/// A held `flock` on `ROOT/_dqgate/table.lock`, released on drop.
+///
+/// Every swap that changes which version a partition shows (publish,
+/// rollback) holds it from just before its swap until just after: shared
+/// when its audit read only its own partition, exclusive when it validates a
+/// read set. So a read set validated under the exclusive lock is still the
+/// table's state at the swap, while publishes of single partitions still
+/// swap concurrently. The lock file is never removed (`gc` leaves it), and
+/// the kernel releases the lock of a killed holder.
+#[derive(Debug)]
+pub(crate) struct TableLock {
+    file: File,
+}
+
+impl TableLock {
+    /// Takes the table lock at `path` in `mode`, waiting (at most
+    /// [`TABLE_LOCK_WAIT`]) while another swap holds it incompatibly.
+    pub(crate) fn acquire(path: &Path, mode: TableMode) -> Result<TableLock, PublishError> {
+        if let Some(dir) = path.parent() {
+            fsx::create_dirs(dir)?;
+        }
+        let file = open_lock_file(path)?;
+        let op = match mode {
+            TableMode::Shared => FlockOperation::NonBlockingLockShared,
+            TableMode::Exclusive => FlockOperation::NonBlockingLockExclusive,
+        };
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match flock(&file, op) {
+                Ok(()) => return Ok(TableLock { file }),
+                Err(e) if e == Errno::WOULDBLOCK || e == Errno::INTR => {}
+                Err(e) => return Err(PublishError::io("cannot lock", path, e.into())),
+            }
+            if started.elapsed() >= TABLE_LOCK_WAIT {
+                return Err(PublishError::TableBusy {
+                    lock: path.display().to_string(),
+                    secs: TABLE_LOCK_WAIT.as_secs(),
+                });
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for TableLock {
+    /// Unlocks explicitly (see [`PartitionLock`]'s `Drop`).
+    fn drop(&mut self) {
+        let _ = flock(&self.file, FlockOperation::Unlock);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn shared_table_locks_coexist_and_an_exclusive_one_waits_for_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("_dqgate/table.lock");
+        let a = TableLock::acquire(&path, TableMode::Shared).unwrap();
+        let b = TableLock::acquire(&path, TableMode::Shared).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let lock = TableLock::acquire(&path, TableMode::Exclusive);
+                tx.send(()).unwrap();
+                lock.map(drop)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(rx.try_recv().is_err(), "the exclusive lock waits");
+        drop((a, b));
+        waiter.join().unwrap().unwrap();
+        assert!(rx.try_recv().is_ok());
     }
 }

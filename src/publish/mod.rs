@@ -12,7 +12,9 @@
 //! the record *in the staged directory*, fsyncs everything, re-checks the
 //! fingerprint, and swaps the staged directory with the partition in one
 //! `renameat2(RENAME_EXCHANGE)` (or `RENAME_NOREPLACE` for a first publish)
-//! (`swap`). The displaced version, which the exchange leaves at the staged
+//! (`swap`), holding the table lock around the swap: shared, or exclusive
+//! when the audit read other partitions, whose read set (`readset`) is then
+//! validated under it, so that the verdict still holds at the swap. The displaced version, which the exchange leaves at the staged
 //! path, is moved whole into a kept-versions area beside ROOT,
 //! `ROOT/../.ROOTNAME.dqgate/versions/` (`kept`; `layout` says why not
 //! under ROOT), so that no glob of `ROOT/**/*.parquet` ever matches anything
@@ -49,11 +51,12 @@ mod history;
 mod journal;
 mod kept;
 pub mod layout;
-mod list;
 mod lock;
+pub mod readset;
 mod record;
 mod recover;
 mod rollback;
+mod snapshot;
 pub mod store;
 mod swap;
 mod trail;
@@ -62,7 +65,21 @@ mod verify;
 use std::path::{Path, PathBuf};
 
 pub use error::PublishError;
-pub use list::PublishedPartition;
+
+/// For crash and race tests only: marks the start of step `name` outside
+/// the swap itself (see `fsx::phase`: the phase log, and a pause with
+/// `DQGATE_TEST_PAUSE_AT`).
+pub fn test_pause(name: &str) {
+    fsx::phase(name)
+}
+
+/// For race tests only: see `fsx::test_barrier` (a no-op unless
+/// `DQGATE_TEST_BARRIER` is set).
+pub fn test_barrier() {
+    fsx::test_barrier()
+}
+pub use readset::{PartVersion, ReadSet};
+pub use snapshot::HiveSnapshot;
 
 use crate::runkey::RunKey;
 use crate::verdict::PassedVerdict;
@@ -116,6 +133,9 @@ pub struct VerifyReport {
     pub fingerprint: String,
     /// Files that are missing, extra or changed; empty when verified.
     pub differences: Vec<String>,
+    /// What the verdict read of other partitions (its read set), in words;
+    /// `None` when it read only its own partition.
+    pub read: Option<String>,
 }
 
 impl Table {
@@ -148,7 +168,8 @@ impl Table {
     }
 
     /// Swaps the audited staged directory in, if the published version is
-    /// still `audited_against` (compare-and-swap).
+    /// still `audited_against` (compare-and-swap), for an audit that read
+    /// only its own partition.
     pub fn publish(
         &self,
         key: &RunKey,
@@ -157,7 +178,31 @@ impl Table {
         audited_against: Option<&str>,
         opts: &PublishOptions,
     ) -> Result<PublishOutcome, PublishError> {
-        swap::publish(&self.layout(key)?, staged, passed, audited_against, opts)
+        self.publish_read(
+            key,
+            staged,
+            passed,
+            audited_against,
+            &ReadSet::default(),
+            opts,
+        )
+    }
+
+    /// [`publish`](Self::publish) for an audit that read `read` of the rest
+    /// of the table: the swap happens only if the table is still in that
+    /// state, validated under the exclusive table lock (invariant 10);
+    /// otherwise [`PublishError::ReadSetChanged`] (exit 4).
+    pub fn publish_read(
+        &self,
+        key: &RunKey,
+        staged: &Path,
+        passed: &PassedVerdict,
+        audited_against: Option<&str>,
+        read: &ReadSet,
+        opts: &PublishOptions,
+    ) -> Result<PublishOutcome, PublishError> {
+        let layout = self.layout(key)?;
+        swap::publish(&layout, staged, passed, audited_against, read, opts)
     }
 
     /// Recomputes the published partition's fingerprint and compares it with
@@ -169,6 +214,15 @@ impl Table {
     /// Swaps the last displaced version back; returns the restored version.
     pub fn rollback(&self, key: &RunKey) -> Result<String, PublishError> {
         rollback::rollback(&self.layout(key)?)
+    }
+
+    /// Undoes the interrupted publishes whose staged directory is `staged`
+    /// (as the next publish of their partition would, under its lock), so
+    /// that files a killed publish left under their versioned names are back
+    /// under their staged names before they are audited again. Partitions
+    /// another process holds are left alone (their journals are live).
+    pub fn recover_staged(&self, staged: &Path) -> Result<Vec<String>, PublishError> {
+        recover::recover_staged(&self.root, staged)
     }
 
     /// Cleans leftovers of interrupted publishes; returns what it removed.

@@ -23,6 +23,9 @@ pub(crate) struct Record {
     pub version: String,
     /// Sorted by published path.
     pub files: Vec<PublishedFile>,
+    /// What the audit read of other partitions (`read`), in words, when it
+    /// read any: the table state the verdict holds for.
+    pub read: Option<String>,
 }
 
 impl Record {
@@ -83,6 +86,7 @@ impl Record {
             fingerprint,
             version,
             files,
+            read: json.get("read").map(describe_read),
         })
     }
 
@@ -94,6 +98,39 @@ impl Record {
     }
 }
 
+/// A record's `read` object in one line: which statements read the table,
+/// and which partitions at which versions (at which Delta table version).
+fn describe_read(read: &Json) -> String {
+    let reads: Vec<&str> = read
+        .get("reads")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Json::as_str)
+        .collect();
+    let parts: Vec<String> = read
+        .get("partitions")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let field = |k: &str| p.get(k).and_then(Json::as_str).unwrap_or("?");
+            format!("{} {}", field("partition"), field("version"))
+        })
+        .collect();
+    let at = read
+        .get("table_version")
+        .and_then(Json::as_u64)
+        .map_or(String::new(), |v| format!(" at Delta table version {v}"));
+    format!(
+        "its verdict holds for the table state it read{at} ({}): {} other partition(s){}{}",
+        reads.join("; "),
+        parts.len(),
+        if parts.is_empty() { "" } else { ": " },
+        parts.join(", ")
+    )
+}
+
 /// A manifest path must stay inside its directory.
 fn safe_rel(p: &str) -> bool {
     !p.is_empty()
@@ -102,15 +139,18 @@ fn safe_rel(p: &str) -> bool {
 }
 
 /// Writes the record of `verdict` published as `manifest` into `dir`
-/// atomically and durably (temp name, fsync, rename, fsync of `dir`).
+/// atomically and durably (temp name, fsync, rename, fsync of `dir`);
+/// `read` is the read set's `read` object, when the audit read other
+/// partitions.
 pub(crate) fn write(
     dir: &Path,
     verdict: &Verdict,
     manifest: &PublishedManifest,
+    read: Option<&Json>,
 ) -> Result<(), PublishError> {
     fsx::write_atomic(
         &dir.join(RECORD),
-        to_record_json(verdict, manifest).as_bytes(),
+        to_record_json(verdict, manifest, read).as_bytes(),
     )
 }
 

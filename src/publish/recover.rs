@@ -141,6 +141,34 @@ pub(crate) fn gc(root: &Path) -> Result<Vec<String>, PublishError> {
     Ok(done)
 }
 
+/// See [`super::Table::recover_staged`].
+pub(crate) fn recover_staged(root: &Path, staged: &Path) -> Result<Vec<String>, PublishError> {
+    let Ok(staged) = staged.canonicalize() else {
+        return Ok(Vec::new());
+    };
+    let base = layout::journal_root(root);
+    let mut done = Vec::new();
+    for file in files_under(&base)? {
+        let rel = file.strip_prefix(&base).unwrap_or(&file).to_string_lossy();
+        let Some(rel) = rel.strip_suffix(".json") else {
+            continue;
+        };
+        let layout = Layout::new(root, rel.to_string());
+        let _lock = match PartitionLock::acquire(&layout.lock_path(), &layout.rel) {
+            Ok(l) => l,
+            Err(PublishError::Busy { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        let ours = Journal::read(&layout.journal_path())?.is_some_and(|j| {
+            j.op == Op::Publish && j.swap_dir.canonicalize().is_ok_and(|d| d == staged)
+        });
+        if ours {
+            done.extend(recover_partition(&layout)?);
+        }
+    }
+    Ok(done)
+}
+
 fn files_under(dir: &Path) -> Result<Vec<PathBuf>, PublishError> {
     let mut out = Vec::new();
     let entries = match fs::read_dir(dir) {

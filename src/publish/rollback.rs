@@ -14,7 +14,7 @@ use super::fsx::{self, phase};
 use super::journal::{Journal, Op};
 use super::kept;
 use super::layout::Layout;
-use super::lock::PartitionLock;
+use super::lock::{PartitionLock, TableLock, TableMode};
 use super::record::Record;
 use super::recover;
 
@@ -45,6 +45,15 @@ pub(crate) fn rollback(layout: &Layout) -> Result<String, PublishError> {
     let journal_path = layout.journal_path();
     phase("journal");
     j.write(&journal_path)?;
+    // A rollback changes the version readers see, like a publish: it swaps
+    // under the shared table lock, never while a read set is validated.
+    let table_lock = match TableLock::acquire(&layout.table_lock_path(), TableMode::Shared) {
+        Ok(lock) => lock,
+        Err(e) => {
+            Journal::remove(&journal_path)?;
+            return Err(e);
+        }
+    };
     phase("swap");
     if let Err(e) = fsx::exchange(&target.dir, &layout.partition_dir()) {
         Journal::remove(&journal_path)?;
@@ -52,6 +61,7 @@ pub(crate) fn rollback(layout: &Layout) -> Result<String, PublishError> {
     }
     fsx::sync_parent(&layout.partition_dir())?;
     fsx::sync_parent(&target.dir)?;
+    drop(table_lock);
     phase("displace");
     recover::finish_swap(&j)?;
     super::trail::append(

@@ -13,8 +13,13 @@
 //!    have appeared. Otherwise undo steps 2–4 and exit 4. Then remove the
 //!    writers' by-products (`_SUCCESS`, `.crc` sidecars, see `byproducts`),
 //!    so the partition holds only the data files and the record.
-//! 6. `swap`: `RENAME_EXCHANGE` staged ↔ partition (`RENAME_NOREPLACE` for a
-//!    first publish), then fsync both parents. This is the commit point.
+//! 6. `validate`: take the table lock (exclusive when the audit read other
+//!    partitions, else shared; see `lock::TableLock`) and, for an audit that
+//!    read other partitions, check that its read set is still the table's
+//!    state (`readset`). Otherwise undo steps 2–4 and exit 4.
+//!    `swap`: `RENAME_EXCHANGE` staged ↔ partition (`RENAME_NOREPLACE` for a
+//!    first publish), then fsync both parents, and release the table lock.
+//!    This is the commit point.
 //! 7. `displace`: the old version, now at the staged path, is moved whole
 //!    into the kept area beside ROOT (see `kept`).
 //! 8. `prune`: keep `keep_versions` displaced versions.
@@ -34,7 +39,8 @@ use super::fsx::{self, phase};
 use super::journal::{Journal, Op};
 use super::kept;
 use super::layout::{generation, published_name, version_id, Layout};
-use super::lock::PartitionLock;
+use super::lock::{PartitionLock, TableLock, TableMode};
+use super::readset::ReadSet;
 use super::record::{self, Record};
 use super::recover;
 use super::{PublishOptions, PublishOutcome};
@@ -58,6 +64,7 @@ pub(crate) fn publish(
     staged: &Path,
     passed: &PassedVerdict,
     audited_against: Option<&str>,
+    read: &ReadSet,
     opts: &PublishOptions,
 ) -> Result<PublishOutcome, PublishError> {
     let staged = preflight(layout, staged)?;
@@ -86,7 +93,38 @@ pub(crate) fn publish(
         });
     }
     let plan = plan(layout, &staged, current.as_ref(), audited)?;
-    execute(layout, &plan, passed, current.is_some(), opts)
+    execute(layout, &plan, passed, read, current.is_some(), opts)
+}
+
+/// Step 6's gate: the table lock, and the read set validated under it. The
+/// lock is released when the returned guard drops, after the swap.
+fn validate(layout: &Layout, read: &ReadSet) -> Result<TableLock, PublishError> {
+    let mode = if read.reads_table() {
+        TableMode::Exclusive
+    } else {
+        TableMode::Shared
+    };
+    let lock = TableLock::acquire(&layout.table_lock_path(), mode)?;
+    if read.reads_table() {
+        phase("validate");
+        let keys: Vec<String> = layout
+            .rel
+            .split('/')
+            .map(|p| p.split_once('=').map_or(p, |(k, _)| k).to_string())
+            .collect();
+        let table = super::Table {
+            root: layout.root.clone(),
+        };
+        let now = table.snapshot(&keys)?.versions(&layout.rel);
+        phase("compare");
+        if let Some(detail) = read.changed(&now) {
+            return Err(PublishError::ReadSetChanged {
+                reads: read.reads.join("; "),
+                detail,
+            });
+        }
+    }
+    Ok(lock)
 }
 
 /// Checks that need no lock: the staged directory exists, is not inside the
@@ -211,6 +249,7 @@ fn execute(
     layout: &Layout,
     plan: &PublishPlan,
     passed: &PassedVerdict,
+    read: &ReadSet,
     replace: bool,
     opts: &PublishOptions,
 ) -> Result<PublishOutcome, PublishError> {
@@ -218,11 +257,15 @@ fn execute(
     let journal_path = layout.journal_path();
     phase("journal");
     j.write(&journal_path)?;
-    if let Err(e) = prepare(plan, passed) {
-        recover::undo_staging(j)?;
-        Journal::remove(&journal_path)?;
-        return Err(e);
-    }
+    let gate = prepare(plan, passed, read).and_then(|()| validate(layout, read));
+    let table_lock = match gate {
+        Ok(lock) => lock,
+        Err(e) => {
+            recover::undo_staging(j)?;
+            Journal::remove(&journal_path)?;
+            return Err(e);
+        }
+    };
     phase("swap");
     let partition = layout.partition_dir();
     if let Some(parent) = partition.parent() {
@@ -250,6 +293,7 @@ fn execute(
     }
     fsx::sync_parent(&partition)?;
     fsx::sync_parent(&j.swap_dir)?;
+    drop(table_lock);
     phase("displace");
     recover::finish_swap(j)?;
     super::trail::append(
@@ -273,7 +317,7 @@ fn execute(
 
 /// Steps 2–5: renames, fsyncs, record, recheck, by-products (all inside the staged
 /// directory, invisible to readers of ROOT).
-fn prepare(plan: &PublishPlan, passed: &PassedVerdict) -> Result<(), PublishError> {
+fn prepare(plan: &PublishPlan, passed: &PassedVerdict, read: &ReadSet) -> Result<(), PublishError> {
     let j = &plan.journal;
     let dir = &j.swap_dir;
     phase("rename");
@@ -291,7 +335,12 @@ fn prepare(plan: &PublishPlan, passed: &PassedVerdict) -> Result<(), PublishErro
         fsx::sync_file(&dir.join(to))?;
     }
     phase("record");
-    record::write(dir, passed.verdict(), &plan.manifest)?;
+    record::write(
+        dir,
+        passed.verdict(),
+        &plan.manifest,
+        read.to_json().as_ref(),
+    )?;
     phase("recheck");
     recheck(plan, passed)?;
     byproducts::remove(&plan.byproducts)

@@ -62,6 +62,7 @@ pub(crate) fn verify(layout: &Layout) -> Result<VerifyReport, PublishError> {
         version: record.version,
         fingerprint: record.fingerprint,
         differences,
+        read: record.read,
     })
 }
 

@@ -3,9 +3,9 @@
 //!
 //! The output is byte-identical for the same inputs: no clock, no host, no
 //! absolute path, no map with unstable order. Fields beyond the spec
-//! (`source`, `note`, `compared_against`, `published`, and on checks `nulls`
-//! and `drift`) are additions that do not
-//! change the fixed keys.
+//! (`source`, `note`, `compared_against`, `published`, `read`, and on checks
+//! `nulls`, `drift` and `compared_with`) are additions that do not change
+//! the fixed keys.
 
 use serde::Serialize;
 
@@ -40,9 +40,16 @@ pub fn to_json(v: &Verdict) -> String {
     render(&wire(v, None))
 }
 
-/// The audit record: the verdict plus the `published` manifest.
-pub fn to_record_json(v: &Verdict, published: &PublishedManifest) -> String {
-    render(&wire(v, Some(published)))
+/// The audit record: the verdict plus the `published` manifest, and the
+/// `read` object of an audit that read other partitions (its read set).
+pub fn to_record_json(
+    v: &Verdict,
+    published: &PublishedManifest,
+    read: Option<&serde_json::Value>,
+) -> String {
+    let mut w = wire(v, Some(published));
+    w.read = read;
+    render(&w)
 }
 
 /// What `--format json` prints when the data could not be audited.
@@ -121,6 +128,9 @@ struct VerdictWire<'a> {
     compared_against: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     published: Option<&'a PublishedManifest>,
+    /// The record's read set: the table state the verdict holds for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read: Option<&'a serde_json::Value>,
 }
 
 /// An ordered map of text pairs.
@@ -178,6 +188,8 @@ struct CheckWire<'a> {
     nulls: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     drift: Option<Vec<DriftWire<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compared_with: Option<&'a str>,
 }
 
 /// One column's difference from the published schema.
@@ -247,6 +259,7 @@ fn wire<'a>(v: &'a Verdict, published: Option<&'a PublishedManifest>) -> Verdict
         },
         compared_against: v.compared_against.as_deref(),
         published,
+        read: None,
     }
 }
 
@@ -279,6 +292,7 @@ fn check_wire(c: &CheckResult) -> CheckWire<'_> {
                 })
                 .collect()
         }),
+        compared_with: c.compared_with.as_deref(),
     }
 }
 

@@ -106,6 +106,7 @@ fn judge_thresholded(s: &CheckedStatement, m: &Measurements<'_>) -> CheckResult 
         source: (m.source)(&s.metric),
         nulls: None,
         drift: None,
+        compared_with: None,
     };
     if let Some(why) = (m.skipped)(&s.metric) {
         result.expected = describe_source(&s.threshold);

@@ -112,6 +112,10 @@ pub struct CheckResult {
     pub nulls: Option<Nulls>,
     /// Column-by-column differences of a `schema matches published` check.
     pub drift: Option<Vec<Drift>>,
+    /// The other partition (`k=v`) a `schema matches published` check
+    /// compared with, when nothing was published for the run key: the
+    /// table's partition that sorts last by run key.
+    pub compared_with: Option<String>,
 }
 
 /// One difference between the published and the staged schema.

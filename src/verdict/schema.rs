@@ -36,6 +36,7 @@ pub fn judge(
         source: Source::Metadata,
         nulls: None,
         drift: None,
+        compared_with: None,
     };
     match &s.metric {
         Metric::ColumnType {

@@ -1,6 +1,6 @@
 """Publish into a Delta table on a real S3-compatible server (moto, loopback).
 
-    python tests/objstore/delta_s3.py DQGATE_BINARY WORK_DIR [--kills N]
+    python tests/objstore/delta_s3.py DQGATE_BINARY WORK_DIR [--kills N] [--rounds N] [--only isolation]
     python tests/objstore/delta_s3.py DQGATE_BINARY WORK_DIR --measure PARTITION_DIR
 
 Run by .ci/run in a virtual environment with moto[server], boto3, deltalake
@@ -16,6 +16,13 @@ bindings, a reader dqgate does not use) and with plain S3 listings:
   nothing and writes no object;
 - two publishers of one partition racing for the same log entry: exit codes
   {0, 4}, one commit, the winner's rows; of two partitions: both commit;
+- isolation (invariant 10): 50 rounds of two publishers of different days
+  (1 and 2, each replacing its older version) sharing a key, each checking
+  `unique(id) across published`, meeting after their first audit: one wins
+  each round, the other audits again and fails (exit 1), and no key is ever
+  in two partitions (read back by `deltalake`);
+  publishes SIGKILLed while they check the winning commits leave the table
+  as it was, and a retry converges;
 - publishes killed at each step (before the copies, before the commit, after
   the commit) and at random moments with SIGKILL: the table is at the old
   or the new version, never between, and a retry converges;
@@ -298,6 +305,89 @@ def races(lake, work):
     )
 
 
+ISOLATION_TABLE = f"s3://{LAKE}/isolation/"
+ACROSS_RULES = """table orders
+partitioned by d
+check unique(id) across published
+"""
+
+
+def stage_ids(directory, ids):
+    os.makedirs(directory, exist_ok=True)
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}),
+                   os.path.join(directory, "part-00000.parquet"))
+    return directory
+
+
+def isolation(lake, work, rounds):
+    """Two publishers of different days that share a key, both checking
+    `across published`, race `rounds` times on S3: never both win."""
+    run = lake.run
+    rules = os.path.join(work, "orders.dq")
+    with open(rules, "w") as f:
+        f.write(ACROSS_RULES)
+
+    def args(staged, d):
+        return ["publish", rules, "--staged", staged, "--partition", f"d={d}",
+                "--table", ISOLATION_TABLE]
+
+    out = run.dqgate(args(stage_ids(os.path.join(work, "iso-seed"), [0, 1, 2]), 0))
+    run.check(code(out) == 0, "isolation: the seed day is published", out.stderr)
+    started = time.time()
+    bad = []
+    for r in range(rounds):
+        base, shared = 1000 * (r + 1), 1000 * (r + 1) + 999
+        a = stage_ids(os.path.join(work, f"iso-a{r}"), [base + 1, shared])
+        b = stage_ids(os.path.join(work, f"iso-b{r}"), [base + 501, shared])
+        env = dict(lake.env, DQGATE_TEST_BARRIER=os.path.join(work, f"iso-barrier-{r}"))
+        # The same two days every round (the table stays small, so rounds
+        # cost the same): each publish replaces its day's older version.
+        procs = [subprocess.Popen([run.binary, *args(s, d)], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+                 for s, d in ((a, 1), (b, 2))]
+        outs = [p.communicate(timeout=300) for p in procs]
+        codes = sorted(p.returncode for p in procs)
+        loser = outs[0][1] if procs[0].returncode != 0 else outs[1][1]
+        if codes != [0, 1] or "auditing again" not in loser:
+            bad.append(f"round {r}: exit codes {codes}\n" + "\n".join(o[1] for o in outs))
+    elapsed = time.time() - started
+    run.check(not bad, f"isolation: {rounds} rounds of two publishers sharing a key with `across published`: "
+              f"one wins, the other audits again and fails, every round ({elapsed:.1f} s)",
+              "\n".join(bad[:3]))
+    table = DeltaTable(ISOLATION_TABLE, storage_options=lake.storage).to_pyarrow_table()
+    ids = table.column("id").to_pylist()
+    days = set(table.column("d").to_pylist())
+    run.check(len(ids) == len(set(ids)) and days == {"0", "1", "2"},
+              f"isolation: the deltalake reader sees {len(days)} days and no key in two partitions",
+              f"{len(ids)} ids, {len(set(ids))} distinct")
+
+    # SIGKILL while the publish reads the winning commits: nothing changes,
+    # and a plain retry converges.
+    for k in range(3):
+        day = 3 + k
+        staged = stage_ids(os.path.join(work, f"iso-kill{k}"), [900000 + k])
+        log = os.path.join(work, f"iso-kill{k}.phases")
+        commits = len(lake.keys("isolation/_delta_log/"))
+        env = dict(lake.env, DQGATE_TEST_PHASE_LOG=log, DQGATE_TEST_PAUSE_AT="validate:3000")
+        p = subprocess.Popen([run.binary, *args(staged, day)], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline and p.poll() is None:
+            if os.path.exists(log) and "validate" in open(log).read().split():
+                break
+            time.sleep(0.01)
+        time.sleep(0.01 * k)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        unchanged = len(lake.keys("isolation/_delta_log/")) == commits
+        retry = run.dqgate(args(staged, day))
+        seen = DeltaTable(ISOLATION_TABLE, storage_options=lake.storage).to_pyarrow_table(
+            filters=[("d", "=", str(day))]).column("id").to_pylist()
+        run.check(unchanged and code(retry) == 0 and seen == [900000 + k],
+                  f"isolation: SIGKILL while checking the winning commits leaves the log as it was; "
+                  f"the retry commits (kill {k + 1}/3)", retry.stderr)
+
+
 def kills(lake, work, random_kills):
     run = lake.run
     phases = os.path.join(work, "phases.log")
@@ -566,6 +656,8 @@ def main():
         raise SystemExit(__doc__)
     binary, work = os.path.abspath(argv[0]), os.path.abspath(argv[1])
     random_kills = int(argv[argv.index("--kills") + 1]) if "--kills" in argv else 10
+    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 50
+    only = argv[argv.index("--only") + 1] if "--only" in argv else None
     os.makedirs(work, exist_ok=True)
     moto = Moto(work)
     started = time.time()
@@ -577,7 +669,10 @@ def main():
         lake = Lake(run, s3, env, work)
         if "--measure" in argv:
             measure(lake, os.path.abspath(argv[argv.index("--measure") + 1]))
+        elif only == "isolation":
+            isolation(lake, work, rounds)
         else:
+            isolation(lake, work, rounds)
             publishes(lake, work)
             races(lake, work)
             kills(lake, work, random_kills)

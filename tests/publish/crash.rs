@@ -1,19 +1,20 @@
 //! Crash safety: a child process (this test binary, re-executed) publishes
-//! or rolls back and aborts at the start of each step (`DQGATE_TEST_CRASH_AT`,
-//! no clean-up runs, like SIGKILL). After each crash the partition must be
+//! (with a read set, so the table lock and the validation are among the
+//! steps) or rolls back and aborts at the start of each step
+//! (`DQGATE_TEST_CRASH_AT`, no clean-up runs, like SIGKILL). After each crash the partition must be
 //! the old or the new version, complete; nothing but published files may
 //! match `ROOT/**/*.parquet`; and `gc` or the next publish must converge.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use dqgate::publish::{PublishOptions, PublishOutcome, Table};
+use dqgate::publish::{PublishOptions, PublishOutcome, ReadSet, Table};
 
 use crate::common::*;
 
 const PUBLISH_PHASES: &[&str] = &[
-    "lock", "journal", "rename", "fsync", "record", "recheck", "swap", "displace", "prune",
-    "commit", "done",
+    "lock", "journal", "rename", "fsync", "record", "recheck", "validate", "compare", "swap",
+    "displace", "prune", "commit", "done",
 ];
 const ROLLBACK_PHASES: &[&str] = &["journal", "swap", "displace", "commit", "done"];
 
@@ -31,8 +32,15 @@ fn crash_child() {
             let staged = PathBuf::from(staged);
             let cur = table.current(&k).unwrap().map(|c| c.fingerprint);
             let opts = PublishOptions { keep_versions: 1 };
+            // An audit that read the table (as `across published` does), so
+            // that the swap validates a read set under the table lock.
+            let read = ReadSet {
+                reads: vec!["line 3: unique(id) across published".into()],
+                partitions: table.snapshot(&["d".into()]).unwrap().versions("d=1"),
+                table_version: None,
+            };
             table
-                .publish(&k, &staged, &passed(&staged), cur.as_deref(), &opts)
+                .publish_read(&k, &staged, &passed(&staged), cur.as_deref(), &read, &opts)
                 .unwrap();
         }
         None => {

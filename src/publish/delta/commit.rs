@@ -13,6 +13,7 @@ use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use deltalake_core::{DeltaTable, DeltaTableError};
 use serde_json::Value as Json;
 
+use super::conflict::check_winning_commits;
 use super::copy::{copy_in, staged_name, token_of};
 use super::schema::{check_compatible, protocol_for, table_schema};
 use super::{
@@ -23,6 +24,7 @@ use crate::exec::input::StagedInput;
 use crate::publish::error::PublishError;
 use crate::publish::fsx;
 use crate::publish::layout::RECORD;
+use crate::publish::readset::ReadSet;
 use crate::publish::store::{footer_rows, Root};
 use crate::publish::PublishOutcome;
 use crate::runkey::RunKey;
@@ -30,7 +32,9 @@ use crate::verdict::json::{to_record_json, PublishedFile, PublishedManifest};
 use crate::verdict::PassedVerdict;
 
 /// Publishes the audited staged files as the run key's partition.
-/// `audited_against` is the partition's `txn` version read before the audit.
+/// `audited_against` is the partition's `txn` version read before the audit;
+/// `read` what the audit read of other partitions (then no commit since the
+/// version it read may touch them: see `conflict`).
 pub async fn publish(
     root: &Root,
     key: &RunKey,
@@ -38,6 +42,7 @@ pub async fn publish(
     staged: &StagedInput,
     passed: &PassedVerdict,
     audited_against: Option<i64>,
+    read: &ReadSet,
 ) -> Result<PublishOutcome, PublishError> {
     if key.is_empty() {
         return Err(PublishError::Refused(
@@ -77,6 +82,10 @@ pub async fn publish(
         });
     }
 
+    // Fail early, before any copy, when a commit since the audit already
+    // touched what it read; the commit loop checks again before each put.
+    let mut checked = None;
+    check_winning_commits(table.as_ref(), key, partitioned_by, read, &mut checked).await?;
     let schema = table_schema(&staged.schema, key)?;
     if let Some(t) = &table {
         check_compatible(t, partitioned_by, &schema)?;
@@ -126,18 +135,21 @@ pub async fn publish(
             (f.path.clone(), text)
         })
         .collect();
-    let record = to_record_json(passed.verdict(), &manifest);
+    let record = to_record_json(passed.verdict(), &manifest, read.to_json().as_ref());
     let result = commit_loop(
         root,
         table,
         key,
         partitioned_by,
-        &manifest,
-        &stats,
-        &record,
-        &schema,
+        Planned {
+            manifest: &manifest,
+            stats: &stats,
+            record: &record,
+            schema: &schema,
+        },
         mine,
         audited_against,
+        (read, checked),
     )
     .await;
     match result {
@@ -194,7 +206,7 @@ pub(super) async fn already_published(
         };
         root.write(
             &record_at,
-            to_record_json(passed.verdict(), &manifest).as_bytes(),
+            to_record_json(passed.verdict(), &manifest, None).as_bytes(),
         )
         .await?;
     }
@@ -208,19 +220,36 @@ pub(super) async fn already_published(
     })
 }
 
+/// What a commit adds: the copies' manifest, their statistics, the audit
+/// record and the table schema.
+pub(super) struct Planned<'a> {
+    pub manifest: &'a PublishedManifest,
+    pub stats: &'a HashMap<String, String>,
+    pub record: &'a str,
+    pub schema: &'a StructType,
+}
+
+/// Puts the next log entry; after a lost race, reloads, re-checks the
+/// partition's `txn` and the commits that won against the read set, and
+/// tries again. `read.1` is the last table version already checked.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn commit_loop(
     root: &Root,
     mut table: Option<DeltaTable>,
     key: &RunKey,
     partitioned_by: &[String],
-    manifest: &PublishedManifest,
-    stats: &HashMap<String, String>,
-    record: &str,
-    schema: &StructType,
+    planned: Planned<'_>,
     mine: i64,
     audited_against: Option<i64>,
+    read: (&ReadSet, Option<u64>),
 ) -> Result<(u64, u64), PublishError> {
+    let Planned {
+        manifest,
+        stats,
+        record,
+        schema,
+    } = planned;
+    let (read, mut checked) = read;
     let rel_dir = key.rel_dir();
     let partition_values = partition_values(key);
     let now_ms = chrono::Utc::now().timestamp_millis();
@@ -232,6 +261,7 @@ pub(super) async fn commit_loop(
         .collect::<Vec<_>>()
         .join(" AND ");
     for _ in 0..MAX_ATTEMPTS {
+        check_winning_commits(table.as_ref(), key, partitioned_by, read, &mut checked).await?;
         let mut actions = Vec::new();
         match &table {
             None => {

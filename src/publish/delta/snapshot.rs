@@ -1,7 +1,9 @@
 //! Reading a table: its current snapshot, a partition's files and
 //! fingerprint, its past runs for `history(N)`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+
+use sha2::{Digest, Sha256};
 
 use futures::TryStreamExt as _;
 use serde_json::Value as Json;
@@ -10,6 +12,8 @@ use super::schema::{check_partitioning, partition_columns};
 use super::{load, table_err};
 use crate::publish::error::PublishError;
 use crate::publish::layout::RECORD;
+use crate::publish::readset::PartVersion;
+use crate::publish::record::Record;
 use crate::publish::store::Root;
 use crate::runkey::RunKey;
 
@@ -21,6 +25,8 @@ pub struct Snapshot {
     pub root: Root,
     /// `k1=v1/k2=v2` → the partition's files, relative to the root, sorted.
     pub(super) parts: std::collections::BTreeMap<String, Vec<String>>,
+    /// The table version read; `None` when there was no table yet.
+    pub version: Option<u64>,
 }
 
 impl Snapshot {
@@ -28,8 +34,10 @@ impl Snapshot {
     /// yet); its partition columns must be `keys`, the rule file's.
     pub async fn load(root: Root, keys: &[String]) -> Result<Snapshot, PublishError> {
         let mut parts = std::collections::BTreeMap::<String, Vec<String>>::new();
+        let mut version = None;
         if let Some(table) = load(&root).await? {
             check_partitioning(&table, keys)?;
+            version = table.version();
             let views: Vec<_> = table
                 .get_active_add_actions_by_predicate(None)
                 .try_collect()
@@ -54,7 +62,11 @@ impl Snapshot {
                 files.sort();
             }
         }
-        Ok(Snapshot { root, parts })
+        Ok(Snapshot {
+            root,
+            parts,
+            version,
+        })
     }
 
     /// The partitions of the table as its own metadata names them (no rule
@@ -143,19 +155,95 @@ impl Snapshot {
             .map(|(rel, files)| (rel.as_str(), files.as_slice()))
     }
 
+    /// The files of partition `rel` (none when it is not published).
+    pub fn files_of(&self, rel: &str) -> &[String] {
+        self.parts.get(rel).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every partition but `own` as a read set names it: the version token
+    /// of its files, and a digest of their paths (Delta files are never
+    /// rewritten in place, so the paths name the data).
+    pub fn versions(&self, own: &str) -> BTreeMap<String, PartVersion> {
+        self.others(own)
+            .map(|(rel, files)| {
+                let mut h = Sha256::new();
+                for f in files {
+                    h.update(f.as_bytes());
+                    h.update([0]);
+                }
+                let version = files
+                    .first()
+                    .and_then(|f| super::copy::token_of(f))
+                    .unwrap_or_else(|| format!("{} file(s)", files.len()));
+                (
+                    rel.to_string(),
+                    PartVersion {
+                        version,
+                        fingerprint: format!("sha256:{}", hex::encode(h.finalize())),
+                    },
+                )
+            })
+            .collect()
+    }
+
     /// What the audit records of the published partitions say, for
     /// `history(N)`, in partition-path order.
+    ///
+    /// The record beside a partition's files is written just after its
+    /// commit lands, so it may still be the previous version's (or missing,
+    /// when the publish was killed in between). A record whose manifest is
+    /// not the snapshot's files of the partition is therefore not used: the
+    /// record of the commit that added those files (its `commitInfo`'s
+    /// `dqgateAudit`) is, so the baseline is the snapshot's, never a newer
+    /// or older record's.
     pub async fn past_runs(&self) -> crate::verdict::history::PastRuns {
         let mut out = crate::verdict::history::PastRuns::default();
-        for rel in self.parts.keys() {
-            let pairs: Vec<(String, String)> = rel
-                .split('/')
-                .filter_map(|p| p.split_once('='))
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            let text = self.root.read_text(&format!("{rel}/{RECORD}")).await;
+        let mut logged: Option<Vec<Json>> = None;
+        for (rel, files) in &self.parts {
+            let pairs = crate::runkey::pairs_of_rel(rel);
+            let mut text = self.root.read_text(&format!("{rel}/{RECORD}")).await;
+            let describes = |t: &str| {
+                Record::parse(t, rel).is_ok_and(|r| {
+                    let mut named: Vec<String> = r
+                        .files
+                        .iter()
+                        .map(|f| format!("{rel}/{}", f.path))
+                        .collect();
+                    named.sort();
+                    &named == files
+                })
+            };
+            if !matches!(&text, Ok(Some(t)) if describes(t)) {
+                if logged.is_none() {
+                    logged = Some(self.logged_audits().await);
+                }
+                let from_log = logged
+                    .iter()
+                    .flatten()
+                    .map(Json::to_string)
+                    .find(|t| describes(t));
+                if let Some(t) = from_log {
+                    text = Ok(Some(t));
+                }
+            }
             crate::publish::history::add_run(text, &pairs, &mut out);
         }
         out
+    }
+
+    /// The audit records (`dqgateAudit`) of the table's commits; none when
+    /// the log cannot be read.
+    async fn logged_audits(&self) -> Vec<Json> {
+        let Ok(Some(table)) = load(&self.root).await else {
+            return Vec::new();
+        };
+        let infos: Vec<_> = match table.history(None).try_collect().await {
+            Ok(i) => i,
+            Err(_) => return Vec::new(),
+        };
+        infos
+            .into_iter()
+            .filter_map(|i| i.info.get("dqgateAudit").cloned())
+            .collect()
     }
 }

@@ -76,6 +76,7 @@ pub async fn verify(root: &Root, key: &RunKey) -> Result<VerifyReport, PublishEr
         ),
         fingerprint: record.fingerprint,
         differences,
+        read: record.read,
     })
 }
 
