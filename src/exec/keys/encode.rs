@@ -148,43 +148,58 @@ pub(super) fn codes_into(
 /// the compiler vectorizes; `None` for other columns. A value below the
 /// offset is out of range, as its wrapped code is in [`for_each_code`].
 fn integer_codes(part: &Part, column: &ArrayRef, limit: u128, out: &mut Vec<u64>) -> Option<bool> {
-    use DataType as T;
-    let ty = column.data_type();
-    let signed = match ty {
-        T::Int8 | T::Int16 | T::Int32 | T::Int64 => true,
-        T::Date32 | T::Date64 | T::Time32(_) | T::Time64(_) | T::Timestamp(..) | T::Duration(_) => {
-            true
-        }
-        T::UInt8 | T::UInt16 | T::UInt32 | T::UInt64 => false,
-        _ => return None,
-    };
-    if !matches!(part.kind, PartKind::Signed | PartKind::Unsigned) {
-        return None;
-    }
     let lim = u64::try_from(limit).unwrap_or(u64::MAX);
     let capped = limit > u128::from(u64::MAX);
     let mut over = false;
     out.clear();
-    if signed {
-        let off = i64::try_from(part.offset).ok()?;
-        let wide = datafusion::arrow::compute::cast(column, &T::Int64).ok()?;
-        let values = wide.as_primitive::<Int64Type>().values();
-        out.extend(values.iter().map(|v| {
+    match widened(part, column)? {
+        Widened::Signed(values, off) => out.extend(values.values().iter().map(|v| {
             let d = v.wrapping_sub(off) as u64;
             over |= !capped & ((*v < off) | (d > lim));
             d
-        }));
-    } else {
-        let off = u64::try_from(part.offset).ok()?;
-        let wide = datafusion::arrow::compute::cast(column, &T::UInt64).ok()?;
-        let values = wide.as_primitive::<UInt64Type>().values();
-        out.extend(values.iter().map(|v| {
+        })),
+        Widened::Unsigned(values, off) => out.extend(values.values().iter().map(|v| {
             let d = v.wrapping_sub(off);
             over |= !capped & ((*v < off) | (d > lim));
             d
-        }));
+        })),
     }
     Some(over)
+}
+
+/// An integer-like column of up to 64 bits as `i64` (or `u64`) values, with
+/// the part's offset in that type.
+enum Widened {
+    Signed(PrimitiveArray<Int64Type>, i64),
+    Unsigned(PrimitiveArray<UInt64Type>, u64),
+}
+
+fn widened(part: &Part, column: &ArrayRef) -> Option<Widened> {
+    use DataType as T;
+    if !matches!(part.kind, PartKind::Signed | PartKind::Unsigned) {
+        return None;
+    }
+    let cast = |to: &DataType| datafusion::arrow::compute::cast(column, to).ok();
+    match column.data_type() {
+        T::Int8
+        | T::Int16
+        | T::Int32
+        | T::Int64
+        | T::Date32
+        | T::Date64
+        | T::Time32(_)
+        | T::Time64(_)
+        | T::Timestamp(..)
+        | T::Duration(_) => Some(Widened::Signed(
+            cast(&T::Int64)?.as_primitive::<Int64Type>().clone(),
+            i64::try_from(part.offset).ok()?,
+        )),
+        T::UInt8 | T::UInt16 | T::UInt32 | T::UInt64 => Some(Widened::Unsigned(
+            cast(&T::UInt64)?.as_primitive::<UInt64Type>().clone(),
+            u64::try_from(part.offset).ok()?,
+        )),
+        _ => None,
+    }
 }
 
 /// Packs another table's key rows against `packing` (the staged side's, in
@@ -211,10 +226,25 @@ pub fn pack_in_range<K: Key>(
             u128::MAX >> (128 - part.bits)
         };
         let bits = part.bits;
-        for_each_code(part, column, |i, d| {
-            keep[i] &= d <= limit;
-            acc[i] = acc[i].shl(bits).add(d as u64, false);
-        })?;
+        let mut put = |i: usize, below: bool, d: u64| {
+            keep[i] &= !below & (u128::from(d) <= limit);
+            acc[i] = acc[i].shl(bits).add(d, false);
+        };
+        match widened(part, column) {
+            Some(Widened::Signed(values, off)) => {
+                for (i, v) in values.values().iter().enumerate() {
+                    put(i, *v < off, v.wrapping_sub(off) as u64);
+                }
+            }
+            Some(Widened::Unsigned(values, off)) => {
+                for (i, v) in values.values().iter().enumerate() {
+                    put(i, *v < off, v.wrapping_sub(off));
+                }
+            }
+            None => for_each_code(part, column, |i, d| {
+                put(i, d > u128::from(u64::MAX), d as u64)
+            })?,
+        }
     }
     out.clear();
     out.extend(acc.iter().zip(&keep).filter(|(_, k)| **k).map(|(w, _)| *w));
