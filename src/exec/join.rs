@@ -196,6 +196,7 @@ pub async fn not_in_reference(
     engine: bool,
     label: &str,
 ) -> Result<JoinResult, ExecError> {
+    let mut joined = None;
     if engine {
         let other = || {
             Ok(keys::join::Side {
@@ -203,38 +204,30 @@ pub async fn not_in_reference(
                 rows: reference.parts.iter().map(|p| p.input.row_count()).sum(),
             })
         };
-        let joined = on_engine(
+        let want = keys::join::Want::Missing;
+        joined = on_engine(
             ctx,
             staged,
             &lookup.columns,
             &lookup.key_types,
             other,
-            keys::join::Want::Missing,
+            want,
             label,
         )
-        .await?;
-        if let Some(j) = joined {
-            return Ok(JoinResult {
-                value: j.value,
-                samples: j
-                    .samples
-                    .into_iter()
-                    .map(|(key, rows)| JoinSample {
-                        key,
-                        rows,
-                        partition: None,
-                    })
-                    .collect(),
-                passes: j.passes,
-            });
-        }
+        .await?
+        .map(|j| (j.value, j.samples, j.passes));
     }
-    let frame = not_in_reference_frame(ctx, staged, reference, lookup)?;
-    let top = grouped_top(frame, lookup.columns.len(), label, staged.row_count()).await?;
+    let (value, best, passes) = match joined {
+        Some(j) => j,
+        None => {
+            let frame = not_in_reference_frame(ctx, staged, reference, lookup)?;
+            let top = grouped_top(frame, lookup.columns.len(), label, staged.row_count()).await?;
+            (top.rows, top.best, Vec::new())
+        }
+    };
     Ok(JoinResult {
-        value: top.rows,
-        samples: top
-            .best
+        value,
+        samples: best
             .into_iter()
             .map(|(key, rows)| JoinSample {
                 key,
@@ -242,7 +235,7 @@ pub async fn not_in_reference(
                 partition: None,
             })
             .collect(),
-        passes: Vec::new(),
+        passes,
     })
 }
 
