@@ -251,7 +251,9 @@ async fn by_bitmap(
                     store.push(w)?;
                 }
                 Ok(())
-            })
+            })?;
+            store.seal();
+            Ok(())
         },
     )
     .await?;
@@ -355,7 +357,9 @@ async fn partitioned<K: Key>(
                     filter[(bit >> 6) as usize] |= 1 << (bit & 63);
                 }
                 store.push(w)
-            })
+            })?;
+            store.seal();
+            Ok(())
         },
     )
     .await?;
@@ -377,13 +381,12 @@ async fn partitioned<K: Key>(
         new_store,
         move |(store, scratch): &mut (LocalStore<K>, Vec<K>), columns| {
             encode::pack_in_range(&encoding, columns, scratch).map_err(pack_error)?;
-            for w in scratch.iter() {
-                let bit = w.mix() >> shift;
-                if !filtered || filter[(bit >> 6) as usize] & (1 << (bit & 63)) != 0 {
-                    store.push(*w).map_err(Error::Audit)?;
-                }
-            }
-            Ok(())
+            store
+                .extend(scratch.iter().copied().filter(|w| {
+                    let bit = w.mix() >> shift;
+                    !filtered || filter[(bit >> 6) as usize] & (1 << (bit & 63)) != 0
+                }))
+                .map_err(Error::Audit)
         },
     )
     .await?;
@@ -391,7 +394,11 @@ async fn partitioned<K: Key>(
     drop(reservation);
     let others: Vec<LocalStore<K>> = others.into_iter().map(|(s, _)| s).collect();
     let words: u64 = others.iter().chain(&stageds).map(|s| s.words).sum();
-    let spilled: u64 = others.iter().chain(&stageds).map(|s| s.spilled_bytes).sum();
+    let spilled: u64 = others
+        .iter()
+        .chain(&stageds)
+        .map(LocalStore::spilled_bytes)
+        .sum();
     let scanned = started.elapsed();
 
     let joining = Instant::now();

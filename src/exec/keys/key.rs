@@ -5,7 +5,15 @@ use std::hash::Hash;
 
 /// A key word. `EMPTY` marks a free slot in the counting tables; a real key
 /// equal to it is counted on the side.
-pub trait Key: Copy + Eq + Ord + Hash + Send + Sync + std::fmt::Debug + 'static {
+///
+/// # Safety
+///
+/// Every bit pattern, all zeros included, is a valid value of the type (it
+/// is a plain unsigned integer): the store views zeroed anonymous memory as
+/// words.
+pub unsafe trait Key:
+    Copy + Eq + Ord + Hash + Send + Sync + std::fmt::Debug + 'static
+{
     const EMPTY: Self;
     const ZERO: Self;
     const BYTES: usize;
@@ -31,7 +39,8 @@ fn mix64(x: u64) -> u64 {
     h ^ (h >> 29)
 }
 
-impl Key for u64 {
+// SAFETY: every bit pattern is a u64.
+unsafe impl Key for u64 {
     const EMPTY: u64 = u64::MAX;
     const ZERO: u64 = 0;
     const BYTES: usize = 8;
@@ -60,7 +69,8 @@ impl Key for u64 {
     }
 }
 
-impl Key for u128 {
+// SAFETY: every bit pattern is a u128.
+unsafe impl Key for u128 {
     const EMPTY: u128 = u128::MAX;
     const ZERO: u128 = 0;
     const BYTES: usize = 16;

@@ -200,7 +200,7 @@ async fn partition_and_count<K: Key>(
             let counted = encode::counted_rows(columns, nulls_equal);
             match counted {
                 None => store.push_all(words),
-                Some(valid) => valid.valid_indices().try_for_each(|i| store.push(words[i])),
+                Some(valid) => store.extend(valid.valid_indices().map(|i| words[i])),
             }
             .map_err(Error::Audit)
         },
@@ -209,7 +209,7 @@ async fn partition_and_count<K: Key>(
     let stores: Vec<LocalStore<K>> = stores.into_iter().map(|(s, _)| s).collect();
     let scanned = started.elapsed();
     let words: u64 = stores.iter().map(|s| s.words).sum();
-    let spilled: u64 = stores.iter().map(|s| s.spilled_bytes).sum();
+    let spilled: u64 = stores.iter().map(LocalStore::spilled_bytes).sum();
     let counting = Instant::now();
     let threads = threads(ctx);
     let (counted, stores) =
