@@ -26,15 +26,91 @@ pub fn count<K: Key>(stores: &[LocalStore<K>], threads: usize) -> Result<Counted
         repeated: Vec::new(),
         distinct: 0,
     });
-    each_partition(partitions, threads, Table::default, |table, p, buf| {
-        table.reset(words_of(stores, p));
-        visit(stores, p, buf, |w| table.insert(w))?;
+    each_partition(partitions, threads, Sieve::default, |sieve, p, buf| {
+        gather(stores, p, buf, &mut sieve.words)?;
+        let distinct = sieve.count();
         let mut f = found.lock().expect("lock");
-        f.distinct += table.distinct;
-        f.repeated.extend(table.repeated.drain());
+        f.distinct += distinct;
+        f.repeated.extend(sieve.table.repeated.drain());
         Ok(())
     })?;
     Ok(found.into_inner().expect("lock"))
+}
+
+/// Counts one partition's words exactly while sending only a few of them
+/// through a hash table, whose probes cost a branch miss each.
+///
+/// 1. A bitmap of 8 bits a word (it stays in L1 or L2) marks each word's
+///    hash; a word whose bit is already set becomes a candidate: it repeats
+///    an earlier word, or shares its bit (at most 1 in 8).
+/// 2. The bitmap is cleared and marks the candidates' bits; every word
+///    whose bit is set is picked, and only the picked words are counted in
+///    the table. Every occurrence of a repeated word is picked (its second
+///    occurrence was a candidate), so the table's repeats are all the
+///    partition's repeats, and a word not picked occurs once.
+///
+/// Both passes are free of data-dependent branches: a word is appended
+/// always, and the end moves on by its bit.
+pub struct Sieve<K: Key> {
+    pub words: Vec<K>,
+    bits: Vec<u64>,
+    picked: Vec<K>,
+    pub table: Table<K>,
+}
+
+impl<K: Key> Default for Sieve<K> {
+    fn default() -> Self {
+        Sieve {
+            words: Vec::new(),
+            bits: Vec::new(),
+            picked: Vec::new(),
+            table: Table::default(),
+        }
+    }
+}
+
+impl<K: Key> Sieve<K> {
+    /// Counts `self.words`: returns how many distinct words they hold and
+    /// leaves the repeated ones, with their counts, in `self.table.repeated`.
+    pub fn count(&mut self) -> u64 {
+        let words = &self.words[..];
+        let slots = (words.len() * 8).next_power_of_two().max(64);
+        let mask = slots - 1;
+        self.bits.clear();
+        self.bits.resize(slots / 64, 0);
+        if self.picked.len() <= words.len() {
+            self.picked.resize(words.len() + 1, K::ZERO);
+        }
+        let bits = &mut self.bits[..];
+        let picked = &mut self.picked[..=words.len()];
+        let mut candidates = 0usize;
+        for &w in words {
+            let b = (w.mix() as usize) & mask;
+            let (i, m) = (b >> 6, 1u64 << (b & 63));
+            let old = bits[i];
+            bits[i] = old | m;
+            picked[candidates] = w;
+            candidates += usize::from(old & m != 0);
+        }
+        self.table.reset(0);
+        if candidates == 0 {
+            return words.len() as u64;
+        }
+        bits.fill(0);
+        for &w in &picked[..candidates] {
+            let b = (w.mix() as usize) & mask;
+            bits[b >> 6] |= 1 << (b & 63);
+        }
+        let mut n = 0usize;
+        for &w in words {
+            let b = (w.mix() as usize) & mask;
+            picked[n] = w;
+            n += ((bits[b >> 6] >> (b & 63)) & 1) as usize;
+        }
+        self.table.reset(n);
+        picked[..n].iter().for_each(|w| self.table.insert(*w));
+        (words.len() - n) as u64 + self.table.distinct
+    }
 }
 
 /// Runs `job(state, partition, buffer)` for every partition, each worker
@@ -74,6 +150,24 @@ pub fn each_partition<S>(
 /// Words of partition `p` over all stores.
 pub fn words_of<K: Key>(stores: &[LocalStore<K>], p: usize) -> usize {
     stores.iter().map(|s| s.words_of(p)).sum()
+}
+
+/// Every word of partition `p` of every store, in memory and spilled, in
+/// `out`.
+fn gather<K: Key>(
+    stores: &[LocalStore<K>],
+    p: usize,
+    buf: &mut Vec<u8>,
+    out: &mut Vec<K>,
+) -> Result<(), String> {
+    out.clear();
+    out.reserve(words_of(stores, p));
+    for s in stores {
+        s.in_memory(p)
+            .for_each(|chunk| out.extend_from_slice(chunk));
+        s.spilled(p, buf, |w| out.push(w))?;
+    }
+    Ok(())
 }
 
 /// Calls `f` on every word of partition `p` of every store, in memory and
@@ -249,5 +343,37 @@ mod tests {
         assert!(t.contains(7) && t.contains(u64::MAX) && !t.contains(8));
         assert_eq!((t.count_of(2), t.count_of(7), t.count_of(8)), (3, 1, 0));
         assert_eq!(t.top(4), vec![(2, 3), (1, 2), (u64::MAX, 2), (3, 1)]);
+    }
+
+    #[test]
+    fn the_sieve_counts_like_the_table_with_repeats_and_shared_bits() {
+        // Few distinct values among many words: candidates are mostly true
+        // repeats; many distinct values in few bits: mostly shared bits.
+        for (n, modulus) in [
+            (0u64, 1u64),
+            (1, 1),
+            (5_000, 100),
+            (20_000, 1 << 40),
+            (3_000, 2_999),
+        ] {
+            let words: Vec<u64> = (0..n)
+                .map(|i| i.wrapping_mul(0x2545_F491_4F6C_DD1D) % modulus)
+                .chain([u64::MAX, u64::MAX].into_iter().take((n % 3) as usize))
+                .collect();
+            let mut table = Table::<u64>::default();
+            table.reset(words.len());
+            words.iter().for_each(|w| table.insert(*w));
+            let mut sieve = Sieve::<u64> {
+                words: words.clone(),
+                ..Default::default()
+            };
+            assert_eq!(sieve.count(), table.distinct, "{n} words mod {modulus}");
+            let sorted = |m: &HashMap<u64, u64>| {
+                let mut v: Vec<_> = m.iter().map(|(k, c)| (*k, *c)).collect();
+                v.sort_unstable();
+                v
+            };
+            assert_eq!(sorted(&sieve.table.repeated), sorted(&table.repeated));
+        }
     }
 }
