@@ -27,8 +27,18 @@ pub fn count<K: Key>(stores: &[LocalStore<K>], threads: usize) -> Result<Counted
         distinct: 0,
     });
     each_partition(partitions, threads, Sieve::default, |sieve, p, buf| {
-        gather(stores, p, buf, &mut sieve.words)?;
-        let distinct = sieve.count();
+        // The in-memory words are read where they are; spilled ones are
+        // read back into the sieve's own buffer.
+        let mut spilled = std::mem::take(&mut sieve.spilled);
+        spilled.clear();
+        for s in stores {
+            s.spilled(p, buf, |w| spilled.push(w))?;
+        }
+        let mut parts: Vec<&[K]> = stores.iter().flat_map(|s| s.in_memory(p)).collect();
+        parts.push(&spilled);
+        let distinct = sieve.count(&parts);
+        drop(parts);
+        sieve.spilled = spilled;
         let mut f = found.lock().expect("lock");
         f.distinct += distinct;
         f.repeated.extend(sieve.table.repeated.drain());
@@ -52,7 +62,8 @@ pub fn count<K: Key>(stores: &[LocalStore<K>], threads: usize) -> Result<Counted
 /// Both passes are free of data-dependent branches: a word is appended
 /// always, and the end moves on by its bit.
 pub struct Sieve<K: Key> {
-    pub words: Vec<K>,
+    /// Spilled words read back.
+    spilled: Vec<K>,
     bits: Vec<u64>,
     picked: Vec<K>,
     pub table: Table<K>,
@@ -61,7 +72,7 @@ pub struct Sieve<K: Key> {
 impl<K: Key> Default for Sieve<K> {
     fn default() -> Self {
         Sieve {
-            words: Vec::new(),
+            spilled: Vec::new(),
             bits: Vec::new(),
             picked: Vec::new(),
             table: Table::default(),
@@ -70,31 +81,34 @@ impl<K: Key> Default for Sieve<K> {
 }
 
 impl<K: Key> Sieve<K> {
-    /// Counts `self.words`: returns how many distinct words they hold and
-    /// leaves the repeated ones, with their counts, in `self.table.repeated`.
-    pub fn count(&mut self) -> u64 {
-        let words = &self.words[..];
-        let slots = (words.len() * 8).next_power_of_two().max(64);
+    /// Counts the words of `parts`: returns how many distinct words they
+    /// hold and leaves the repeated ones, with their counts, in
+    /// `self.table.repeated`.
+    pub fn count(&mut self, parts: &[&[K]]) -> u64 {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let slots = (len * 8).next_power_of_two().max(64);
         let mask = slots - 1;
         self.bits.clear();
         self.bits.resize(slots / 64, 0);
-        if self.picked.len() <= words.len() {
-            self.picked.resize(words.len() + 1, K::ZERO);
+        if self.picked.len() <= len {
+            self.picked.resize(len + 1, K::ZERO);
         }
         let bits = &mut self.bits[..];
-        let picked = &mut self.picked[..=words.len()];
+        let picked = &mut self.picked[..=len];
         let mut candidates = 0usize;
-        for &w in words {
-            let b = (w.mix() as usize) & mask;
-            let (i, m) = (b >> 6, 1u64 << (b & 63));
-            let old = bits[i];
-            bits[i] = old | m;
-            picked[candidates] = w;
-            candidates += usize::from(old & m != 0);
+        for part in parts {
+            for &w in *part {
+                let b = (w.mix() as usize) & mask;
+                let (i, m) = (b >> 6, 1u64 << (b & 63));
+                let old = bits[i];
+                bits[i] = old | m;
+                picked[candidates] = w;
+                candidates += usize::from(old & m != 0);
+            }
         }
         self.table.reset(0);
         if candidates == 0 {
-            return words.len() as u64;
+            return len as u64;
         }
         bits.fill(0);
         for &w in &picked[..candidates] {
@@ -102,14 +116,16 @@ impl<K: Key> Sieve<K> {
             bits[b >> 6] |= 1 << (b & 63);
         }
         let mut n = 0usize;
-        for &w in words {
-            let b = (w.mix() as usize) & mask;
-            picked[n] = w;
-            n += ((bits[b >> 6] >> (b & 63)) & 1) as usize;
+        for part in parts {
+            for &w in *part {
+                let b = (w.mix() as usize) & mask;
+                picked[n] = w;
+                n += ((bits[b >> 6] >> (b & 63)) & 1) as usize;
+            }
         }
         self.table.reset(n);
         picked[..n].iter().for_each(|w| self.table.insert(*w));
-        (words.len() - n) as u64 + self.table.distinct
+        (len - n) as u64 + self.table.distinct
     }
 }
 
@@ -150,24 +166,6 @@ pub fn each_partition<S>(
 /// Words of partition `p` over all stores.
 pub fn words_of<K: Key>(stores: &[LocalStore<K>], p: usize) -> usize {
     stores.iter().map(|s| s.words_of(p)).sum()
-}
-
-/// Every word of partition `p` of every store, in memory and spilled, in
-/// `out`.
-fn gather<K: Key>(
-    stores: &[LocalStore<K>],
-    p: usize,
-    buf: &mut Vec<u8>,
-    out: &mut Vec<K>,
-) -> Result<(), String> {
-    out.clear();
-    out.reserve(words_of(stores, p));
-    for s in stores {
-        s.in_memory(p)
-            .for_each(|chunk| out.extend_from_slice(chunk));
-        s.spilled(p, buf, |w| out.push(w))?;
-    }
-    Ok(())
 }
 
 /// Calls `f` on every word of partition `p` of every store, in memory and
@@ -363,11 +361,13 @@ mod tests {
             let mut table = Table::<u64>::default();
             table.reset(words.len());
             words.iter().for_each(|w| table.insert(*w));
-            let mut sieve = Sieve::<u64> {
-                words: words.clone(),
-                ..Default::default()
-            };
-            assert_eq!(sieve.count(), table.distinct, "{n} words mod {modulus}");
+            let mut sieve = Sieve::<u64>::default();
+            let (a, b) = words.split_at(words.len() / 3);
+            assert_eq!(
+                sieve.count(&[a, &[], b]),
+                table.distinct,
+                "{n} words mod {modulus}"
+            );
             let sorted = |m: &HashMap<u64, u64>| {
                 let mut v: Vec<_> = m.iter().map(|(k, c)| (*k, *c)).collect();
                 v.sort_unstable();
