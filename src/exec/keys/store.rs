@@ -67,8 +67,10 @@ unsafe impl<K: Key> Send for Slab<K> {}
 unsafe impl<K: Key> Sync for Slab<K> {}
 
 impl<K: Key> Slab<K> {
-    pub fn new(len: usize) -> Result<Slab<K>, String> {
-        let bytes = len * K::BYTES;
+    /// `len` zeroed words. A refused mapping aborts the process, as a
+    /// refused `Vec` allocation does.
+    pub fn new(len: usize) -> Slab<K> {
+        let bytes = (len * K::BYTES).max(1);
         // SAFETY: a new private anonymous mapping aliases nothing.
         let at = unsafe {
             libc::mmap(
@@ -80,12 +82,12 @@ impl<K: Key> Slab<K> {
                 0,
             )
         };
-        if at == libc::MAP_FAILED {
-            return Err(format!(
-                "mapping {bytes} bytes for key words: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
+        let Some(ptr) = std::ptr::NonNull::new(at.cast::<K>()).filter(|_| at != libc::MAP_FAILED)
+        else {
+            let layout = std::alloc::Layout::from_size_align(bytes, 4096)
+                .unwrap_or(std::alloc::Layout::new::<K>());
+            std::alloc::handle_alloc_error(layout);
+        };
         #[cfg(target_os = "linux")]
         // SAFETY: the advice only changes how the kernel backs the pages of
         // our own mapping, never their contents. It is a hint: refused (no
@@ -93,9 +95,7 @@ impl<K: Key> Slab<K> {
         unsafe {
             libc::madvise(at, bytes, libc::MADV_HUGEPAGE)
         };
-        let ptr = std::ptr::NonNull::new(at.cast::<K>())
-            .ok_or_else(|| "mapping key words returned a null pointer".to_string())?;
-        Ok(Slab { ptr, len })
+        Slab { ptr, len }
     }
 
     pub fn words(&self) -> &[K] {
@@ -113,7 +113,7 @@ impl<K: Key> Slab<K> {
 impl<K: Key> Drop for Slab<K> {
     fn drop(&mut self) {
         // SAFETY: the mapping is ours and no slice of it outlives `self`.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len * K::BYTES) };
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), (self.len * K::BYTES).max(1)) };
     }
 }
 
@@ -383,11 +383,11 @@ impl<K: Key> Chunks<K> {
         if self.taken == self.slabs.len() * self.per_slab {
             let bytes = self.per_slab * CHUNK * K::BYTES;
             if self.reservation.try_grow(bytes).is_ok() {
-                self.slabs.push(Slab::new(self.per_slab * CHUNK)?);
+                self.slabs.push(Slab::new(self.per_slab * CHUNK));
             } else if self.slabs.is_empty() {
                 // The first slab even past the limit: a store needs one.
                 self.reservation.grow(bytes);
-                self.slabs.push(Slab::new(self.per_slab * CHUNK)?);
+                self.slabs.push(Slab::new(self.per_slab * CHUNK));
             } else {
                 self.spill()?;
             }
