@@ -1,7 +1,10 @@
-//! Counting each radix partition exactly: an open-addressing table of words
-//! sized for the partition (it stays in a core's L2), and a side map of the
-//! words seen more than once. Partitions are independent, so every core
-//! takes the next one; a word costs one probe, about 3 ns.
+//! Counting each radix partition exactly. A [`Sieve`] of hash bits picks
+//! the few words that may repeat (about 5% of unique keys), and only those
+//! go through an open-addressing [`Table`] of words with a side map of the
+//! words seen more than once: a table probe of random keys costs a branch
+//! miss at every collision (about 9 ns a word), the sieve's two passes
+//! about 3 ns. Partitions are independent, so every core takes the next one.
+//! The joins still build and probe tables directly.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
