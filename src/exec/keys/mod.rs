@@ -135,7 +135,9 @@ async fn frame_streams(
 }
 
 /// Feeds every batch of every stream to `step`, one task per stream, and
-/// returns each task's state.
+/// returns each task's state, in stream order. The first error stops every
+/// task (dropping the set aborts them), so a strategy that gives up does
+/// not leave scans running beside its fallback.
 async fn scan<S, F>(
     streams: Vec<SendableRecordBatchStream>,
     init: impl Fn() -> S,
@@ -146,28 +148,26 @@ where
     F: Fn(&mut S, &[ArrayRef]) -> Result<(), Error> + Send + Sync + 'static,
 {
     let step = Arc::new(step);
-    let tasks: Vec<_> = streams
-        .into_iter()
-        .map(|mut stream| {
-            let step = step.clone();
-            let mut state = init();
-            tokio::spawn(async move {
-                while let Some(batch) = stream.next().await {
-                    let batch = batch.map_err(|e| Error::engine("running a key check", e))?;
-                    step(&mut state, batch.columns())?;
-                }
-                Ok::<S, Error>(state)
-            })
-        })
-        .collect();
-    let mut states = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        states.push(
-            t.await
-                .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??,
-        );
+    let mut tasks = tokio::task::JoinSet::new();
+    let n = streams.len();
+    for (i, mut stream) in streams.into_iter().enumerate() {
+        let step = step.clone();
+        let mut state = init();
+        tasks.spawn(async move {
+            while let Some(batch) = stream.next().await {
+                let batch = batch.map_err(|e| Error::engine("running a key check", e))?;
+                step(&mut state, batch.columns())?;
+            }
+            Ok::<(usize, S), Error>((i, state))
+        });
     }
-    Ok(states)
+    let mut states: Vec<Option<S>> = (0..n).map(|_| None).collect();
+    while let Some(done) = tasks.join_next().await {
+        let (i, state) =
+            done.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??;
+        states[i] = Some(state);
+    }
+    Ok(states.into_iter().flatten().collect())
 }
 
 fn threads(ctx: &SessionContext) -> usize {
