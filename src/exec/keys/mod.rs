@@ -76,15 +76,8 @@ pub async fn find(
             match ordered::find(ctx, input, job, leading, fallback, label).await? {
                 Some(found) => Ok(found),
                 None => {
-                    let mut found = Box::pin(find(ctx, input, job, fallback, label)).await?;
-                    found.passes.insert(
-                        0,
-                        format!(
-                            "ordered scan stopped where the order broke ({:.2} s), then {fallback}",
-                            started.elapsed().as_secs_f64()
-                        ),
-                    );
-                    Ok(found)
+                    let why = "ordered scan stopped where the order broke".to_string();
+                    fall_back(ctx, input, job, fallback, label, why, started).await
                 }
             }
         }
@@ -92,6 +85,28 @@ pub async fn find(
             "internal: the grouped strategy runs as a DataFusion plan".into(),
         )),
     }
+}
+
+/// Runs `fallback` after a strategy stopped (`why`, since `started`), and
+/// says so first in the passes.
+async fn fall_back(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    fallback: &KeyStrategy,
+    label: &str,
+    why: String,
+    started: Instant,
+) -> Result<Found, Error> {
+    let mut found = Box::pin(find(ctx, input, job, fallback, label)).await?;
+    found.passes.insert(
+        0,
+        format!(
+            "{why} ({:.2} s), then {fallback}",
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    Ok(found)
 }
 
 /// The key columns' streams, one per scan partition, with a progress bar.
