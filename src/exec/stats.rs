@@ -132,12 +132,22 @@ fn column_type<'a>(input: &'a StagedInput, column: &str) -> Option<&'a DataType>
 }
 
 fn extreme(input: &StagedInput, column: &str, want: Ordering) -> Option<Value> {
+    bound(input, column, want, true)
+}
+
+/// The smallest (`Less`) or largest value the footers give for `column`:
+/// with `exact`, only from exact statistics; without, from statistics that
+/// may be truncated, which bound the values but need not occur.
+fn bound(input: &StagedInput, column: &str, want: Ordering, exact: bool) -> Option<Value> {
     if !orderable(column_type(input, column)?) {
         return None;
     }
     let mut best: Option<Value> = None;
     for f in &input.files {
-        for v in row_group_bounds(f, column, want)?.into_iter().flatten() {
+        for v in row_group_bounds(f, column, want, exact)?
+            .into_iter()
+            .flatten()
+        {
             best = match best {
                 None => Some(v),
                 Some(b) => Some(if v.compare(&b)? == want { v } else { b }),
@@ -149,8 +159,13 @@ fn extreme(input: &StagedInput, column: &str, want: Ordering) -> Option<Value> {
 
 /// Each row group's exact minimum (`Less`) or maximum of `column`, `None`
 /// for a row group of only nulls; `None` overall when any row group lacks
-/// exact statistics.
-fn row_group_bounds(f: &StagedFile, column: &str, want: Ordering) -> Option<Vec<Option<Value>>> {
+/// exact statistics (or, without `exact`, any statistics).
+fn row_group_bounds(
+    f: &StagedFile,
+    column: &str,
+    want: Ordering,
+    exact: bool,
+) -> Option<Vec<Option<Value>>> {
     if f.metadata.num_row_groups() == 0 {
         return Some(Vec::new());
     }
@@ -158,7 +173,7 @@ fn row_group_bounds(f: &StagedFile, column: &str, want: Ordering) -> Option<Vec<
     let conv = converter(f, &schema, column)?;
     let groups = f.metadata.row_groups();
     let nulls = conv.row_group_null_counts(groups.iter()).ok()?;
-    let (values, exact) = if want == Ordering::Less {
+    let (values, exact_values) = if want == Ordering::Less {
         (
             conv.row_group_mins(groups.iter()).ok()?,
             conv.row_group_is_min_value_exact(groups.iter()).ok()?,
@@ -179,7 +194,7 @@ fn row_group_bounds(f: &StagedFile, column: &str, want: Ordering) -> Option<Vec<
             if nulls.value(i) == rg.num_rows() as u64 {
                 return Some(None); // only nulls: no value to contribute
             }
-            if values.is_null(i) || !is_true(&exact, i) {
+            if values.is_null(i) || (exact && !is_true(&exact_values, i)) {
                 return None;
             }
             let s = ScalarValue::try_from_array(&values, i).ok()?;
@@ -230,17 +245,28 @@ pub fn column_facts(input: &StagedInput, column: &str) -> crate::plan::keys::Col
         .iter()
         .try_fold(0u64, |n, f| Some(n + null_count(f, column)?))
         == Some(0);
-    let range = match (
-        extreme(input, column, Ordering::Less),
-        extreme(input, column, Ordering::Greater),
-    ) {
-        (Some(min), Some(max)) => integer_code(&min).zip(integer_code(&max)),
-        _ => None,
+    let text = column_type(input, column).is_some_and(crate::plan::keys::is_text);
+    let (range, text_bounds) = if text {
+        let bound = |want| match bound(input, column, want, false) {
+            Some(Value::Text(s)) => Some(s),
+            _ => None,
+        };
+        (None, bound(Ordering::Less).zip(bound(Ordering::Greater)))
+    } else {
+        let range = match (
+            extreme(input, column, Ordering::Less),
+            extreme(input, column, Ordering::Greater),
+        ) {
+            (Some(min), Some(max)) => integer_code(&min).zip(integer_code(&max)),
+            _ => None,
+        };
+        (range, None)
     };
     crate::plan::keys::ColumnFacts {
         range,
         may_hold_nulls: nullable && !no_nulls,
         row_group_ranges: row_group_ranges(input, column),
+        text_bounds,
     }
 }
 
@@ -253,8 +279,8 @@ fn row_group_ranges(input: &StagedInput, column: &str) -> Option<Vec<(i128, i128
     }
     let mut out = Vec::new();
     for f in &input.files {
-        let mins = row_group_bounds(f, column, Ordering::Less)?;
-        let maxes = row_group_bounds(f, column, Ordering::Greater)?;
+        let mins = row_group_bounds(f, column, Ordering::Less, true)?;
+        let maxes = row_group_bounds(f, column, Ordering::Greater, true)?;
         for (min, max) in mins.iter().zip(&maxes) {
             if let (Some(min), Some(max)) = (min, max) {
                 out.push((integer_code(min)?, integer_code(max)?));

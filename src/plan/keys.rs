@@ -11,6 +11,11 @@
 //! - **fingerprint**: wide keys (text, binary, wide composites). A 64-bit hash
 //!   a row; hashes seen more than once are candidates, and one verification
 //!   pass counts the exact keys behind them. No candidates, no second pass.
+//! - **text**: a single text key whose footer bounds look like hex digits
+//!   of one length (md5, sha ids) or short codes (at most 15 bytes). Every
+//!   value then packs exactly and in order into a 64- or 128-bit word, so it
+//!   runs as packed does, with no second pass. The first value that does not
+//!   fit stops it, and the fingerprint strategy runs instead.
 //! - **ordered**: the footers say the rows arrive in order of an integer-like
 //!   key column (ranges that never go back across row groups and files), so
 //!   equal keys arrive side by side: constant memory, verified while streaming.
@@ -70,10 +75,86 @@ impl Packing {
     }
 }
 
+/// How every value of a text key packs exactly into one word, in the byte
+/// order of the values (so packed words order like the keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextForm {
+    /// Exactly `len` hex digits (1 to 32), lowercase, or uppercase with
+    /// `upper`: 4 bits a digit.
+    Hex { len: u8, upper: bool },
+    /// At most [`SHORT_TEXT`] bytes: the bytes, then the length plus one.
+    Short,
+}
+
+/// The longest value of [`TextForm::Short`]: 15 bytes and a length byte.
+pub const SHORT_TEXT: usize = 15;
+
+impl TextForm {
+    /// Bits of a packed value, the null code included.
+    pub fn bits(&self, null_code: bool) -> u32 {
+        match self {
+            TextForm::Hex { len, .. } => 4 * u32::from(*len) + u32::from(null_code),
+            // Length 0 stands for null; values store their length + 1.
+            TextForm::Short => 128,
+        }
+    }
+
+    /// The form the footer bounds of a text column suggest: the first and
+    /// the last value in byte order. Values between them may still not fit.
+    pub fn suggested(min: &str, max: &str) -> Option<TextForm> {
+        let hex = |s: &str, upper: bool| {
+            s.bytes().all(|b| {
+                b.is_ascii_digit()
+                    || if upper {
+                        (b'A'..=b'F').contains(&b)
+                    } else {
+                        (b'a'..=b'f').contains(&b)
+                    }
+            })
+        };
+        let len = min.len();
+        if len == max.len() && (1..=32).contains(&len) {
+            for upper in [false, true] {
+                if hex(min, upper) && hex(max, upper) {
+                    return Some(TextForm::Hex {
+                        len: len as u8,
+                        upper,
+                    });
+                }
+            }
+        }
+        (min.len() <= SHORT_TEXT && max.len() <= SHORT_TEXT).then_some(TextForm::Short)
+    }
+}
+
+impl fmt::Display for TextForm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TextForm::Hex { len, upper } => write!(
+                f,
+                "{len} {} hex digits",
+                if *upper { "uppercase" } else { "lowercase" }
+            ),
+            TextForm::Short => write!(f, "at most {SHORT_TEXT} bytes"),
+        }
+    }
+}
+
 /// The strategy of one key check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyStrategy {
     Packed(Packing),
+    /// One text column whose values pack exactly (see [`TextForm`]).
+    Text {
+        column: String,
+        form: TextForm,
+        /// Whether code 0 stands for null (`nulls not distinct`, nullable).
+        null_code: bool,
+        /// The footer bounds behind the choice.
+        bounds: (String, String),
+        /// The strategy used from the first value that does not fit.
+        fallback: Box<KeyStrategy>,
+    },
     Fingerprint {
         /// The test-only collision switch: keep only this many bits.
         test_bits: Option<u32>,
@@ -107,22 +188,46 @@ pub struct ColumnFacts {
     /// Per row group, in scan order, the exact `[min, max]`; `None` when any
     /// row group lacks them.
     pub row_group_ranges: Option<Vec<(i128, i128)>>,
+    /// For a text column, the smallest and the largest value the footers
+    /// give (bounds, perhaps truncated; only a hint).
+    pub text_bounds: Option<(String, String)>,
+}
+
+impl KeyStrategy {
+    /// The strategy with the test-only collision switch set on its
+    /// fingerprints (a fallback's included).
+    pub fn with_test_bits(mut self, bits: Option<u32>) -> KeyStrategy {
+        self.set_test_bits(bits);
+        self
+    }
+
+    fn set_test_bits(&mut self, bits: Option<u32>) {
+        match self {
+            KeyStrategy::Fingerprint { test_bits } => *test_bits = bits,
+            KeyStrategy::Text { fallback, .. } => fallback.set_test_bits(bits),
+            _ => {}
+        }
+    }
 }
 
 /// A strategy forced on every key check, for tests (`EngineOptions`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Forced {
     Packed,
+    /// The text strategy for every single text key (the short form when
+    /// the footers suggest none), falling back as it would.
+    Text,
     Fingerprint,
     Ordered,
     Grouped,
 }
 
 impl Forced {
-    /// `packed`, `fingerprint`, `ordered` or `grouped`.
+    /// `packed`, `text`, `fingerprint`, `ordered` or `grouped`.
     pub fn parse(s: &str) -> Option<Forced> {
         match s {
             "packed" => Some(Forced::Packed),
+            "text" => Some(Forced::Text),
             "fingerprint" => Some(Forced::Fingerprint),
             "ordered" => Some(Forced::Ordered),
             "grouped" => Some(Forced::Grouped),
@@ -164,6 +269,11 @@ pub fn choose(
         _ if hashable(job, schema) => KeyStrategy::Fingerprint { test_bits: None },
         _ => return KeyStrategy::Grouped,
     };
+    if matches!(general, KeyStrategy::Fingerprint { .. }) && forced != Some(Forced::Fingerprint) {
+        if let Some(text) = text(job, schema, facts, forced == Some(Forced::Text)) {
+            return text;
+        }
+    }
     // Runs of equal keys are compared as packed words.
     if !matches!(general, KeyStrategy::Packed(_)) {
         return general;
@@ -251,6 +361,50 @@ fn part(column: &str, ty: &DataType, facts: &ColumnFacts, nulls_equal: bool) -> 
     })
 }
 
+/// The text strategy for a single text key whose footer bounds suggest a
+/// form (with `forced`, the short form when they suggest none).
+fn text(
+    job: &KeyJob,
+    schema: &Schema,
+    facts: &dyn Fn(&str) -> ColumnFacts,
+    forced: bool,
+) -> Option<KeyStrategy> {
+    let [column] = job.keys.as_slice() else {
+        return None;
+    };
+    let ty = schema.field_with_name(column).ok()?.data_type();
+    if !is_text(ty) {
+        return None;
+    }
+    let f = facts(column);
+    let null_code = job.nulls_equal && f.may_hold_nulls;
+    let suggested = f
+        .text_bounds
+        .as_ref()
+        .and_then(|(min, max)| TextForm::suggested(min, max));
+    let form = match suggested {
+        Some(form) if form.bits(null_code) <= 128 => form,
+        _ if forced => TextForm::Short,
+        _ => return None,
+    };
+    let bounds = f.text_bounds.unwrap_or_default();
+    Some(KeyStrategy::Text {
+        column: column.clone(),
+        form,
+        null_code,
+        bounds,
+        fallback: Box::new(KeyStrategy::Fingerprint { test_bits: None }),
+    })
+}
+
+/// The text types the text strategy reads (a dictionary's values too).
+pub fn is_text(ty: &DataType) -> bool {
+    match ty {
+        DataType::Dictionary(_, v) => is_text(v),
+        t => matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View),
+    }
+}
+
 /// Whether the engine can fingerprint every key column: it hashes Arrow
 /// arrays of any flat type (half floats stay with the grouped pass, whose
 /// folding of -0.0 the verification pass does not repeat for them).
@@ -312,6 +466,22 @@ impl fmt::Display for KeyStrategy {
                     p.bits()
                 )
             }
+            KeyStrategy::Text {
+                column,
+                form,
+                null_code,
+                bounds,
+                fallback,
+            } => {
+                let word = if form.bits(*null_code) <= 64 { 64 } else { 128 };
+                let null = if *null_code { ", null code" } else { "" };
+                write!(
+                    f,
+                    "text: the footer bounds of {column} ({} to {}) suggest {form}, packed exactly into a {word}-bit word{null}, radix-partitioned and counted, no second pass (if a value does not fit: {fallback})",
+                    crate::value::Value::Text(bounds.0.clone()),
+                    crate::value::Value::Text(bounds.1.clone()),
+                )
+            }
             KeyStrategy::Fingerprint { .. } => write!(
                 f,
                 "fingerprint: a 64-bit hash a row, radix-partitioned; repeated hashes are verified against the exact keys in a second pass, only when there are any"
@@ -359,7 +529,7 @@ mod tests {
         ColumnFacts {
             range: Some((min, max)),
             may_hold_nulls: false,
-            row_group_ranges: None,
+            ..Default::default()
         }
     }
 
@@ -424,6 +594,7 @@ mod tests {
             range: Some((0, 99)),
             may_hold_nulls: false,
             row_group_ranges: (c == "ts").then(|| vec![(0, 10), (10, 50), (51, 99)]),
+            text_bounds: None,
         };
         let s = choose(&job(&["store_id", "ts"], false), &schema(), &facts, None);
         assert!(
@@ -437,6 +608,67 @@ mod tests {
         assert!(matches!(
             choose(&job(&["store_id", "ts"], false), &schema(), &back, None),
             KeyStrategy::Packed(_)
+        ));
+    }
+
+    #[test]
+    fn text_bounds_suggest_the_text_form() {
+        let bounds = |min: &str, max: &str, nulls: bool| {
+            let b = (min.to_string(), max.to_string());
+            move |_: &str| ColumnFacts {
+                may_hold_nulls: nulls,
+                text_bounds: Some(b.clone()),
+                ..Default::default()
+            }
+        };
+        let form = |facts: &dyn Fn(&str) -> ColumnFacts, nulls_equal: bool, forced| match choose(
+            &job(&["event_id"], nulls_equal),
+            &schema(),
+            facts,
+            forced,
+        ) {
+            KeyStrategy::Text {
+                form, null_code, ..
+            } => Some((form, null_code)),
+            _ => None,
+        };
+        let md5 = bounds(&"0".repeat(32), &"f".repeat(32), true);
+        let hex32 = TextForm::Hex {
+            len: 32,
+            upper: false,
+        };
+        assert_eq!(form(&md5, false, None), Some((hex32, false)));
+        assert_eq!(
+            form(&md5, true, None),
+            None,
+            "no bit is left for a null code"
+        );
+        let upper = bounds("00A1", "FFFF", true);
+        let hex4 = TextForm::Hex {
+            len: 4,
+            upper: true,
+        };
+        assert_eq!(form(&upper, true, None), Some((hex4, true)));
+        assert_eq!(
+            form(&bounds("AB-1", "ZZ-9", false), false, None),
+            Some((TextForm::Short, false))
+        );
+        let long = bounds("a", "a much longer value", false);
+        assert_eq!(form(&long, false, None), None);
+        assert_eq!(
+            form(&long, false, Some(Forced::Text)),
+            Some((TextForm::Short, false))
+        );
+        assert_eq!(form(&md5, false, Some(Forced::Fingerprint)), None);
+        // Composites are not text keys.
+        assert!(matches!(
+            choose(
+                &job(&["event_id", "order_id"], false),
+                &schema(),
+                &md5,
+                None
+            ),
+            KeyStrategy::Fingerprint { .. }
         ));
     }
 }

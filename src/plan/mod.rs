@@ -169,12 +169,8 @@ impl AuditPlan {
                 keys: k.clone(),
                 nulls_equal,
             };
-            let strategy = match keys::choose(&job, schema, facts, forced) {
-                keys::KeyStrategy::Fingerprint { .. } => keys::KeyStrategy::Fingerprint {
-                    test_bits: fingerprint_bits,
-                },
-                s => s,
-            };
+            let strategy =
+                keys::choose(&job, schema, facts, forced).with_test_bits(fingerprint_bits);
             if strategy != keys::KeyStrategy::Grouped {
                 self.key_strategies.insert(job, strategy);
             }

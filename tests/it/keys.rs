@@ -101,7 +101,27 @@ struct Row {
     b: Option<bool>,
 }
 
+/// How the text column looks: md5-like hex (the text strategy's hex
+/// form), short codes (its short form), or hex with a value of another
+/// shape now and then (a text strategy that starts and falls back).
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    Hex,
+    Short,
+    Mixed,
+}
+
+fn text(rng: &mut Rng, shape: Shape, v: u64) -> String {
+    match shape {
+        Shape::Hex => format!("{v:032x}"),
+        Shape::Short => format!("c-{}", v % 100_000_007),
+        Shape::Mixed if rng.below(40) == 0 => format!("{v:X}"),
+        Shape::Mixed => format!("{v:032x}"),
+    }
+}
+
 fn rows(rng: &mut Rng, n: usize) -> Vec<Row> {
+    let shape = [Shape::Hex, Shape::Short, Shape::Mixed][rng.below(3) as usize];
     // A pool of keys a few times the row count: some repeat, most do not;
     // scattered over 2^40 so that no bitmap applies.
     let pool = (n as u64 * 3).max(4);
@@ -110,7 +130,10 @@ fn rows(rng: &mut Rng, n: usize) -> Vec<Row> {
         .map(|_| Row {
             i: (!nullish(rng)).then(|| (rng.below(pool) as i64) * 1_048_573 - (1 << 39)),
             k: (!nullish(rng)).then(|| rng.below(5) as i32 - 2),
-            s: (!nullish(rng)).then(|| format!("{:032x}", rng.below(pool) * 0x9E37_79B9)),
+            s: (!nullish(rng)).then(|| {
+                let v = rng.below(pool) * 0x9E37_79B9;
+                text(rng, shape, v)
+            }),
             f: (!nullish(rng)).then(|| match rng.below(8) {
                 0 => f64::NAN,
                 1 => -0.0,
@@ -319,6 +342,8 @@ proptest! {
         let runs = [
             ("auto", options(threads, None, None, None)),
             ("packed", options(threads, Some(Forced::Packed), None, None)),
+            ("text", options(threads, Some(Forced::Text), None, None)),
+            ("text, colliding fallback", options(threads, Some(Forced::Text), Some(2), None)),
             ("fingerprint", options(threads, Some(Forced::Fingerprint), None, None)),
             ("colliding fingerprints", options(threads, Some(Forced::Fingerprint), Some(2), None)),
             ("ordered", options(threads, Some(Forced::Ordered), None, None)),

@@ -22,6 +22,7 @@ pub mod join;
 mod key;
 mod ordered;
 mod store;
+mod text;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,7 +39,7 @@ use super::input::StagedInput;
 use super::topk::TopK;
 use super::{progress, table, Duplicates, SAMPLES};
 use crate::exec::ExecError as Error;
-use crate::plan::keys::{KeyJob, KeyStrategy, Packing};
+use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
 use count::Table;
 use key::Key;
 use store::LocalStore;
@@ -68,6 +69,21 @@ pub async fn find(
         KeyStrategy::Packed(p) => packed::<u128>(ctx, input, job, p, label).await,
         KeyStrategy::Fingerprint { test_bits } => {
             fingerprinted(ctx, input, job, *test_bits, label).await
+        }
+        KeyStrategy::Text {
+            form,
+            null_code,
+            fallback,
+            ..
+        } => {
+            let started = Instant::now();
+            match text_packed(ctx, input, job, *form, *null_code, label).await? {
+                Ok(found) => Ok(found),
+                Err(misfit) => {
+                    let why = format!("text packing stopped at {misfit}, which is not {form}");
+                    fall_back(ctx, input, job, fallback, label, why, started).await
+                }
+            }
         }
         KeyStrategy::Ordered {
             leading, fallback, ..
@@ -271,6 +287,47 @@ async fn packed<K: Key>(
         spilled_bytes: spilled,
         passes,
     })
+}
+
+/// The error text by which an encoder stops the scan at a text value that
+/// does not fit; the value follows it.
+const MISFIT: &str = "\u{0}text misfit: ";
+
+/// A single text key whose values pack exactly: counted as packed words,
+/// or the first value that does not fit.
+async fn text_packed(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    form: TextForm,
+    null_code: bool,
+    label: &str,
+) -> Result<Result<Found, String>, Error> {
+    let nulls_equal = job.nulls_equal;
+    let run = partition_and_count::<u128>(ctx, input, job, label, move |c, out| {
+        text::pack(form, null_code, nulls_equal, &c[0], out)
+            .map_err(|m| Error::Audit(format!("{MISFIT}{}", m.0)))
+    })
+    .await;
+    let (counted, spilled, passes) = match run {
+        Err(Error::Audit(m)) if m.starts_with(MISFIT) => {
+            return Ok(Err(m[MISFIT.len()..].to_string()))
+        }
+        r => r?,
+    };
+    let mut repeated = counted.repeated;
+    let keys = repeated.len() as u64;
+    count::rank_top(&mut repeated, SAMPLES);
+    let samples = repeated
+        .into_iter()
+        .map(|(w, n)| (vec![text::unpack(form, null_code, w)], n))
+        .collect();
+    Ok(Ok(Found {
+        duplicates: Duplicates { keys, samples },
+        distinct: counted.distinct,
+        spilled_bytes: spilled,
+        passes,
+    }))
 }
 
 /// The number of repeated packed words and the top samples: packed words

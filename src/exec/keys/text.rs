@@ -1,0 +1,571 @@
+//! Text keys that pack exactly into a 128-bit word (see
+//! [`TextForm`]): hex digits of one length, 4 bits a digit, eight digits at
+//! a time in one 64-bit register; or values of at most 15 bytes, stored with
+//! their length. Words order like the values' bytes, and code 0 is free for
+//! null, so packed text is counted and ranked as packed keys are.
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, GenericStringArray, OffsetSizeTrait, StringViewArray,
+};
+use datafusion::arrow::datatypes::DataType;
+
+use crate::plan::keys::{TextForm, SHORT_TEXT};
+use crate::value::Value;
+
+/// A non-null value that does not fit the form (or a null that the form
+/// has no code for), shown as in a report.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Misfit(pub String);
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of every byte of `x` (whose high bits are clear) that lies
+/// in `lo..=hi`, without carries between bytes.
+#[inline]
+fn in_range(x: u64, lo: u8, hi: u8) -> u64 {
+    (x + ONES * u64::from(0x80 - lo)) & !(x + ONES * u64::from(0x7f - hi)) & HIGH
+}
+
+/// Eight hex characters (the first in the low byte of `x`) as 32 bits, the
+/// first digit highest, and whether all eight are digits of the form's case.
+#[inline]
+fn hex8(x: u64, upper: bool) -> (u32, bool) {
+    let low = x & !HIGH;
+    let letters = if upper {
+        in_range(low, b'A', b'F')
+    } else {
+        in_range(low, b'a', b'f')
+    };
+    let ok = (in_range(low, b'0', b'9') | letters) & !x;
+    // '0'..'9' keep their low nibble; letters (bit 6 set) add 9.
+    let nibbles = (x & (ONES * 0x0f)) + ((x >> 6) & ONES) * 9;
+    let s = nibbles.swap_bytes();
+    let s = ((s >> 4) | s) & 0x00ff_00ff_00ff_00ff;
+    let s = ((s >> 8) | s) & 0x0000_ffff_0000_ffff;
+    let s = ((s >> 16) | s) & 0xffff_ffff;
+    (s as u32, ok == HIGH)
+}
+
+#[inline]
+fn hex_digit(b: u8, upper: bool) -> (u32, bool) {
+    let letter = if upper { b'A' } else { b'a' };
+    match b {
+        b'0'..=b'9' => (u32::from(b - b'0'), true),
+        _ if (letter..letter + 6).contains(&b) => (u32::from(b - letter + 10), true),
+        _ => (0, false),
+    }
+}
+
+/// The word of one value, `None` when it does not fit.
+#[inline]
+fn word(form: TextForm, v: &[u8]) -> Option<u128> {
+    match form {
+        TextForm::Hex { len, upper } => {
+            if v.len() != usize::from(len) {
+                return None;
+            }
+            let mut w = 0u128;
+            let mut ok = true;
+            let mut chunks = v.chunks_exact(8);
+            for c in &mut chunks {
+                let (n, good) = hex8(u64::from_le_bytes(c.try_into().expect("8 bytes")), upper);
+                w = (w << 32) | u128::from(n);
+                ok &= good;
+            }
+            for &b in chunks.remainder() {
+                let (n, good) = hex_digit(b, upper);
+                w = (w << 4) | u128::from(n);
+                ok &= good;
+            }
+            ok.then_some(w)
+        }
+        TextForm::Short => {
+            if v.len() > SHORT_TEXT {
+                return None;
+            }
+            let mut bytes = [0u8; 16];
+            bytes[..v.len()].copy_from_slice(v);
+            bytes[15] = v.len() as u8 + 1;
+            Some(u128::from_be_bytes(bytes))
+        }
+    }
+}
+
+/// One word a row of `column` into `out`: a value's word, plus one with a
+/// null code; 0 for null rows (which, without a null code, only
+/// `nulls distinct` checks may hold, and they do not count them).
+pub fn pack(
+    form: TextForm,
+    null_code: bool,
+    nulls_equal: bool,
+    column: &ArrayRef,
+    out: &mut Vec<u128>,
+) -> Result<(), Misfit> {
+    out.clear();
+    let plus = u128::from(null_code);
+    match column.data_type() {
+        DataType::Dictionary(..) => {
+            let dict = column.as_any_dictionary();
+            let mut values = Vec::new();
+            pack_plain(form, plus, dict.values(), &mut values)?;
+            let keys = dict.keys();
+            out.extend(
+                dict.normalized_keys()
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, k)| if keys.is_valid(i) { values[k] } else { 0 }),
+            );
+            Ok(())
+        }
+        _ => pack_plain(form, plus, column, out),
+    }?;
+    if nulls_equal && !null_code && column.logical_null_count() > 0 {
+        return Err(Misfit("null".into()));
+    }
+    Ok(())
+}
+
+/// Every value of a string array (of any of the three layouts), nulls as 0.
+fn pack_plain(
+    form: TextForm,
+    plus: u128,
+    values: &ArrayRef,
+    out: &mut Vec<u128>,
+) -> Result<(), Misfit> {
+    match values.data_type() {
+        DataType::Utf8 => pack_offsets(form, plus, values.as_string::<i32>(), out),
+        DataType::LargeUtf8 => pack_offsets(form, plus, values.as_string::<i64>(), out),
+        DataType::Utf8View => pack_view(form, plus, values.as_string_view(), out),
+        other => Err(Misfit(format!("a value of type {other}"))),
+    }
+}
+
+fn misfit(v: &[u8]) -> Misfit {
+    Misfit(Value::Text(String::from_utf8_lossy(v).into_owned()).to_string())
+}
+
+fn pack_offsets<O: OffsetSizeTrait>(
+    form: TextForm,
+    plus: u128,
+    a: &GenericStringArray<O>,
+    out: &mut Vec<u128>,
+) -> Result<(), Misfit> {
+    let offsets = a.value_offsets();
+    let data = a.value_data();
+    if let TextForm::Hex { len, upper } = form {
+        let len = usize::from(len);
+        let (first, last) = (offsets[0].as_usize(), offsets[a.len()].as_usize());
+        // Without nulls, and every value `len` bytes: one stride over the bytes.
+        if a.null_count() == 0
+            && last - first == a.len() * len
+            && offsets.windows(2).all(|w| (w[1] - w[0]).as_usize() == len)
+            && hex_words(Values::Stride(&data[first..last]), len, upper, plus, out)
+        {
+            return Ok(());
+        }
+        out.clear();
+    }
+    let value = |i: usize| &data[offsets[i].as_usize()..offsets[i + 1].as_usize()];
+    pack_values(form, plus, a.len(), a.nulls(), value, out)
+}
+
+/// Hex values of one length without nulls: back to back in a byte buffer,
+/// or in the buffers of a view array.
+#[derive(Clone, Copy)]
+enum Values<'a> {
+    Stride(&'a [u8]),
+    Views(&'a StringViewArray),
+}
+
+/// The words of `values`, all `len` bytes long, or `false` when some value
+/// is not hex of the case (or another length, or `len` is not one of 8, 16,
+/// 24 and 32).
+fn hex_words(values: Values, len: usize, upper: bool, plus: u128, out: &mut Vec<u128>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if len == 32 && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { avx2::hex_words32(values, upper, plus, out) };
+    }
+    match len {
+        32 => hex_each::<32>(values, upper, plus, out, hex_value::<32>),
+        24 => hex_each::<24>(values, upper, plus, out, hex_value::<24>),
+        16 => hex_each::<16>(values, upper, plus, out, hex_value::<16>),
+        8 => hex_each::<8>(values, upper, plus, out, hex_value::<8>),
+        _ => false,
+    }
+}
+
+#[inline(always)]
+fn hex_each<const L: usize>(
+    values: Values,
+    upper: bool,
+    plus: u128,
+    out: &mut Vec<u128>,
+    word: impl Fn(&[u8], bool) -> (u128, bool),
+) -> bool {
+    let mut ok = true;
+    let mut one = |v: Option<&[u8]>| match v {
+        Some(v) => {
+            let (w, good) = word(v, upper);
+            ok &= good;
+            w + plus
+        }
+        None => {
+            ok = false;
+            0
+        }
+    };
+    match values {
+        Values::Stride(bytes) => out.extend(bytes.chunks_exact(L).map(|v| one(Some(v)))),
+        // Values of up to 12 bytes sit inside their views.
+        Values::Views(_) if L <= 12 => return false,
+        Values::Views(a) => {
+            let buffers = a.data_buffers();
+            out.extend(a.views().iter().map(|&view| {
+                // A view: length (32 bits), prefix, buffer index, offset.
+                let len = view as u32 as usize;
+                let (buffer, offset) = ((view >> 64) as u32 as usize, (view >> 96) as u32 as usize);
+                one(buffers
+                    .get(buffer)
+                    .and_then(|b| b.get(offset..offset + L))
+                    .filter(|_| len == L))
+            }))
+        }
+    }
+    ok
+}
+
+/// 32 hex digits in one AVX2 register: checked, turned into nibbles, and
+/// pairs of nibbles into bytes with one multiply-add.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{hex_each, Values};
+
+    /// The word of the first 32 bytes of `v` and whether they are hex.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(super) fn hex32(v: &[u8], upper: bool) -> (u128, bool) {
+        let v = &v[..32];
+        // SAFETY: `v` holds 32 bytes; unaligned loads and stores.
+        unsafe {
+            let x = _mm256_loadu_si256(v.as_ptr().cast());
+            let d = _mm256_sub_epi8(x, _mm256_set1_epi8(b'0' as i8));
+            let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(d, _mm256_set1_epi8(9)), d);
+            let a = if upper { b'A' } else { b'a' };
+            let l = _mm256_sub_epi8(x, _mm256_set1_epi8(a as i8));
+            let letter = _mm256_cmpeq_epi8(_mm256_min_epu8(l, _mm256_set1_epi8(5)), l);
+            let ok = _mm256_movemask_epi8(_mm256_or_si256(digit, letter)) == -1;
+            let nibbles = _mm256_blendv_epi8(d, _mm256_add_epi8(l, _mm256_set1_epi8(10)), letter);
+            // Each 16-bit lane: first nibble * 16 + second.
+            let pairs = _mm256_maddubs_epi16(nibbles, _mm256_set1_epi16(0x0110));
+            let packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(pairs, pairs), 0b1000);
+            let mut bytes = [0u8; 16];
+            _mm_storeu_si128(bytes.as_mut_ptr().cast(), _mm256_castsi256_si128(packed));
+            (u128::from_be_bytes(bytes), ok)
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn hex_words32(
+        values: Values,
+        upper: bool,
+        plus: u128,
+        out: &mut Vec<u128>,
+    ) -> bool {
+        hex_each::<32>(values, upper, plus, out, |v, u| hex32(v, u))
+    }
+}
+
+/// The word of `L` (a multiple of 8) hex bytes, and whether they are hex.
+#[inline(always)]
+fn hex_value<const L: usize>(v: &[u8], upper: bool) -> (u128, bool) {
+    let mut w = 0u128;
+    let mut ok = true;
+    for c in v[..L].chunks_exact(8) {
+        let (n, good) = hex8(u64::from_le_bytes(c.try_into().expect("8 bytes")), upper);
+        w = (w << 32) | u128::from(n);
+        ok &= good;
+    }
+    (w, ok)
+}
+
+fn pack_view(
+    form: TextForm,
+    plus: u128,
+    a: &StringViewArray,
+    out: &mut Vec<u128>,
+) -> Result<(), Misfit> {
+    if let TextForm::Hex { len, upper } = form {
+        if a.null_count() == 0 && hex_words(Values::Views(a), usize::from(len), upper, plus, out) {
+            return Ok(());
+        }
+        out.clear();
+    }
+    pack_values(
+        form,
+        plus,
+        a.len(),
+        a.nulls(),
+        |i| a.value(i).as_bytes(),
+        out,
+    )
+}
+
+fn pack_values<'a>(
+    form: TextForm,
+    plus: u128,
+    rows: usize,
+    nulls: Option<&datafusion::arrow::buffer::NullBuffer>,
+    value: impl Fn(usize) -> &'a [u8],
+    out: &mut Vec<u128>,
+) -> Result<(), Misfit> {
+    out.reserve(rows);
+    match nulls.filter(|n| n.null_count() > 0) {
+        None => {
+            let mut fits = true;
+            out.extend((0..rows).map(|i| match word(form, value(i)) {
+                Some(w) => w + plus,
+                None => {
+                    fits = false;
+                    0
+                }
+            }));
+            if !fits {
+                let bad = (0..rows).find(|&i| word(form, value(i)).is_none());
+                return Err(misfit(value(bad.unwrap_or(0))));
+            }
+        }
+        Some(n) => {
+            for i in 0..rows {
+                if n.is_null(i) {
+                    out.push(0);
+                    continue;
+                }
+                let v = value(i);
+                out.push(word(form, v).ok_or_else(|| misfit(v))? + plus);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The value a word stands for.
+pub fn unpack(form: TextForm, null_code: bool, word: u128) -> Value {
+    if null_code && word == 0 {
+        return Value::Null;
+    }
+    let w = word - u128::from(null_code);
+    match form {
+        TextForm::Hex { len, upper } => {
+            let digits: &[u8; 16] = if upper {
+                b"0123456789ABCDEF"
+            } else {
+                b"0123456789abcdef"
+            };
+            let text = (0..u32::from(len))
+                .rev()
+                .map(|d| char::from(digits[((w >> (4 * d)) & 15) as usize]))
+                .collect();
+            Value::Text(text)
+        }
+        TextForm::Short => {
+            let bytes = w.to_be_bytes();
+            let len = usize::from(bytes[15].saturating_sub(1)).min(SHORT_TEXT);
+            Value::Text(String::from_utf8_lossy(&bytes[..len]).into_owned())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{DictionaryArray, LargeStringArray, StringArray};
+    use datafusion::arrow::datatypes::Int8Type;
+    use std::sync::Arc;
+
+    const LOWER32: TextForm = TextForm::Hex {
+        len: 32,
+        upper: false,
+    };
+
+    fn packed(form: TextForm, null_code: bool, a: ArrayRef) -> Result<Vec<u128>, Misfit> {
+        let mut out = Vec::new();
+        pack(form, null_code, null_code, &a, &mut out).map(|_| out)
+    }
+
+    /// Every hex string of a sample round-trips, and words order like the
+    /// strings' bytes; the SWAR digit test agrees with a plain one on all
+    /// 256 bytes in every position.
+    #[test]
+    fn hex_words_round_trip_and_order_like_the_text() {
+        for upper in [false, true] {
+            for b in 0..=255u8 {
+                for pos in 0..8 {
+                    let mut chunk = *b"00000000";
+                    chunk[pos] = b;
+                    let (_, ok) = hex8(u64::from_le_bytes(chunk), upper);
+                    assert_eq!(
+                        ok,
+                        hex_digit(b, upper).1,
+                        "byte {b:#x} at {pos}, upper {upper}"
+                    );
+                }
+            }
+        }
+        let mut values: Vec<String> = (0..500u64)
+            .map(|i| {
+                format!(
+                    "{:032x}",
+                    i.wrapping_mul(0x9E37_79B9_7F4A_7C15) as u128 * 977
+                )
+            })
+            .collect();
+        values.push("f".repeat(32));
+        values.push("0".repeat(32));
+        let words = packed(LOWER32, false, Arc::new(StringArray::from(values.clone()))).unwrap();
+        for (v, w) in values.iter().zip(&words) {
+            assert_eq!(unpack(LOWER32, false, *w), Value::Text(v.clone()));
+        }
+        let mut by_word: Vec<_> = values.iter().zip(&words).collect();
+        by_word.sort_by_key(|(_, w)| **w);
+        let mut sorted = values.clone();
+        sorted.sort();
+        assert_eq!(
+            by_word
+                .into_iter()
+                .map(|(v, _)| v.clone())
+                .collect::<Vec<_>>(),
+            sorted
+        );
+        // Odd lengths and the other case.
+        let upper7 = TextForm::Hex {
+            len: 7,
+            upper: true,
+        };
+        let w = packed(
+            upper7,
+            true,
+            Arc::new(StringArray::from(vec![Some("0A1B2C3"), None])),
+        )
+        .unwrap();
+        assert_eq!(w[1], 0, "the null code");
+        assert_eq!(unpack(upper7, true, w[0]), Value::Text("0A1B2C3".into()));
+        assert_eq!(unpack(upper7, true, 0), Value::Null);
+    }
+
+    /// The AVX2 word and check agree with the portable ones, one wrong
+    /// byte in every position and of every value.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_hex_agrees_with_the_portable_loop() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        for upper in [false, true] {
+            let mut base = *b"0123456789abcdeffedcba9876543210";
+            if upper {
+                base.make_ascii_uppercase();
+            }
+            let (word, ok) = hex_value::<32>(&base, upper);
+            assert!(ok);
+            // SAFETY: the CPU has AVX2.
+            assert_eq!(unsafe { avx2::hex32(&base, upper) }, (word, true));
+            for pos in 0..32 {
+                for b in (0..=255u8).step_by(3).chain(*b"09afAF/:`g@G") {
+                    let mut v = base;
+                    v[pos] = b;
+                    // SAFETY: the CPU has AVX2.
+                    let fast = unsafe { avx2::hex32(&v, upper) };
+                    let slow = hex_value::<32>(&v, upper);
+                    assert_eq!(fast.1, slow.1, "{v:?} upper {upper}");
+                    if slow.1 {
+                        assert_eq!(fast.0, slow.0);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn short_words_order_like_the_text_prefixes_first() {
+        let values = [
+            "",
+            "a",
+            "a\u{0}",
+            "ab",
+            "abc",
+            "b",
+            "fifteen bytes!!",
+            "\u{e9}t\u{e9}",
+        ];
+        let words = packed(
+            TextForm::Short,
+            false,
+            Arc::new(LargeStringArray::from(values.to_vec())),
+        )
+        .unwrap();
+        assert!(words.windows(2).all(|w| w[0] < w[1]), "{words:x?}");
+        assert!(words.iter().all(|w| *w != 0), "0 is left for null");
+        for (v, w) in values.iter().zip(&words) {
+            assert_eq!(
+                unpack(TextForm::Short, false, *w),
+                Value::Text(v.to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn a_value_that_does_not_fit_is_named() {
+        let a = |v: Vec<&str>| -> ArrayRef { Arc::new(StringArray::from(v)) };
+        let ok = "0123456789abcdef0123456789abcdef";
+        for (bad, shown) in [
+            (
+                "0123456789abcdef0123456789abcdeF",
+                "'0123456789abcdef0123456789abcdeF'",
+            ),
+            (
+                "0123456789abcdef0123456789abcdeg",
+                "'0123456789abcdef0123456789abcdeg'",
+            ),
+            (
+                "0123456789abcdef0123456789abcde",
+                "'0123456789abcdef0123456789abcde'",
+            ),
+            (
+                "0123456789abcdef0123456789abcd\u{e9}",
+                "'0123456789abcdef0123456789abcd\u{e9}'",
+            ),
+        ] {
+            assert_eq!(
+                packed(LOWER32, false, a(vec![ok, bad, ok])),
+                Err(Misfit(shown.into()))
+            );
+        }
+        assert!(packed(TextForm::Short, false, a(vec!["sixteen bytes!!!"])).is_err());
+        // A null without a null code, in a nulls-not-distinct check.
+        let mut out = Vec::new();
+        let nullable: ArrayRef = Arc::new(StringArray::from(vec![Some(ok), None]));
+        assert_eq!(
+            pack(LOWER32, false, true, &nullable, &mut out),
+            Err(Misfit("null".into()))
+        );
+        assert!(pack(LOWER32, false, false, &nullable, &mut out).is_ok());
+    }
+
+    #[test]
+    fn dictionaries_and_views_pack_like_plain_strings() {
+        let values = vec![Some("c0de"), None, Some("beef"), Some("c0de")];
+        let form = TextForm::Hex {
+            len: 4,
+            upper: false,
+        };
+        let plain = packed(form, true, Arc::new(StringArray::from(values.clone()))).unwrap();
+        let dict: DictionaryArray<Int8Type> = values.iter().copied().collect();
+        assert_eq!(packed(form, true, Arc::new(dict)).unwrap(), plain);
+        let view = StringViewArray::from(values);
+        assert_eq!(packed(form, true, Arc::new(view)).unwrap(), plain);
+    }
+}
