@@ -7,6 +7,7 @@
 //! ```text
 //!  batches ──encode──▶ key words ──radix──▶ partitions ──count──▶ repeated words
 //!   (packed: exact)                        (memory, or spilled)    │
+//!   (text of hex digits or short: packed, exact)                   │
 //!   (fingerprint: 64-bit hash) ─────────────────────────────────────┴─▶ verify pass:
 //!                                                 exact keys behind repeated hashes
 //!  ordered input: runs of equal keys, checked while streaming (constant memory)
