@@ -48,6 +48,8 @@ KEYS = [
      "GROUP BY tenant_id, event_ts HAVING count(*) > 1)"),
     ("distinct_count(order_id)", "distinct_scattered.dq", "floor_order_id.dq",
      "SELECT count(DISTINCT order_id) FROM {t}"),
+    ("distinct_count(event_id), 32-char hex strings", "distinct_string.dq", "floor_event_id.dq",
+     "SELECT count(DISTINCT event_id) FROM {t}"),
 ]
 
 TPCH = [

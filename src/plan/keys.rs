@@ -238,9 +238,12 @@ impl Forced {
 
 /// Whether the strategy counts distinct keys exactly as `count(distinct)`
 /// does: packed words of parts that are not floating-point (whose NaN and
-/// -0.0 the fused aggregate counts its own way).
+/// -0.0 the fused aggregate counts its own way), and text (packed, or, from
+/// the first value that does not fit, fingerprints whose repeats are
+/// counted by their exact keys).
 pub fn exact_distinct(s: &KeyStrategy) -> bool {
     let packing = match s {
+        KeyStrategy::Text { .. } => return true,
         KeyStrategy::Packed(p) => p,
         KeyStrategy::Ordered { fallback, .. } => match fallback.as_ref() {
             KeyStrategy::Packed(p) => p,

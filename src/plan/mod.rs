@@ -186,7 +186,9 @@ impl AuditPlan {
                 nulls_equal: false,
             };
             match keys::choose(&job, schema, facts, forced) {
-                s @ (keys::KeyStrategy::Packed(_) | keys::KeyStrategy::Ordered { .. })
+                s @ (keys::KeyStrategy::Packed(_)
+                | keys::KeyStrategy::Text { .. }
+                | keys::KeyStrategy::Ordered { .. })
                     if keys::exact_distinct(&s) =>
                 {
                     self.engine_distinct.push((c.clone(), s))

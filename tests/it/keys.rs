@@ -40,6 +40,7 @@ check duplicate_count(s, t) = 0
 check duplicate_count(dec, f) nulls not distinct = 0
 check unique(i, s, k)
 check duplicate_count(s, k) nulls not distinct = 0
+check distinct_count(s) > 0
 ";
 
 /// The key sets of `RULES` (columns sorted) and their null mode, in order.
