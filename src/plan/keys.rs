@@ -12,7 +12,7 @@
 //!   a row; hashes seen more than once are candidates, and one verification
 //!   pass counts the exact keys behind them. No candidates, no second pass.
 //! - **text**: a single text key whose footer bounds look like hex digits
-//!   of one length (md5, sha ids) or short codes (at most 15 bytes). Every
+//!   of one length (md5, sha ids), UUIDs, or short codes (at most 15 bytes). Every
 //!   value then packs exactly and in order into a 64- or 128-bit word, so it
 //!   runs as packed does, with no second pass. The first value that does not
 //!   fit stops it, and the fingerprint strategy runs instead.
@@ -82,6 +82,9 @@ pub enum TextForm {
     /// Exactly `len` hex digits (1 to 32), lowercase, or uppercase with
     /// `upper`: 4 bits a digit.
     Hex { len: u8, upper: bool },
+    /// A UUID in its canonical text, 8-4-4-4-12 hex digits of one case:
+    /// the 32 digits, 4 bits each.
+    Uuid { upper: bool },
     /// At most [`SHORT_TEXT`] bytes: the bytes, then the length plus one.
     Short,
 }
@@ -94,8 +97,18 @@ impl TextForm {
     pub fn bits(&self, null_code: bool) -> u32 {
         match self {
             TextForm::Hex { len, .. } => 4 * u32::from(*len) + u32::from(null_code),
+            TextForm::Uuid { .. } => 128 + u32::from(null_code),
             // Length 0 stands for null; values store their length + 1.
             TextForm::Short => 128,
+        }
+    }
+
+    /// The length of every value, for the forms that fix it.
+    pub fn fixed_len(&self) -> Option<usize> {
+        match self {
+            TextForm::Hex { len, .. } => Some(usize::from(*len)),
+            TextForm::Uuid { .. } => Some(36),
+            TextForm::Short => None,
         }
     }
 
@@ -112,6 +125,17 @@ impl TextForm {
                     }
             })
         };
+        let uuid = |s: &str, upper: bool| {
+            let b = s.as_bytes();
+            b.len() == 36
+                && [8, 13, 18, 23].iter().all(|&i| b[i] == b'-')
+                && hex(&s.replace('-', ""), upper)
+        };
+        for upper in [false, true] {
+            if uuid(min, upper) && uuid(max, upper) {
+                return Some(TextForm::Uuid { upper });
+            }
+        }
         let len = min.len();
         if len == max.len() && (1..=32).contains(&len) {
             for upper in [false, true] {
@@ -133,6 +157,11 @@ impl fmt::Display for TextForm {
             TextForm::Hex { len, upper } => write!(
                 f,
                 "{len} {} hex digits",
+                if *upper { "uppercase" } else { "lowercase" }
+            ),
+            TextForm::Uuid { upper } => write!(
+                f,
+                "UUIDs (8-4-4-4-12 {} hex digits)",
                 if *upper { "uppercase" } else { "lowercase" }
             ),
             TextForm::Short => write!(f, "at most {SHORT_TEXT} bytes"),

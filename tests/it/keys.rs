@@ -103,11 +103,12 @@ struct Row {
 }
 
 /// How the text column looks: md5-like hex (the text strategy's hex
-/// form), short codes (its short form), or hex with a value of another
+/// form), UUIDs (its UUID form), short codes (its short form), or hex with a value of another
 /// shape now and then (a text strategy that starts and falls back).
 #[derive(Clone, Copy, Debug)]
 enum Shape {
     Hex,
+    Uuid,
     Short,
     Mixed,
 }
@@ -115,6 +116,16 @@ enum Shape {
 fn text(rng: &mut Rng, shape: Shape, v: u64) -> String {
     match shape {
         Shape::Hex => format!("{v:032x}"),
+        Shape::Uuid => {
+            let h = v.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            format!(
+                "{:08x}-{:04x}-4{:03x}-a{:03x}-{v:012x}",
+                h >> 32,
+                h & 0xffff,
+                v & 0xfff,
+                h & 0xfff
+            )
+        }
         Shape::Short => format!("c-{}", v % 100_000_007),
         Shape::Mixed if rng.below(40) == 0 => format!("{v:X}"),
         Shape::Mixed => format!("{v:032x}"),
@@ -122,7 +133,7 @@ fn text(rng: &mut Rng, shape: Shape, v: u64) -> String {
 }
 
 fn rows(rng: &mut Rng, n: usize) -> Vec<Row> {
-    let shape = [Shape::Hex, Shape::Short, Shape::Mixed][rng.below(3) as usize];
+    let shape = [Shape::Hex, Shape::Uuid, Shape::Short, Shape::Mixed][rng.below(4) as usize];
     // A pool of keys a few times the row count: some repeat, most do not;
     // scattered over 2^40 so that no bitmap applies.
     let pool = (n as u64 * 3).max(4);

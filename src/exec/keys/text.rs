@@ -80,6 +80,10 @@ fn word(form: TextForm, v: &[u8]) -> Option<u128> {
             }
             ok.then_some(w)
         }
+        TextForm::Uuid { upper } => {
+            let (w, ok) = uuid_value(v, upper, hex_value::<32>)?;
+            ok.then_some(w)
+        }
         TextForm::Short => {
             if v.len() > SHORT_TEXT {
                 return None;
@@ -153,14 +157,13 @@ fn pack_offsets<O: OffsetSizeTrait>(
 ) -> Result<(), Misfit> {
     let offsets = a.value_offsets();
     let data = a.value_data();
-    if let TextForm::Hex { len, upper } = form {
-        let len = usize::from(len);
+    if let Some(len) = form.fixed_len() {
         let (first, last) = (offsets[0].as_usize(), offsets[a.len()].as_usize());
         // Without nulls, and every value `len` bytes: one stride over the bytes.
         if a.null_count() == 0
             && last - first == a.len() * len
             && offsets.windows(2).all(|w| (w[1] - w[0]).as_usize() == len)
-            && hex_words(Values::Stride(&data[first..last]), len, upper, plus, out)
+            && hex_words(Values::Stride(&data[first..last]), form, plus, out)
         {
             return Ok(());
         }
@@ -178,36 +181,67 @@ enum Values<'a> {
     Views(&'a StringViewArray),
 }
 
-/// The words of `values`, all `len` bytes long, or `false` when some value
-/// is not hex of the case (or another length, or `len` is not one of 8, 16,
-/// 24 and 32).
-fn hex_words(values: Values, len: usize, upper: bool, plus: u128, out: &mut Vec<u128>) -> bool {
+/// The words of `values` in a hex or UUID `form`, or `false` when some
+/// value does not fit (or the form has no fast loop: hex lengths other than
+/// 8, 16, 24 and 32).
+fn hex_words(values: Values, form: TextForm, plus: u128, out: &mut Vec<u128>) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if len == 32 && std::arch::is_x86_feature_detected!("avx2") {
+    if matches!(form, TextForm::Hex { len: 32, .. } | TextForm::Uuid { .. })
+        && std::arch::is_x86_feature_detected!("avx2")
+    {
         // SAFETY: the CPU has AVX2.
-        return unsafe { avx2::hex_words32(values, upper, plus, out) };
+        return unsafe { avx2::hex_words32(values, form, plus, out) };
     }
-    match len {
-        32 => hex_each::<32>(values, upper, plus, out, hex_value::<32>),
-        24 => hex_each::<24>(values, upper, plus, out, hex_value::<24>),
-        16 => hex_each::<16>(values, upper, plus, out, hex_value::<16>),
-        8 => hex_each::<8>(values, upper, plus, out, hex_value::<8>),
+    match form {
+        TextForm::Hex { len: 32, upper } => {
+            hex_each::<32>(values, plus, out, |v| hex_value::<32>(v, upper))
+        }
+        TextForm::Hex { len: 24, upper } => {
+            hex_each::<24>(values, plus, out, |v| hex_value::<24>(v, upper))
+        }
+        TextForm::Hex { len: 16, upper } => {
+            hex_each::<16>(values, plus, out, |v| hex_value::<16>(v, upper))
+        }
+        TextForm::Hex { len: 8, upper } => {
+            hex_each::<8>(values, plus, out, |v| hex_value::<8>(v, upper))
+        }
+        TextForm::Uuid { upper } => hex_each::<36>(values, plus, out, |v| {
+            uuid_value(v, upper, hex_value::<32>).unwrap_or((0, false))
+        }),
         _ => false,
     }
+}
+
+/// A UUID's 32 hex digits (8-4-4-4-12, the dashes checked), read by `hex`.
+#[inline(always)]
+fn uuid_value(
+    v: &[u8],
+    upper: bool,
+    hex: impl Fn(&[u8], bool) -> (u128, bool),
+) -> Option<(u128, bool)> {
+    let v: &[u8; 36] = v.try_into().ok()?;
+    let dashes = v[8] == b'-' && v[13] == b'-' && v[18] == b'-' && v[23] == b'-';
+    let mut digits = [0u8; 32];
+    digits[..8].copy_from_slice(&v[..8]);
+    digits[8..12].copy_from_slice(&v[9..13]);
+    digits[12..16].copy_from_slice(&v[14..18]);
+    digits[16..20].copy_from_slice(&v[19..23]);
+    digits[20..].copy_from_slice(&v[24..]);
+    let (w, ok) = hex(&digits, upper);
+    Some((w, ok && dashes))
 }
 
 #[inline(always)]
 fn hex_each<const L: usize>(
     values: Values,
-    upper: bool,
     plus: u128,
     out: &mut Vec<u128>,
-    word: impl Fn(&[u8], bool) -> (u128, bool),
+    word: impl Fn(&[u8]) -> (u128, bool),
 ) -> bool {
     let mut ok = true;
     let mut one = |v: Option<&[u8]>| match v {
         Some(v) => {
-            let (w, good) = word(v, upper);
+            let (w, good) = word(v);
             ok &= good;
             w + plus
         }
@@ -242,7 +276,7 @@ fn hex_each<const L: usize>(
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{hex_each, Values};
+    use super::{hex_each, uuid_value, TextForm, Values};
 
     /// The word of the first 32 bytes of `v` and whether they are hex.
     #[target_feature(enable = "avx2")]
@@ -268,14 +302,23 @@ mod avx2 {
         }
     }
 
+    /// [`super::hex_words`] for 32 hex digits and UUIDs.
     #[target_feature(enable = "avx2")]
     pub(super) fn hex_words32(
         values: Values,
-        upper: bool,
+        form: TextForm,
         plus: u128,
         out: &mut Vec<u128>,
     ) -> bool {
-        hex_each::<32>(values, upper, plus, out, |v, u| hex32(v, u))
+        match form {
+            TextForm::Hex { len: 32, upper } => {
+                hex_each::<32>(values, plus, out, |v| hex32(v, upper))
+            }
+            TextForm::Uuid { upper } => hex_each::<36>(values, plus, out, |v| {
+                uuid_value(v, upper, |d, u| hex32(d, u)).unwrap_or((0, false))
+            }),
+            _ => false,
+        }
     }
 }
 
@@ -298,8 +341,8 @@ fn pack_view(
     a: &StringViewArray,
     out: &mut Vec<u128>,
 ) -> Result<(), Misfit> {
-    if let TextForm::Hex { len, upper } = form {
-        if a.null_count() == 0 && hex_words(Values::Views(a), usize::from(len), upper, plus, out) {
+    if form.fixed_len().is_some() {
+        if a.null_count() == 0 && hex_words(Values::Views(a), form, plus, out) {
             return Ok(());
         }
         out.clear();
@@ -371,6 +414,19 @@ pub fn unpack(form: TextForm, null_code: bool, word: u128) -> Value {
                 .collect();
             Value::Text(text)
         }
+        TextForm::Uuid { upper } => {
+            let Value::Text(hex) = unpack(TextForm::Hex { len: 32, upper }, false, w) else {
+                unreachable!("hex digits unpack as text")
+            };
+            let parts = [
+                &hex[..8],
+                &hex[8..12],
+                &hex[12..16],
+                &hex[16..20],
+                &hex[20..],
+            ];
+            Value::Text(parts.join("-"))
+        }
         TextForm::Short => {
             let bytes = w.to_be_bytes();
             let len = usize::from(bytes[15].saturating_sub(1)).min(SHORT_TEXT);
@@ -394,6 +450,26 @@ mod tests {
     fn packed(form: TextForm, null_code: bool, a: ArrayRef) -> Result<Vec<u128>, Misfit> {
         let mut out = Vec::new();
         pack(form, null_code, null_code, &a, &mut out).map(|_| out)
+    }
+
+    /// The words of `values` (fast loop and general one alike) decode back
+    /// to them and sort as they do.
+    fn round_trips_in_order(form: TextForm, values: &[String]) {
+        let words = packed(form, false, Arc::new(StringArray::from(values.to_vec()))).unwrap();
+        let slow: Vec<u128> = values
+            .iter()
+            .map(|v| word(form, v.as_bytes()).unwrap())
+            .collect();
+        assert_eq!(words, slow, "the fast loop and the general one agree");
+        for (v, w) in values.iter().zip(&words) {
+            assert_eq!(unpack(form, false, *w), Value::Text(v.clone()));
+        }
+        let mut by_word: Vec<_> = values.iter().zip(&words).collect();
+        by_word.sort_by_key(|(_, w)| **w);
+        let mut sorted = values.to_vec();
+        sorted.sort();
+        let by_word: Vec<String> = by_word.into_iter().map(|(v, _)| v.clone()).collect();
+        assert_eq!(by_word, sorted);
     }
 
     /// Every hex string of a sample round-trips, and words order like the
@@ -425,21 +501,7 @@ mod tests {
             .collect();
         values.push("f".repeat(32));
         values.push("0".repeat(32));
-        let words = packed(LOWER32, false, Arc::new(StringArray::from(values.clone()))).unwrap();
-        for (v, w) in values.iter().zip(&words) {
-            assert_eq!(unpack(LOWER32, false, *w), Value::Text(v.clone()));
-        }
-        let mut by_word: Vec<_> = values.iter().zip(&words).collect();
-        by_word.sort_by_key(|(_, w)| **w);
-        let mut sorted = values.clone();
-        sorted.sort();
-        assert_eq!(
-            by_word
-                .into_iter()
-                .map(|(v, _)| v.clone())
-                .collect::<Vec<_>>(),
-            sorted
-        );
+        round_trips_in_order(LOWER32, &values);
         // Odd lengths and the other case.
         let upper7 = TextForm::Hex {
             len: 7,
@@ -486,6 +548,36 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn uuid_words_round_trip_order_and_check_their_dashes() {
+        let form = TextForm::Uuid { upper: false };
+        let mut values: Vec<String> = (0..300u64)
+            .map(|i| {
+                let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                format!(
+                    "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                    h >> 32,
+                    (h >> 16) & 0xffff,
+                    h & 0xffff,
+                    i & 0xffff,
+                    h & 0xffff_ffff_ffff
+                )
+            })
+            .collect();
+        values.push("ffffffff-ffff-ffff-ffff-ffffffffffff".into());
+        round_trips_in_order(form, &values);
+        let ok = "123e4567-e89b-12d3-a456-426614174000";
+        for bad in [
+            "123e4567e-89b-12d3-a456-426614174000",
+            "123e4567-e89b-12d3-a456-42661417400",
+            "123E4567-e89b-12d3-a456-426614174000",
+            "123e4567-e89b-12d3-a456_426614174000",
+        ] {
+            let got = packed(form, false, Arc::new(StringArray::from(vec![ok, bad])));
+            assert_eq!(got, Err(Misfit(format!("'{bad}'"))));
         }
     }
 
