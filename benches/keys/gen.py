@@ -10,6 +10,7 @@ of 122,880 rows), one file per contiguous slice of rows:
 | order_id  | BIGINT    | unique ids scattered over 2^40 (an odd multiplier modulo 2^40: a bijection, no dense range) |
 | store_id  | INTEGER   | 1..1000, hashed from the row |
 | event_id  | VARCHAR   | md5 of the row: 32 hex characters |
+| event_uuid | VARCHAR  | the same md5 as a UUID's text: 8-4-4-4-12 hex digits |
 | tenant_id | INTEGER   | row mod 10 |
 | event_ts  | TIMESTAMP | one millisecond per 10 rows: files in time order, 10 tenants a timestamp |
 
@@ -47,6 +48,9 @@ for f in range(a.files):
             ((src::HUGEINT * 11400714819323198485::HUGEINT) % 1099511627776)::BIGINT AS order_id,
             (1 + hash(src) % 1000)::INTEGER AS store_id,
             md5(src::VARCHAR) AS event_id,
+            concat_ws('-', substr(md5(src::VARCHAR), 1, 8), substr(md5(src::VARCHAR), 9, 4),
+                      substr(md5(src::VARCHAR), 13, 4), substr(md5(src::VARCHAR), 17, 4),
+                      substr(md5(src::VARCHAR), 21, 12)) AS event_uuid,
             (src % 10)::INTEGER AS tenant_id,
             TIMESTAMP '2025-03-05' + to_milliseconds(src // 10) AS event_ts
           FROM r ORDER BY i

@@ -43,6 +43,8 @@ KEYS = [
      "GROUP BY store_id, order_id HAVING count(*) > 1)) + (SELECT count(*) FROM {t} WHERE store_id IS NULL OR order_id IS NULL)"),
     ("unique(event_id), 32-char hex strings", "unique_string.dq", "floor_event_id.dq",
      "SELECT count(*) FROM (SELECT event_id FROM {t} WHERE event_id IS NOT NULL GROUP BY event_id HAVING count(*) > 1)"),
+    ("unique(event_uuid), UUID text", "unique_uuid.dq", "floor_event_uuid.dq",
+     "SELECT count(*) FROM (SELECT event_uuid FROM {t} WHERE event_uuid IS NOT NULL GROUP BY event_uuid HAVING count(*) > 1)"),
     ("unique(tenant_id, event_ts), time order", "unique_time.dq", "floor_tenant_ts.dq",
      "SELECT count(*) FROM (SELECT 1 FROM {t} WHERE tenant_id IS NOT NULL AND event_ts IS NOT NULL "
      "GROUP BY tenant_id, event_ts HAVING count(*) > 1)"),
