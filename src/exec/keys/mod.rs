@@ -41,6 +41,7 @@ use super::topk::TopK;
 use super::{progress, table, Duplicates, SAMPLES};
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
+use crate::value::Value;
 use count::Table;
 use key::Key;
 use store::LocalStore;
@@ -283,7 +284,7 @@ async fn packed<K: Key>(
         .await?;
     let types = key_types(input, job)?;
     Ok(Found {
-        duplicates: rank_words(packing, &types, counted.repeated),
+        duplicates: rank_words(counted.repeated, |w| encode::unpack(packing, &types, w)),
         distinct: counted.distinct,
         spilled_bytes: spilled,
         passes,
@@ -316,34 +317,21 @@ async fn text_packed(
         }
         r => r?,
     };
-    let mut repeated = counted.repeated;
-    let keys = repeated.len() as u64;
-    count::rank_top(&mut repeated, SAMPLES);
-    let samples = repeated
-        .into_iter()
-        .map(|(w, n)| (vec![text::unpack(form, null_code, w)], n))
-        .collect();
     Ok(Ok(Found {
-        duplicates: Duplicates { keys, samples },
+        duplicates: rank_words(counted.repeated, |w| vec![text::unpack(form, null_code, w)]),
         distinct: counted.distinct,
         spilled_bytes: spilled,
         passes,
     }))
 }
 
-/// The number of repeated packed words and the top samples: packed words
-/// order like their keys, so ranking needs no decoding.
-fn rank_words<K: Key>(
-    packing: &Packing,
-    types: &[DataType],
-    mut repeated: Vec<(K, u64)>,
-) -> Duplicates {
+/// The number of repeated packed words and the top samples, each word
+/// decoded by `decode` into the key's values: packed words order like their
+/// keys, so ranking needs no decoding.
+fn rank_words<K: Key>(mut repeated: Vec<(K, u64)>, decode: impl Fn(K) -> Vec<Value>) -> Duplicates {
     let keys = repeated.len() as u64;
     count::rank_top(&mut repeated, SAMPLES);
-    let samples = repeated
-        .into_iter()
-        .map(|(w, n)| (encode::unpack(packing, types, w), n))
-        .collect();
+    let samples = repeated.into_iter().map(|(w, n)| (decode(w), n)).collect();
     Duplicates { keys, samples }
 }
 

@@ -84,7 +84,7 @@ async fn find_words<K: Key>(
     let types = key_types(input, job)?;
     let repeated = std::mem::take(&mut counted.repeated);
     Ok(Some(Found {
-        duplicates: rank_words(packing, &types, repeated),
+        duplicates: rank_words(repeated, |w| super::encode::unpack(packing, &types, w)),
         distinct: counted.distinct,
         spilled_bytes: 0,
         passes: vec![format!(

@@ -65,19 +65,7 @@ fn word(form: TextForm, v: &[u8]) -> Option<u128> {
             if v.len() != usize::from(len) {
                 return None;
             }
-            let mut w = 0u128;
-            let mut ok = true;
-            let mut chunks = v.chunks_exact(8);
-            for c in &mut chunks {
-                let (n, good) = hex8(u64::from_le_bytes(c.try_into().expect("8 bytes")), upper);
-                w = (w << 32) | u128::from(n);
-                ok &= good;
-            }
-            for &b in chunks.remainder() {
-                let (n, good) = hex_digit(b, upper);
-                w = (w << 4) | u128::from(n);
-                ok &= good;
-            }
+            let (w, ok) = hex_digits(v, upper);
             ok.then_some(w)
         }
         TextForm::Uuid { upper } => {
@@ -322,14 +310,28 @@ mod avx2 {
     }
 }
 
-/// The word of `L` (a multiple of 8) hex bytes, and whether they are hex.
+/// The word of the first `L` hex bytes of `v`, and whether they are hex:
+/// [`hex_digits`] on a length the compiler knows, so its loop unrolls.
 #[inline(always)]
 fn hex_value<const L: usize>(v: &[u8], upper: bool) -> (u128, bool) {
+    hex_digits(&v[..L], upper)
+}
+
+/// The word of hex digits `v` (at most 32), eight at a time and then one
+/// at a time, and whether they are all hex of the case.
+#[inline(always)]
+fn hex_digits(v: &[u8], upper: bool) -> (u128, bool) {
     let mut w = 0u128;
     let mut ok = true;
-    for c in v[..L].chunks_exact(8) {
+    let mut chunks = v.chunks_exact(8);
+    for c in &mut chunks {
         let (n, good) = hex8(u64::from_le_bytes(c.try_into().expect("8 bytes")), upper);
         w = (w << 32) | u128::from(n);
+        ok &= good;
+    }
+    for &b in chunks.remainder() {
+        let (n, good) = hex_digit(b, upper);
+        w = (w << 4) | u128::from(n);
         ok &= good;
     }
     (w, ok)
@@ -402,22 +404,9 @@ pub fn unpack(form: TextForm, null_code: bool, word: u128) -> Value {
     }
     let w = word - u128::from(null_code);
     match form {
-        TextForm::Hex { len, upper } => {
-            let digits: &[u8; 16] = if upper {
-                b"0123456789ABCDEF"
-            } else {
-                b"0123456789abcdef"
-            };
-            let text = (0..u32::from(len))
-                .rev()
-                .map(|d| char::from(digits[((w >> (4 * d)) & 15) as usize]))
-                .collect();
-            Value::Text(text)
-        }
+        TextForm::Hex { len, upper } => Value::Text(hex_text(w, len, upper)),
         TextForm::Uuid { upper } => {
-            let Value::Text(hex) = unpack(TextForm::Hex { len: 32, upper }, false, w) else {
-                unreachable!("hex digits unpack as text")
-            };
+            let hex = hex_text(w, 32, upper);
             let parts = [
                 &hex[..8],
                 &hex[8..12],
@@ -433,6 +422,19 @@ pub fn unpack(form: TextForm, null_code: bool, word: u128) -> Value {
             Value::Text(String::from_utf8_lossy(&bytes[..len]).into_owned())
         }
     }
+}
+
+/// The `len` low hex digits of `w`, the highest first.
+fn hex_text(w: u128, len: u8, upper: bool) -> String {
+    let digits: &[u8; 16] = if upper {
+        b"0123456789ABCDEF"
+    } else {
+        b"0123456789abcdef"
+    };
+    (0..u32::from(len))
+        .rev()
+        .map(|d| char::from(digits[((w >> (4 * d)) & 15) as usize]))
+        .collect()
 }
 
 #[cfg(test)]
