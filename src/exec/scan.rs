@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::empty::EmptyTable;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
@@ -32,6 +33,18 @@ const CONTEXT: &str = "registering the staged files";
 /// The staged files as a DataFusion table. Files on an object store are read
 /// through their store, registered with the session under the location's URL.
 pub fn table(ctx: &SessionContext, input: &StagedInput) -> Result<DataFrame, Error> {
+    table_typed(ctx, input, false)
+}
+
+/// The staged files as a table whose text columns decode as `Utf8View`: a
+/// view points into the decompressed page instead of copying each value
+/// into a new buffer (and its offset into another). The key engine reads
+/// its key columns so; the rest of the audit keeps the files' types.
+pub fn table_of_views(ctx: &SessionContext, input: &StagedInput) -> Result<DataFrame, Error> {
+    table_typed(ctx, input, true)
+}
+
+fn table_typed(ctx: &SessionContext, input: &StagedInput, views: bool) -> Result<DataFrame, Error> {
     let scanned: Vec<&StagedFile> = input
         .files
         .iter()
@@ -54,7 +67,7 @@ pub fn table(ctx: &SessionContext, input: &StagedInput) -> Result<DataFrame, Err
     }
     let mut union: Option<DataFrame> = None;
     for (values, files) in groups {
-        let frame = files_table(ctx, input, &files)?;
+        let frame = files_table(ctx, input, &files, views)?;
         let frame = if input.hive.is_empty() {
             frame
         } else {
@@ -85,6 +98,7 @@ fn files_table(
     ctx: &SessionContext,
     input: &StagedInput,
     files: &[&StagedFile],
+    views: bool,
 ) -> Result<DataFrame, Error> {
     let urls = match &input.location {
         Location::Local(dir) => {
@@ -116,8 +130,61 @@ fn files_table(
         ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
     let config = ListingTableConfig::new_with_multi_paths(urls)
         .with_listing_options(options)
-        .with_schema(input.file_schema());
+        .with_schema(if views {
+            view_schema(&input.file_schema())
+        } else {
+            input.file_schema()
+        });
     let table = ListingTable::try_new(config).map_err(|e| Error::engine(CONTEXT, e))?;
     ctx.read_table(Arc::new(table))
         .map_err(|e| Error::engine(CONTEXT, e))
+}
+
+/// `schema` with its text fields as `Utf8View`.
+fn view_schema(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let t = match f.data_type() {
+                DataType::Utf8 | DataType::LargeUtf8 => DataType::Utf8View,
+                t => t.clone(),
+            };
+            f.as_ref().clone().with_data_type(t)
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_replace_only_text_fields() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Utf8, true),
+            Field::new("b", DataType::LargeUtf8, false),
+            Field::new("c", DataType::Int64, true),
+            Field::new("d", DataType::Binary, true),
+            Field::new(
+                "e",
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                true,
+            ),
+        ]));
+        let views = view_schema(&schema);
+        let types: Vec<&DataType> = views.fields().iter().map(|f| f.data_type()).collect();
+        assert_eq!(types[..2], [&DataType::Utf8View, &DataType::Utf8View]);
+        assert_eq!(
+            types[2..],
+            schema
+                .fields()
+                .iter()
+                .skip(2)
+                .map(|f| f.data_type())
+                .collect::<Vec<_>>()[..]
+        );
+        assert!(!views.field(1).is_nullable(), "nullability is kept");
+    }
 }

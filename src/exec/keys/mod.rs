@@ -38,7 +38,7 @@ use futures::StreamExt;
 
 use super::input::StagedInput;
 use super::topk::TopK;
-use super::{progress, table, Duplicates, SAMPLES};
+use super::{progress, Duplicates, SAMPLES};
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
 use crate::value::Value;
@@ -134,7 +134,7 @@ pub(super) async fn streams(
     columns: &[String],
     label: &str,
 ) -> Result<(Vec<SendableRecordBatchStream>, progress::Progress), Error> {
-    let frame = table(ctx, input)?
+    let frame = super::scan::table_of_views(ctx, input)?
         .select(columns.iter().map(ident).collect::<Vec<_>>())
         .map_err(|e| Error::engine("planning a key check", e))?;
     frame_streams(frame, label, input.row_count()).await
@@ -407,12 +407,21 @@ async fn verify(
     bits: Option<u32>,
     label: &str,
 ) -> Result<Exact, Error> {
-    let types = key_types(input, job)?;
+    let (streams, _bar) = streams(ctx, input, &job.keys, &format!("{label}, verify")).await?;
+    // The keys as the streams decode them (text as views).
+    let types = match streams.first() {
+        Some(s) => s
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect(),
+        None => key_types(input, job)?,
+    };
     let converter = Arc::new(
         RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())
             .map_err(|e| Error::Audit(e.to_string()))?,
     );
-    let (streams, _bar) = streams(ctx, input, &job.keys, &format!("{label}, verify")).await?;
     let nulls_equal = job.nulls_equal;
     let conv = converter.clone();
     let maps = scan(
