@@ -22,8 +22,13 @@ pub struct Counted<K> {
 }
 
 /// Counts every partition of `stores` (the same partitioning) on `threads`
-/// threads.
-pub fn count<K: Key>(stores: &[LocalStore<K>], threads: usize) -> Result<Counted<K>, String> {
+/// threads; `join` gives back the word that a partition keeps as a stored
+/// one.
+pub fn count<K: Key, W: Send>(
+    stores: &[LocalStore<K>],
+    threads: usize,
+    join: impl Fn(usize, K) -> W + Sync,
+) -> Result<Counted<W>, String> {
     let partitions = stores.first().map_or(0, LocalStore::partitions);
     let found = Mutex::new(Counted {
         repeated: Vec::new(),
@@ -44,7 +49,8 @@ pub fn count<K: Key>(stores: &[LocalStore<K>], threads: usize) -> Result<Counted
         sieve.spilled = spilled;
         let mut f = found.lock().expect("lock");
         f.distinct += distinct;
-        f.repeated.extend(sieve.table.repeated.drain());
+        f.repeated
+            .extend(sieve.table.repeated.drain().map(|(w, n)| (join(p, w), n)));
         Ok(())
     })?;
     Ok(found.into_inner().expect("lock"))

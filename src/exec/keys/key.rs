@@ -17,6 +17,10 @@ pub unsafe trait Key:
     const EMPTY: Self;
     const ZERO: Self;
     const BYTES: usize;
+    /// A write-combining line of the radix store: 64 bytes of words, or 8
+    /// words when a word is wider than 8 bytes.
+    type Line: Copy + Send + Sync + AsRef<[Self]> + AsMut<[Self]>;
+    const LINE: Self::Line;
 
     /// A well-mixed 64-bit hash: its high bits pick the radix partition,
     /// its low bits the slot in a partition's table.
@@ -39,11 +43,45 @@ fn mix64(x: u64) -> u64 {
     h ^ (h >> 29)
 }
 
+// SAFETY: every bit pattern is a u32.
+unsafe impl Key for u32 {
+    const EMPTY: u32 = u32::MAX;
+    const ZERO: u32 = 0;
+    const BYTES: usize = 4;
+    type Line = [u32; 16];
+    const LINE: [u32; 16] = [0; 16];
+
+    #[inline]
+    fn mix(self) -> u64 {
+        mix64(u64::from(self))
+    }
+    #[inline]
+    fn shl(self, bits: u32) -> u32 {
+        self.checked_shl(bits).unwrap_or(0)
+    }
+    #[inline]
+    fn add(self, code: u64, plus: bool) -> u32 {
+        self.wrapping_add(code as u32).wrapping_add(u32::from(plus))
+    }
+    #[inline]
+    fn field(self, shift: u32, bits: u32) -> u128 {
+        (u128::from(self) >> shift) & ((1u128 << bits) - 1)
+    }
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn read_le(bytes: &[u8]) -> u32 {
+        u32::from_le_bytes(bytes.try_into().expect("4 bytes"))
+    }
+}
+
 // SAFETY: every bit pattern is a u64.
 unsafe impl Key for u64 {
     const EMPTY: u64 = u64::MAX;
     const ZERO: u64 = 0;
     const BYTES: usize = 8;
+    type Line = [u64; 8];
+    const LINE: [u64; 8] = [0; 8];
 
     #[inline]
     fn mix(self) -> u64 {
@@ -74,6 +112,8 @@ unsafe impl Key for u128 {
     const EMPTY: u128 = u128::MAX;
     const ZERO: u128 = 0;
     const BYTES: usize = 16;
+    type Line = [u128; 8];
+    const LINE: [u128; 8] = [0; 8];
 
     #[inline]
     fn mix(self) -> u64 {

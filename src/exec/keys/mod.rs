@@ -44,7 +44,7 @@ use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
 use crate::value::Value;
 use count::Table;
 use key::Key;
-use store::LocalStore;
+use store::{LocalStore, Narrow, Split, Whole};
 
 /// What a key check found, and what it cost.
 #[derive(Debug, Clone, Default)]
@@ -67,8 +67,17 @@ pub async fn find(
     label: &str,
 ) -> Result<Found, Error> {
     match strategy {
-        KeyStrategy::Packed(p) if p.bits() <= 64 => packed::<u64>(ctx, input, job, p, label).await,
-        KeyStrategy::Packed(p) => packed::<u128>(ctx, input, job, p, label).await,
+        KeyStrategy::Packed(p) => {
+            let partitions = store::partitions_for(input.row_count());
+            let whole = (partitions, Whole::new(partitions));
+            match Narrow::new(p.bits(), partitions) {
+                Some(narrow) => {
+                    packed::<u64, _>(ctx, input, job, p, label, (partitions, narrow)).await
+                }
+                None if p.bits() <= 64 => packed::<u64, _>(ctx, input, job, p, label, whole).await,
+                None => packed::<u128, _>(ctx, input, job, p, label, whole).await,
+            }
+        }
         KeyStrategy::Fingerprint { test_bits } => {
             fingerprinted(ctx, input, job, *test_bits, label).await
         }
@@ -203,56 +212,68 @@ where
     Ok(states.into_iter().flatten().collect())
 }
 
+/// The partitions for the staged rows, each word kept whole.
+fn whole(input: &StagedInput) -> (usize, Whole) {
+    let partitions = store::partitions_for(input.row_count());
+    (partitions, Whole::new(partitions))
+}
+
 fn threads(ctx: &SessionContext) -> usize {
     ctx.state().config().target_partitions()
 }
 
-/// Radix-partitions every counted row's word, then counts each partition.
-async fn partition_and_count<K: Key>(
+/// Radix-partitions every counted row's word (in `partitions` partitions,
+/// each keeping what `split` keeps of a word), then counts each partition.
+async fn partition_and_count<K: Key, R: Split<K>>(
     ctx: &SessionContext,
     input: &StagedInput,
     job: &KeyJob,
     label: &str,
+    (partitions, split): (usize, R),
     encode: impl Fn(&[ArrayRef], &mut Vec<K>) -> Result<(), Error> + Send + Sync + 'static,
 ) -> Result<(count::Counted<K>, u64, Vec<String>), Error> {
     let started = Instant::now();
     let (streams, _bar) = streams(ctx, input, &job.keys, label).await?;
-    let partitions = store::partitions_for(input.row_count());
     let runtime = ctx.runtime_env();
     let nulls_equal = job.nulls_equal;
     let stores = scan(
         streams,
         || {
             (
-                LocalStore::<K>::new(partitions, runtime.clone(), "dqgate key check"),
+                LocalStore::<R::Stored>::new(partitions, runtime.clone(), "dqgate key check"),
                 Vec::new(),
             )
         },
-        move |(store, words): &mut (LocalStore<K>, Vec<K>), columns| {
+        move |(store, words): &mut (LocalStore<R::Stored>, Vec<K>), columns| {
             encode(columns, words)?;
             let counted = encode::counted_rows(columns, nulls_equal);
             match counted {
-                None => store.push_all(words),
-                Some(valid) => store.extend(valid.valid_indices().map(|i| words[i])),
+                None => store.extend_split(words.iter().map(|w| split.split(*w))),
+                Some(valid) => {
+                    store.extend_split(valid.valid_indices().map(|i| split.split(words[i])))
+                }
             }
             .map_err(Error::Audit)
         },
     )
     .await?;
-    let stores: Vec<LocalStore<K>> = stores.into_iter().map(|(s, _)| s).collect();
+    let stores: Vec<LocalStore<R::Stored>> = stores.into_iter().map(|(s, _)| s).collect();
     let scanned = started.elapsed();
     let words: u64 = stores.iter().map(|s| s.words).sum();
     let spilled: u64 = stores.iter().map(LocalStore::spilled_bytes).sum();
     let counting = Instant::now();
     let threads = threads(ctx);
-    let (counted, stores) =
-        tokio::task::spawn_blocking(move || (count::count(&stores, threads), stores))
-            .await
-            .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
+    let (counted, stores) = tokio::task::spawn_blocking(move || {
+        let counted = count::count(&stores, threads, |p, w| split.join(p, w));
+        (counted, stores)
+    })
+    .await
+    .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
     let counted = counted.map_err(Error::Audit)?;
     drop(stores);
     let mut passes = vec![format!(
-        "scan and radix-partition {words} key words into {partitions} partitions: {:.2} s{}",
+        "scan and radix-partition {words} key words into {partitions} partitions ({} bytes a word): {:.2} s{}",
+        R::BYTES,
         scanned.as_secs_f64(),
         if spilled > 0 {
             format!(", {spilled} bytes spilled")
@@ -268,17 +289,18 @@ async fn partition_and_count<K: Key>(
 }
 
 /// Fixed-width keys: the packed word is the key, so counting is exact.
-async fn packed<K: Key>(
+async fn packed<K: Key, R: Split<K>>(
     ctx: &SessionContext,
     input: &StagedInput,
     job: &KeyJob,
     packing: &Packing,
     label: &str,
+    split: (usize, R),
 ) -> Result<Found, Error> {
     let encoding = packing.clone();
     let nulls_equal = job.nulls_equal;
     let (counted, spilled, passes) =
-        partition_and_count::<K>(ctx, input, job, label, move |c, out| {
+        partition_and_count::<K, R>(ctx, input, job, label, split, move |c, out| {
             encode::pack(&encoding, c, nulls_equal, out).map_err(|e| Error::Audit(e.to_string()))
         })
         .await?;
@@ -306,7 +328,7 @@ async fn text_packed(
     label: &str,
 ) -> Result<Result<Found, String>, Error> {
     let nulls_equal = job.nulls_equal;
-    let run = partition_and_count::<u128>(ctx, input, job, label, move |c, out| {
+    let run = partition_and_count(ctx, input, job, label, whole(input), move |c, out| {
         text::pack(form, null_code, nulls_equal, &c[0], out)
             .map_err(|m| Error::Audit(format!("{MISFIT}{}", m.0)))
     })
@@ -358,7 +380,7 @@ async fn fingerprinted(
     label: &str,
 ) -> Result<Found, Error> {
     let (counted, spilled, mut passes) =
-        partition_and_count::<u64>(ctx, input, job, label, move |c, out| {
+        partition_and_count(ctx, input, job, label, whole(input), move |c, out| {
             encode::fingerprints(c, bits, out).map_err(Error::Audit)
         })
         .await?;

@@ -2,18 +2,19 @@
 //!
 //! Each scan partition (one per thread) owns a [`LocalStore`]: a word goes to
 //! partition `mix(word) >> shift`. It is first written into that partition's
-//! line of [`LINE`] words (all lines together stay in L1 or L2), and a full
-//! line is copied into the partition's open chunk in one go, so the scattered
-//! writes to thousands of chunks happen once every [`LINE`] rows, not every
+//! line of [`line_words`] words (all lines together stay in L1 or L2), and a
+//! full line is copied into the partition's open chunk in one go, so the
+//! scattered writes to thousands of chunks happen once every line, not every
 //! row (the software write-combining of radix joins). On x86-64 that copy is
 //! a non-temporal store: the chunk's cache line is written without being
 //! read first, and the words go to memory without evicting the lines.
 //!
-//! Chunks of [`CHUNK`] words are carved out of [`Slab`]s: anonymous memory
+//! Chunks of [`chunk_words`] words are carved out of [`Slab`]s: anonymous memory
 //! mapped untouched and advised to use transparent huge pages, so that
 //! storing 8 bytes a row costs one page fault per 2 MiB, not per 4 KiB (in a
 //! virtual machine the faults were a third of the partitioning pass). The
-//! store holds 8 (or 16) bytes a row. Slabs are reserved from DataFusion's
+//! store holds 4, 8 or 16 bytes a row: 4 for packed words that [`Narrow`]
+//! splits into a partition and 32 kept bits. Slabs are reserved from DataFusion's
 //! memory pool; when a reservation fails (only under `--memory-limit`), every
 //! chunk goes to a spill file, whose index says where each partition's words
 //! are, and the slabs already held are used again.
@@ -28,11 +29,16 @@ use datafusion::execution::spill_file::SpillFile;
 
 use super::key::Key;
 
-/// Words per chunk: 2 KiB of u64.
-pub const CHUNK: usize = 256;
+/// Words per chunk: 2 KiB of u64 or u32 (4 KiB of u128).
+pub const fn chunk_words<K: Key>() -> usize {
+    2048 / if K::BYTES < 8 { K::BYTES } else { 8 }
+}
 
-/// Words per write-combining line: one 64-byte cache line of u64.
-pub const LINE: usize = 8;
+/// Words per write-combining line ([`Key::Line`]): one 64-byte cache line
+/// of u64 or u32 (two of u128).
+pub const fn line_words<K: Key>() -> usize {
+    std::mem::size_of::<K::Line>() / K::BYTES
+}
 
 /// How many radix partitions suit `rows` rows: partitions of 24k to 48k
 /// words, whose sieve (8 bits a word, at most 48 KiB) stays in L1 or L2
@@ -45,6 +51,108 @@ pub fn partitions_for(rows: u64) -> usize {
         want.next_power_of_two() / 2
     };
     (fewer as usize).clamp(16, 4096)
+}
+
+/// Where a word goes and what its partition keeps of it: [`Whole`] or
+/// [`Narrow`].
+pub trait Split<K: Key>: Copy + Send + Sync + 'static {
+    type Stored: Key;
+    /// Bytes kept of a word.
+    const BYTES: usize = Self::Stored::BYTES;
+    fn split(self, word: K) -> (usize, Self::Stored);
+    /// The word that `split` gave as `(partition, stored)`.
+    fn join(self, partition: usize, stored: Self::Stored) -> K;
+}
+
+/// Every word kept whole, in the partition its hash's high bits pick.
+#[derive(Clone, Copy)]
+pub struct Whole {
+    shift: u32,
+}
+
+impl Whole {
+    pub fn new(partitions: usize) -> Whole {
+        Whole {
+            shift: 64 - partitions.trailing_zeros(),
+        }
+    }
+}
+
+impl<K: Key> Split<K> for Whole {
+    type Stored = K;
+    #[inline(always)]
+    fn split(self, word: K) -> (usize, K) {
+        (LocalStore::<K>::partition_of(self.shift, word), word)
+    }
+    fn join(self, _: usize, stored: K) -> K {
+        stored
+    }
+}
+
+/// Packed words of `bits` bits kept in 4 bytes: a bijection of the `bits`
+/// bits (multiplying by an odd number, modulo 2^bits) scrambles each word,
+/// its high bits pick the partition and the partition keeps the low 32 or
+/// fewer. The multiplier is the golden ratio's (Fibonacci hashing), whose
+/// high product bits spread keys of any layout, runs of ids, multiples and
+/// scattered ones alike, evenly over the partitions; its inverse modulo
+/// 2^bits gives the word back. Half the bytes of a 64-bit word to write,
+/// fault in and count: keys of up to 32 bits plus the partition bits (43 at
+/// 50M rows), ids and dates mostly.
+#[derive(Clone, Copy, Debug)]
+pub struct Narrow {
+    /// The word's bits set, and the kept low bits set.
+    word: u64,
+    kept: u64,
+    /// How many bits are kept.
+    low: u32,
+    mul: u64,
+    inv: u64,
+}
+
+/// The `bits` low bits set.
+#[inline(always)]
+fn low_mask(bits: u32) -> u64 {
+    u64::MAX.checked_shr(64 - bits).unwrap_or(0)
+}
+
+impl Narrow {
+    /// For words of `bits` bits in `partitions` partitions (a power of
+    /// two), if a partition needs to keep at most 32 bits of each.
+    pub fn new(bits: u32, partitions: usize) -> Option<Narrow> {
+        let high = partitions.trailing_zeros();
+        if bits > 32 + high {
+            return None;
+        }
+        let mul = 0x9E37_79B9_7F4A_7C15u64.checked_shr(64 - bits).unwrap_or(0) | 1;
+        // Newton's iteration doubles the bits of an odd number's inverse
+        // modulo 2^64 each step: 1, then 2, 4, ... 64.
+        let mut inv = 1u64;
+        for _ in 0..6 {
+            inv = inv.wrapping_mul(2u64.wrapping_sub(mul.wrapping_mul(inv)));
+        }
+        debug_assert_eq!(mul.wrapping_mul(inv), 1);
+        let low = bits.saturating_sub(high);
+        Some(Narrow {
+            word: low_mask(bits),
+            kept: low_mask(low),
+            low,
+            mul,
+            inv,
+        })
+    }
+}
+
+impl Split<u64> for Narrow {
+    type Stored = u32;
+    #[inline(always)]
+    fn split(self, word: u64) -> (usize, u32) {
+        let s = word.wrapping_mul(self.mul) & self.word;
+        ((s >> self.low) as usize, (s & self.kept) as u32)
+    }
+    fn join(self, partition: usize, stored: u32) -> u64 {
+        let s = ((partition as u64) << self.low) | u64::from(stored);
+        s.wrapping_mul(self.inv) & self.word
+    }
 }
 
 /// One spill file and where each partition's words are in it.
@@ -121,15 +229,16 @@ impl<K: Key> Drop for Slab<K> {
 /// x86-64. The stores are weakly ordered: [`fence`] before another thread
 /// reads them.
 #[inline(always)]
-fn write_line<K: Key>(dst: &mut [K], line: &[K; LINE]) {
+fn write_line<K: Key>(dst: &mut [K], line: &K::Line) {
+    let line = line.as_ref();
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-        assert!(dst.len() == LINE && dst.as_ptr().align_offset(16) == 0);
+        assert!(dst.len() == line.len() && dst.as_ptr().align_offset(16) == 0);
         let to = dst.as_mut_ptr().cast::<__m128i>();
         let from = line.as_ptr().cast::<__m128i>();
-        for i in 0..LINE * K::BYTES / 16 {
-            // SAFETY: both lines are LINE * K::BYTES bytes long, `dst` is
+        for i in 0..line_words::<K>() * K::BYTES / 16 {
+            // SAFETY: both lines are line_words * K::BYTES bytes long, `dst` is
             // 16-byte aligned (checked above), SSE2 is part of x86-64.
             unsafe { _mm_stream_si128(to.add(i), _mm_loadu_si128(from.add(i))) };
         }
@@ -155,7 +264,7 @@ pub struct LocalStore<K: Key> {
     shift: u32,
     mask: usize,
     /// One line a partition, `fill[p]` of its words in use.
-    lines: Vec<[K; LINE]>,
+    lines: Vec<K::Line>,
     fill: Vec<u32>,
     chunks: Chunks<K>,
     /// Words pushed.
@@ -189,19 +298,19 @@ impl<K: Key> LocalStore<K> {
             .register(&runtime.memory_pool);
         // About two chunks a partition per slab, from 2 MiB (one huge page)
         // to 32 MiB, a power of two of chunks.
-        let bytes = (partitions * CHUNK * K::BYTES * 2)
+        let bytes = (partitions * chunk_words::<K>() * K::BYTES * 2)
             .next_power_of_two()
             .clamp(2 << 20, 32 << 20);
         LocalStore {
             shift: 64 - partitions.trailing_zeros(),
             mask: partitions - 1,
-            lines: vec![[K::ZERO; LINE]; partitions],
+            lines: vec![K::LINE; partitions],
             fill: vec![0; partitions],
             chunks: Chunks {
                 open: vec![(NONE, 0); partitions],
                 full: (0..partitions).map(|_| Vec::new()).collect(),
                 slabs: Vec::new(),
-                per_slab: bytes / (CHUNK * K::BYTES),
+                per_slab: bytes / (chunk_words::<K>() * K::BYTES),
                 taken: 0,
                 sealed: true,
                 reservation,
@@ -229,19 +338,31 @@ impl<K: Key> LocalStore<K> {
     }
 
     /// Pushes every word of `words`, ready to be read by any thread.
+    #[cfg(test)]
     pub fn push_all(&mut self, words: &[K]) -> Result<(), String> {
         self.extend(words.iter().copied())
     }
 
     /// Pushes every word of `words`, ready to be read by any thread.
     pub fn extend(&mut self, words: impl IntoIterator<Item = K>) -> Result<(), String> {
-        let (shift, mask) = (self.shift, self.mask);
+        let whole = Whole { shift: self.shift };
+        self.extend_split(words.into_iter().map(|w| whole.split(w)))
+    }
+
+    /// Pushes every `(partition, word)` of `words` (a partition past the
+    /// last wraps around), ready to be read by any thread: for words whose
+    /// partition the caller picks, as [`Narrow`] does.
+    pub fn extend_split(
+        &mut self,
+        words: impl IntoIterator<Item = (usize, K)>,
+    ) -> Result<(), String> {
+        let mask = self.mask;
         let lines = &mut self.lines[..=mask];
         let fill = &mut self.fill[..=mask];
         let mut pushed = 0u64;
-        for w in words {
+        for (p, w) in words {
             pushed += 1;
-            push_word(shift, mask, lines, fill, &mut self.chunks, w)?;
+            push_word(p & mask, lines, fill, &mut self.chunks, w)?;
         }
         self.words += pushed;
         self.chunks.seal();
@@ -254,8 +375,7 @@ impl<K: Key> LocalStore<K> {
     pub fn push(&mut self, word: K) -> Result<(), String> {
         self.words += 1;
         push_word(
-            self.shift,
-            self.mask,
+            LocalStore::<K>::partition_of(self.shift, word) & self.mask,
             &mut self.lines,
             &mut self.fill,
             &mut self.chunks,
@@ -274,7 +394,7 @@ impl<K: Key> LocalStore<K> {
             self.chunks.sealed,
             "a store is read before its pushes are sealed"
         );
-        let line = &self.lines[p][..self.fill[p] as usize];
+        let line = &self.lines[p].as_ref()[..self.fill[p] as usize];
         self.chunks.of(p).chain([line])
     }
 
@@ -311,21 +431,19 @@ impl<K: Key> LocalStore<K> {
     }
 }
 
-/// Writes `word` into its partition's line, and a full line into the
+/// Writes `word` into partition `p`'s line, and a full line into the
 /// partition's open chunk.
 #[inline(always)]
 fn push_word<K: Key>(
-    shift: u32,
-    mask: usize,
-    lines: &mut [[K; LINE]],
+    p: usize,
+    lines: &mut [K::Line],
     fill: &mut [u32],
     chunks: &mut Chunks<K>,
     word: K,
 ) -> Result<(), String> {
-    let p = LocalStore::<K>::partition_of(shift, word) & mask;
     let f = fill[p] as usize;
-    if f + 1 < LINE {
-        lines[p][f] = word;
+    if f + 1 < line_words::<K>() {
+        lines[p].as_mut()[f] = word;
         fill[p] = f as u32 + 1;
         return Ok(());
     }
@@ -333,7 +451,7 @@ fn push_word<K: Key>(
     // `word` goes straight from the register: the line was written long
     // ago, so no store is read back while still in flight.
     let mut line = lines[p];
-    line[LINE - 1] = word;
+    line.as_mut()[line_words::<K>() - 1] = word;
     chunks.flush_line(p, &line)
 }
 
@@ -346,8 +464,9 @@ impl<K: Key> Chunks<K> {
     }
 
     /// Writes partition `p`'s full line into its open chunk.
-    fn flush_line(&mut self, p: usize, line: &[K; LINE]) -> Result<(), String> {
-        if self.open[p].1 as usize == CHUNK || self.open[p].0 == NONE {
+    fn flush_line(&mut self, p: usize, line: &K::Line) -> Result<(), String> {
+        let n = line_words::<K>();
+        if self.open[p].1 as usize == chunk_words::<K>() || self.open[p].0 == NONE {
             if self.open[p].0 != NONE {
                 self.full[p].push(self.open[p].0);
             }
@@ -359,8 +478,8 @@ impl<K: Key> Chunks<K> {
         let (c, used) = self.open[p];
         let (slab, at) = self.locate(c);
         let at = at + used as usize;
-        write_line(&mut self.slabs[slab].words_mut()[at..at + LINE], line);
-        self.open[p].1 = used + LINE as u32;
+        write_line(&mut self.slabs[slab].words_mut()[at..at + n], line);
+        self.open[p].1 = used + n as u32;
         self.sealed = false;
         Ok(())
     }
@@ -372,7 +491,7 @@ impl<K: Key> Chunks<K> {
         let c = c as usize;
         (
             c >> self.per_slab.trailing_zeros(),
-            (c & (self.per_slab - 1)) * CHUNK,
+            (c & (self.per_slab - 1)) * chunk_words::<K>(),
         )
     }
 
@@ -381,13 +500,14 @@ impl<K: Key> Chunks<K> {
     /// is spilled.
     fn take_chunk(&mut self) -> Result<u32, String> {
         if self.taken == self.slabs.len() * self.per_slab {
-            let bytes = self.per_slab * CHUNK * K::BYTES;
+            let words = self.per_slab * chunk_words::<K>();
+            let bytes = words * K::BYTES;
             if self.reservation.try_grow(bytes).is_ok() {
-                self.slabs.push(Slab::new(self.per_slab * CHUNK));
+                self.slabs.push(Slab::new(words));
             } else if self.slabs.is_empty() {
                 // The first slab even past the limit: a store needs one.
                 self.reservation.grow(bytes);
-                self.slabs.push(Slab::new(self.per_slab * CHUNK));
+                self.slabs.push(Slab::new(words));
             } else {
                 self.spill()?;
             }
@@ -414,7 +534,7 @@ impl<K: Key> Chunks<K> {
         );
         let mut segments = Vec::new();
         let mut offset = 0u64;
-        let mut bytes = Vec::with_capacity(CHUNK * K::BYTES);
+        let mut bytes = Vec::with_capacity(chunk_words::<K>() * K::BYTES);
         for p in 0..self.open.len() {
             let mut words = 0usize;
             for chunk in self.of(p) {
@@ -445,7 +565,7 @@ impl<K: Key> Chunks<K> {
     /// open one.
     fn of(&self, p: usize) -> impl Iterator<Item = &[K]> {
         let (open, used) = self.open[p];
-        let full = self.full[p].iter().map(|c| (*c, CHUNK));
+        let full = self.full[p].iter().map(|c| (*c, chunk_words::<K>()));
         let open = (open != NONE).then_some((open, used as usize));
         full.chain(open).map(move |(c, n)| {
             let (slab, at) = self.locate(c);
@@ -514,6 +634,94 @@ mod tests {
         want.sort_unstable();
         seen.sort_unstable();
         assert_eq!(seen, want);
+    }
+
+    /// Split and join are inverse for every width a narrow word takes, and
+    /// the partition and the kept bits stay in their ranges.
+    #[test]
+    fn narrow_words_split_and_join_back() {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for partitions in [16usize, 256, 2048, 4096] {
+            let high = partitions.trailing_zeros();
+            assert!(Narrow::new(33 + high, partitions).is_none());
+            for bits in 0..=32 + high {
+                let n = Narrow::new(bits, partitions).expect("fits");
+                for _ in 0..200 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let w = x & low_mask(bits);
+                    let (p, kept) = n.split(w);
+                    assert!(p < partitions, "{bits} bits");
+                    assert!(u64::from(kept) <= low_mask(32));
+                    assert_eq!(n.join(p, kept), w, "{bits} bits, {partitions} partitions");
+                }
+                // The extremes too.
+                for w in [0, low_mask(bits)] {
+                    let (p, kept) = n.split(w);
+                    assert_eq!(n.join(p, kept), w);
+                }
+            }
+        }
+    }
+
+    /// Runs of ids, multiples of a power of two and ids scattered over a
+    /// wide range all spread evenly over the partitions.
+    #[test]
+    fn narrow_words_spread_over_the_partitions() {
+        let partitions = 2048;
+        let n = Narrow::new(40, partitions).expect("fits");
+        type Layout = (&'static str, fn(u64) -> u64);
+        let layouts: [Layout; 3] = [
+            ("a run", |i| 1_000_000 + i),
+            ("multiples of 1024", |i| i << 10),
+            ("scattered", |i| i.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 24),
+        ];
+        for (name, id) in layouts {
+            let mut sizes = vec![0u32; partitions];
+            for i in 0..(partitions as u64 * 64) {
+                sizes[n.split(id(i)).0] += 1;
+            }
+            let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            assert!(
+                *min >= 32 && *max <= 128,
+                "{name}: partitions of {min} to {max} words"
+            );
+        }
+    }
+
+    /// Narrow words counted through a store of u32 give the repeats and the
+    /// distinct count of the same words counted whole.
+    #[test]
+    fn narrow_and_whole_words_count_alike() {
+        let runtime = RuntimeEnvBuilder::new().build_arc().expect("runtime");
+        let partitions = 64;
+        let narrow = Narrow::new(30, partitions).expect("fits");
+        let words: Vec<u64> = (0..60_000u64)
+            .map(|i| (i * 7919 + (i % 13) * (1 << 29)) % (1 << 30))
+            .chain((0..500).map(|i| i * 3))
+            .collect();
+        let mut small = LocalStore::<u32>::new(partitions, runtime.clone(), "test");
+        small
+            .extend_split(words.iter().map(|w| narrow.split(*w)))
+            .expect("push");
+        let mut whole = LocalStore::<u64>::new(partitions, runtime, "test");
+        whole.push_all(&words).expect("push");
+        let a = super::super::count::count(&[small], 2, |p, w| narrow.join(p, w)).expect("count");
+        let b = super::super::count::count(&[whole], 2, |_, w| w).expect("count");
+        let mut want: std::collections::HashMap<u64, u64> = Default::default();
+        words.iter().for_each(|w| *want.entry(*w).or_default() += 1);
+        let mut repeated: Vec<(u64, u64)> = want
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(w, n)| (*w, *n))
+            .collect();
+        repeated.sort_unstable();
+        for mut c in [a, b] {
+            c.repeated.sort_unstable();
+            assert_eq!(c.distinct, want.len() as u64);
+            assert_eq!(c.repeated, repeated);
+        }
     }
 
     #[test]
