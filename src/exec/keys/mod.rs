@@ -68,11 +68,10 @@ pub async fn find(
 ) -> Result<Found, Error> {
     match strategy {
         KeyStrategy::Packed(p) => {
-            let partitions = store::partitions_for(input.row_count());
-            let whole = (partitions, Whole::new(partitions));
-            match Narrow::new(p.bits(), partitions) {
+            let whole = whole(input);
+            match Narrow::new(p.bits(), whole.0) {
                 Some(narrow) => {
-                    packed::<u64, _>(ctx, input, job, p, label, (partitions, narrow)).await
+                    packed::<u64, _>(ctx, input, job, p, label, (whole.0, narrow)).await
                 }
                 None if p.bits() <= 64 => packed::<u64, _>(ctx, input, job, p, label, whole).await,
                 None => packed::<u128, _>(ctx, input, job, p, label, whole).await,

@@ -82,7 +82,10 @@ impl<K: Key> Split<K> for Whole {
     type Stored = K;
     #[inline(always)]
     fn split(self, word: K) -> (usize, K) {
-        (LocalStore::<K>::partition_of(self.shift, word), word)
+        (
+            word.mix().checked_shr(self.shift).unwrap_or(0) as usize,
+            word,
+        )
     }
     fn join(self, _: usize, stored: K) -> K {
         stored
@@ -261,7 +264,8 @@ fn fence() {
 const NONE: u32 = u32::MAX;
 
 pub struct LocalStore<K: Key> {
-    shift: u32,
+    /// Where a word pushed whole goes.
+    whole: Whole,
     mask: usize,
     /// One line a partition, `fill[p]` of its words in use.
     lines: Vec<K::Line>,
@@ -302,7 +306,7 @@ impl<K: Key> LocalStore<K> {
             .next_power_of_two()
             .clamp(2 << 20, 32 << 20);
         LocalStore {
-            shift: 64 - partitions.trailing_zeros(),
+            whole: Whole::new(partitions),
             mask: partitions - 1,
             lines: vec![K::LINE; partitions],
             fill: vec![0; partitions],
@@ -331,12 +335,6 @@ impl<K: Key> LocalStore<K> {
         self.chunks.spilled_bytes
     }
 
-    /// The partition of a word.
-    #[inline]
-    pub fn partition_of(shift: u32, word: K) -> usize {
-        word.mix().checked_shr(shift).unwrap_or(0) as usize
-    }
-
     /// Pushes every word of `words`, ready to be read by any thread.
     #[cfg(test)]
     pub fn push_all(&mut self, words: &[K]) -> Result<(), String> {
@@ -345,7 +343,7 @@ impl<K: Key> LocalStore<K> {
 
     /// Pushes every word of `words`, ready to be read by any thread.
     pub fn extend(&mut self, words: impl IntoIterator<Item = K>) -> Result<(), String> {
-        let whole = Whole { shift: self.shift };
+        let whole = self.whole;
         self.extend_split(words.into_iter().map(|w| whole.split(w)))
     }
 
@@ -375,7 +373,7 @@ impl<K: Key> LocalStore<K> {
     pub fn push(&mut self, word: K) -> Result<(), String> {
         self.words += 1;
         push_word(
-            LocalStore::<K>::partition_of(self.shift, word) & self.mask,
+            Split::<K>::split(self.whole, word).0 & self.mask,
             &mut self.lines,
             &mut self.fill,
             &mut self.chunks,
@@ -601,7 +599,7 @@ mod tests {
             assert_eq!(here.len(), store.words_of(p));
             assert!(here
                 .iter()
-                .all(|w| LocalStore::<u64>::partition_of(store.shift, *w) == p));
+                .all(|w| Split::<u64>::split(store.whole, *w).0 == p));
             seen.extend(here);
         }
         let mut want = words.clone();
