@@ -265,6 +265,15 @@ impl Forced {
     }
 }
 
+/// Whether values of `ty` are floating-point (a dictionary's values too),
+/// whose NaN and -0.0 `count(distinct)` counts its own way.
+pub fn floating(ty: &DataType) -> bool {
+    match ty {
+        DataType::Dictionary(_, v) => v.is_floating(),
+        t => t.is_floating(),
+    }
+}
+
 /// Whether the strategy counts distinct keys exactly as `count(distinct)`
 /// does: packed words of parts that are not floating-point (whose NaN and
 /// -0.0 the fused aggregate counts its own way), and text (packed, or, from
@@ -516,7 +525,7 @@ impl fmt::Display for KeyStrategy {
             }
             KeyStrategy::Fingerprint { .. } => write!(
                 f,
-                "fingerprint: a 64-bit hash a row, radix-partitioned; repeated hashes are verified against the exact keys in a second pass, only when there are any"
+                "fingerprint: a 64-bit hash a row, radix-partitioned; repeated hashes are verified against the exact keys, only when there are any, in the key columns the scan kept (a second read when they exceed the budget)"
             ),
             KeyStrategy::Ordered {
                 leading,

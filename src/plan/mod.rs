@@ -185,7 +185,13 @@ impl AuditPlan {
                 keys: vec![c.clone()],
                 nulls_equal: false,
             };
-            match keys::choose(&job, schema, facts, forced) {
+            let floating = schema
+                .field_with_name(c)
+                .is_ok_and(|f| keys::floating(f.data_type()));
+            match keys::choose(&job, schema, facts, forced).with_test_bits(fingerprint_bits) {
+                s @ keys::KeyStrategy::Fingerprint { .. } if !floating => {
+                    self.engine_distinct.push((c.clone(), s))
+                }
                 s @ (keys::KeyStrategy::Packed(_)
                 | keys::KeyStrategy::Text { .. }
                 | keys::KeyStrategy::Ordered { .. })
@@ -218,10 +224,7 @@ impl AuditPlan {
         let floating = |c: &str| {
             schema
                 .field_with_name(c)
-                .is_ok_and(|f| match f.data_type() {
-                    DataType::Dictionary(_, v) => v.is_floating(),
-                    t => t.is_floating(),
-                })
+                .is_ok_and(|f| keys::floating(f.data_type()))
         };
         let mut fused = Vec::new();
         for atom in std::mem::take(&mut self.atoms) {

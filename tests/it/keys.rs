@@ -103,14 +103,36 @@ struct Row {
 }
 
 /// How the text column looks: md5-like hex (the text strategy's hex
-/// form), UUIDs (its UUID form), short codes (its short form), or hex with a value of another
-/// shape now and then (a text strategy that starts and falls back).
+/// form), UUIDs (its UUID form), short codes (its short form), hex with a value of another
+/// shape now and then (a text strategy that starts and falls back), or
+/// anything: 0 to 39 characters of letters, punctuation and multi-byte
+/// UTF-8 (the fingerprint strategy and its verification pass).
 #[derive(Clone, Copy, Debug)]
 enum Shape {
     Hex,
     Uuid,
     Short,
     Mixed,
+    Any,
+}
+
+/// A string of any shape that depends only on `v` (so equal values give
+/// equal keys): empty strings, one-character strings and long ones, with
+/// characters of 1 to 4 bytes.
+fn any_text(v: u64) -> String {
+    const ALPHABET: [char; 16] = [
+        'a', 'Z', '0', '-', '/', '.', ' ', '_', 'é', 'ß', 'Ω', '日', '本', '🙂', '\u{0}', '\'',
+    ];
+    let mut h = v;
+    let mut next = || {
+        h = h.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = h;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let len = (next() % 40) as usize;
+    (0..len).map(|_| ALPHABET[(next() % 16) as usize]).collect()
 }
 
 fn text(rng: &mut Rng, shape: Shape, v: u64) -> String {
@@ -129,11 +151,18 @@ fn text(rng: &mut Rng, shape: Shape, v: u64) -> String {
         Shape::Short => format!("c-{}", v % 100_000_007),
         Shape::Mixed if rng.below(40) == 0 => format!("{v:X}"),
         Shape::Mixed => format!("{v:032x}"),
+        Shape::Any => any_text(v),
     }
 }
 
 fn rows(rng: &mut Rng, n: usize) -> Vec<Row> {
-    let shape = [Shape::Hex, Shape::Uuid, Shape::Short, Shape::Mixed][rng.below(4) as usize];
+    let shape = [
+        Shape::Hex,
+        Shape::Uuid,
+        Shape::Short,
+        Shape::Mixed,
+        Shape::Any,
+    ][rng.below(5) as usize];
     // A pool of keys a few times the row count: some repeat, most do not;
     // scattered over 2^40 so that no bitmap applies.
     let pool = (n as u64 * 3).max(4);
@@ -367,33 +396,46 @@ proptest! {
     }
 }
 
-/// Many keys behind few fingerprints: 2,000 distinct 32-character strings,
-/// 7 of them repeated, hashed into 8 fingerprints. The verification pass
-/// counts the exact keys, so the verdict is the grouped one.
-#[test]
-fn colliding_fingerprints_never_change_the_verdict() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("staged");
+/// Writes `values` as the text column `s` of `TMP/staged/part-0.parquet`
+/// and `rules` as `TMP/k.dq`; returns both paths.
+fn string_column(
+    tmp: &Path,
+    values: Vec<Option<String>>,
+    rules: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = tmp.join("staged");
     fs::create_dir_all(&dir).unwrap();
-    let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, false)]));
-    let mut values: Vec<String> = (0..2000).map(|i| format!("{:032x}", i * 7919)).collect();
-    for r in 0..7 {
-        for _ in 0..=r {
-            values.push(format!("{:032x}", r * 100 * 7919));
-        }
-    }
+    let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
     let file = fs::File::create(dir.join("part-0.parquet")).unwrap();
     let mut w = ArrowWriter::try_new(file, schema.clone(), None).unwrap();
     let array: ArrayRef = Arc::new(StringArray::from(values));
     w.write(&RecordBatch::try_new(schema, vec![array]).unwrap())
         .unwrap();
     w.close().unwrap();
-    let rules = tmp.path().join("k.dq");
-    fs::write(
-        &rules,
+    let path = tmp.join("k.dq");
+    fs::write(&path, rules).unwrap();
+    (dir, path)
+}
+
+/// Many keys behind few fingerprints: 2,000 distinct 32-character strings,
+/// 7 of them repeated, hashed into 8 fingerprints. The verification pass
+/// counts the exact keys, so the verdict is the grouped one.
+#[test]
+fn colliding_fingerprints_never_change_the_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut values: Vec<Option<String>> = (0..2000)
+        .map(|i| Some(format!("{:032x}", i * 7919)))
+        .collect();
+    for r in 0..7 {
+        for _ in 0..=r {
+            values.push(Some(format!("{:032x}", r * 100 * 7919)));
+        }
+    }
+    let (dir, rules) = string_column(
+        tmp.path(),
+        values,
         "table t\ncheck unique(s)\ncheck distinct_count(s) = 2000\n",
-    )
-    .unwrap();
+    );
     let rt = runtime();
     let grouped = audit(
         &rt,
@@ -413,4 +455,42 @@ fn colliding_fingerprints_never_change_the_verdict() {
         grouped.contains("\"rows\": 7"),
         "the most repeated key first:\n{grouped}"
     );
+}
+
+/// Many repeated keys under a small memory limit: the verification pass
+/// files the exact keys behind 30,000 repeated fingerprints in several
+/// rounds (each reads the key column again), and the verdict, samples
+/// included, is the grouped pass's.
+#[test]
+fn verification_in_rounds_gives_the_grouped_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut values: Vec<Option<String>> = (0..30_000u64)
+        .flat_map(|i| {
+            [
+                Some(any_text(i)),
+                Some(any_text(i)),
+                Some(format!("{i:040}")),
+            ]
+        })
+        .collect();
+    values.extend([None, None, Some(String::new())]);
+    let (dir, rules) = string_column(
+        tmp.path(),
+        values,
+        "table t\ncheck unique(s)\ncheck distinct_count(s) > 0\n",
+    );
+    let rt = runtime();
+    let grouped = audit(
+        &rt,
+        &rules,
+        &dir,
+        &options(2, Some(Forced::Grouped), None, None),
+    );
+    for opts in [
+        options(2, Some(Forced::Fingerprint), None, Some(4 << 20)),
+        options(1, Some(Forced::Fingerprint), Some(12), Some(4 << 20)),
+    ] {
+        assert_eq!(audit(&rt, &rules, &dir, &opts), grouped);
+    }
+    assert!(duplicate_counts(&grouped)[0] > 0, "{grouped}");
 }

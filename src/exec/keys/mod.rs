@@ -22,16 +22,17 @@ mod encode;
 pub mod join;
 mod key;
 mod ordered;
+mod retain;
 mod store;
 mod text;
+mod verify;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, UInt32Array};
-use datafusion::arrow::compute::take;
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
+use datafusion::arrow::row::{OwnedRow, RowConverter};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::{ident, SessionContext};
 use futures::StreamExt;
@@ -42,7 +43,6 @@ use super::{progress, Duplicates, SAMPLES};
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
 use crate::value::Value;
-use count::Table;
 use key::Key;
 use store::{LocalStore, Narrow, Split, Whole};
 
@@ -221,6 +221,17 @@ fn threads(ctx: &SessionContext) -> usize {
     ctx.state().config().target_partitions()
 }
 
+/// What a scan task keeps beside its store: nothing, or (for fingerprints)
+/// the decoded key columns for the verification pass.
+trait Sidecar<K>: Send + 'static {
+    /// Called with each batch after its words are encoded.
+    fn keep(&mut self, columns: &[ArrayRef], words: &[K]);
+}
+
+impl<K> Sidecar<K> for () {
+    fn keep(&mut self, _: &[ArrayRef], _: &[K]) {}
+}
+
 /// Radix-partitions every counted row's word (in `partitions` partitions,
 /// each keeping what `split` keeps of a word), then counts each partition.
 async fn partition_and_count<K: Key, R: Split<K>>(
@@ -228,9 +239,25 @@ async fn partition_and_count<K: Key, R: Split<K>>(
     input: &StagedInput,
     job: &KeyJob,
     label: &str,
-    (partitions, split): (usize, R),
+    split: (usize, R),
     encode: impl Fn(&[ArrayRef], &mut Vec<K>) -> Result<(), Error> + Send + Sync + 'static,
 ) -> Result<(count::Counted<K>, u64, Vec<String>), Error> {
+    partition_keep_count(ctx, input, job, label, split, || (), encode)
+        .await
+        .map(|(counted, spilled, passes, _)| (counted, spilled, passes))
+}
+
+/// [`partition_and_count`], with a sidecar per scan task that sees every
+/// batch and its words; returns the sidecars too.
+async fn partition_keep_count<K: Key, R: Split<K>, S: Sidecar<K>>(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    label: &str,
+    (partitions, split): (usize, R),
+    sidecar: impl Fn() -> S,
+    encode: impl Fn(&[ArrayRef], &mut Vec<K>) -> Result<(), Error> + Send + Sync + 'static,
+) -> Result<(count::Counted<K>, u64, Vec<String>, Vec<S>), Error> {
     let started = Instant::now();
     let (streams, _bar) = streams(ctx, input, &job.keys, label).await?;
     let runtime = ctx.runtime_env();
@@ -241,10 +268,12 @@ async fn partition_and_count<K: Key, R: Split<K>>(
             (
                 LocalStore::<R::Stored>::new(partitions, runtime.clone(), "dqgate key check"),
                 Vec::new(),
+                sidecar(),
             )
         },
-        move |(store, words): &mut (LocalStore<R::Stored>, Vec<K>), columns| {
+        move |(store, words, kept): &mut (LocalStore<R::Stored>, Vec<K>, S), columns| {
             encode(columns, words)?;
+            kept.keep(columns, words);
             let counted = encode::counted_rows(columns, nulls_equal);
             match counted {
                 None => store.extend_split(words.iter().map(|w| split.split(*w))),
@@ -256,7 +285,8 @@ async fn partition_and_count<K: Key, R: Split<K>>(
         },
     )
     .await?;
-    let stores: Vec<LocalStore<R::Stored>> = stores.into_iter().map(|(s, _)| s).collect();
+    let (stores, kept): (Vec<LocalStore<R::Stored>>, Vec<S>) =
+        stores.into_iter().map(|(s, _, k)| (s, k)).unzip();
     let scanned = started.elapsed();
     let words: u64 = stores.iter().map(|s| s.words).sum();
     let spilled: u64 = stores.iter().map(LocalStore::spilled_bytes).sum();
@@ -284,7 +314,7 @@ async fn partition_and_count<K: Key, R: Split<K>>(
         "count the partitions on {threads} thread(s): {:.2} s",
         counting.elapsed().as_secs_f64()
     ));
-    Ok((counted, spilled, passes))
+    Ok((counted, spilled, passes, kept))
 }
 
 /// Fixed-width keys: the packed word is the key, so counting is exact.
@@ -370,7 +400,9 @@ fn key_types(input: &StagedInput, job: &KeyJob) -> Result<Vec<DataType>, Error> 
 }
 
 /// Wide keys: count 64-bit fingerprints, then verify the repeated ones
-/// against the exact keys in a second pass (only when there are any).
+/// against the exact keys (only when there are any): from the decoded key
+/// columns the scan kept, when they fit the budget, else by reading them
+/// again.
 async fn fingerprinted(
     ctx: &SessionContext,
     input: &StagedInput,
@@ -378,11 +410,17 @@ async fn fingerprinted(
     bits: Option<u32>,
     label: &str,
 ) -> Result<Found, Error> {
-    let (counted, spilled, mut passes) =
-        partition_and_count(ctx, input, job, label, whole(input), move |c, out| {
-            encode::fingerprints(c, bits, out).map_err(Error::Audit)
-        })
-        .await?;
+    let budget = retain::Budget::new(ctx);
+    let (counted, spilled, mut passes, kept) = partition_keep_count(
+        ctx,
+        input,
+        job,
+        label,
+        whole(input),
+        || budget.retainer(),
+        move |c, out| encode::fingerprints(c, bits, out).map_err(Error::Audit),
+    )
+    .await?;
     if counted.repeated.is_empty() {
         return Ok(Found {
             duplicates: Duplicates::default(),
@@ -392,16 +430,25 @@ async fn fingerprinted(
         });
     }
     let started = Instant::now();
-    let mut candidates = Table::<u64>::default();
-    candidates.reset(counted.repeated.len());
-    counted
-        .repeated
-        .iter()
-        .for_each(|(w, _)| candidates.insert(*w));
-    let exact = verify(ctx, input, job, Arc::new(candidates), bits, label).await?;
+    let source = match budget.kept(kept) {
+        Some(kept) => verify::Source::Kept(kept.into_iter().map(Arc::new).collect()),
+        None => verify::Source::Read,
+    };
+    let from = match &source {
+        verify::Source::Kept(k) => format!(
+            "the {} MB of key columns the scan kept",
+            k.iter().map(|r| r.bytes).sum::<usize>() >> 20
+        ),
+        verify::Source::Read => "the key columns read again".to_string(),
+    };
+    let exact = verify::verify(ctx, input, job, &counted.repeated, bits, label, source).await?;
     passes.push(format!(
-        "verify {} repeated fingerprint(s) against the exact keys: {:.2} s",
+        "verify {} repeated fingerprint(s) against the exact keys in {from}{}: {:.2} s",
         counted.repeated.len(),
+        match exact.rounds {
+            1 => String::new(),
+            n => format!(", in {n} rounds"),
+        },
         started.elapsed().as_secs_f64()
     ));
     let distinct = counted.distinct - counted.repeated.len() as u64 + exact.distinct;
@@ -410,89 +457,6 @@ async fn fingerprinted(
         distinct,
         spilled_bytes: spilled,
         passes,
-    })
-}
-
-struct Exact {
-    duplicates: Duplicates,
-    distinct: u64,
-}
-
-/// The second pass: rows whose fingerprint is a candidate, counted by their
-/// exact key (Arrow's row format).
-async fn verify(
-    ctx: &SessionContext,
-    input: &StagedInput,
-    job: &KeyJob,
-    candidates: Arc<Table<u64>>,
-    bits: Option<u32>,
-    label: &str,
-) -> Result<Exact, Error> {
-    let (streams, _bar) = streams(ctx, input, &job.keys, &format!("{label}, verify")).await?;
-    // The keys as the streams decode them (text as views).
-    let types = match streams.first() {
-        Some(s) => s
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect(),
-        None => key_types(input, job)?,
-    };
-    let converter = Arc::new(
-        RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())
-            .map_err(|e| Error::Audit(e.to_string()))?,
-    );
-    let nulls_equal = job.nulls_equal;
-    let conv = converter.clone();
-    let maps = scan(
-        streams,
-        || {
-            (
-                std::collections::HashMap::<OwnedRow, u64>::new(),
-                Vec::new(),
-            )
-        },
-        move |(map, hashes): &mut (std::collections::HashMap<OwnedRow, u64>, Vec<u64>), columns| {
-            encode::fingerprints(columns, bits, hashes).map_err(Error::Audit)?;
-            let counted = encode::counted_rows(columns, nulls_equal);
-            let hit: Vec<u32> = (0..hashes.len())
-                .filter(|&i| {
-                    counted.as_ref().is_none_or(|v| v.is_valid(i)) && candidates.contains(hashes[i])
-                })
-                .map(|i| i as u32)
-                .collect();
-            if hit.is_empty() {
-                return Ok(());
-            }
-            let idx = UInt32Array::from(hit);
-            let taken = encode::fold_zeros(columns)
-                .iter()
-                .map(|c| take(c.as_ref(), &idx, None))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Error::Audit(e.to_string()))?;
-            let rows = conv
-                .convert_columns(&taken)
-                .map_err(|e| Error::Audit(e.to_string()))?;
-            for r in rows.iter() {
-                *map.entry(r.owned()).or_default() += 1;
-            }
-            Ok(())
-        },
-    )
-    .await?;
-    let mut all: std::collections::HashMap<OwnedRow, u64> = std::collections::HashMap::new();
-    for (m, _) in maps {
-        for (k, n) in m {
-            *all.entry(k).or_default() += n;
-        }
-    }
-    let distinct = all.len() as u64;
-    let repeated: Vec<(OwnedRow, u64)> = all.into_iter().filter(|(_, n)| *n > 1).collect();
-    let duplicates = rank(&converter, &job.keys, repeated)?;
-    Ok(Exact {
-        duplicates,
-        distinct,
     })
 }
 

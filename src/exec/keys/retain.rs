@@ -1,0 +1,148 @@
+//! The decoded key columns a fingerprint scan keeps for its verification
+//! pass, so that the pass does not decode the Parquet again.
+//!
+//! A batch of text keys arrives as views into the decompressed pages, and
+//! its fingerprints are computed anyway: keeping both is a few `Arc`s and a
+//! copy of 8 bytes a row, not a copy of the keys. The verification then
+//! probes the kept fingerprints and compares the candidates' bytes in place
+//! (`verify::Source::Kept`), instead of reading, decompressing and decoding
+//! every key again.
+//!
+//! What is kept is bounded: by half of `--memory-limit` (and DataFusion's
+//! memory pool), or by an eighth of the machine's memory. The first batch
+//! that does not fit makes every task drop what it kept, and the
+//! verification reads the key columns again, as before.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayData, ArrayRef};
+use datafusion::execution::memory_pool::{
+    MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
+};
+use datafusion::prelude::SessionContext;
+
+use super::Sidecar;
+
+/// The bytes every scan task together may keep.
+pub(super) struct Budget {
+    left: Arc<AtomicI64>,
+    refused: Arc<AtomicBool>,
+    pool: Arc<dyn MemoryPool>,
+}
+
+impl Budget {
+    pub fn new(ctx: &SessionContext) -> Budget {
+        let pool = ctx.runtime_env().memory_pool.clone();
+        let bytes = match pool.memory_limit() {
+            MemoryLimit::Finite(limit) => limit / 2,
+            _ => physical_memory() / 8,
+        };
+        Budget {
+            left: Arc::new(AtomicI64::new(i64::try_from(bytes).unwrap_or(i64::MAX))),
+            refused: Arc::new(AtomicBool::new(false)),
+            pool,
+        }
+    }
+
+    /// A scan task's share.
+    pub fn retainer(&self) -> Retainer {
+        Retainer {
+            batches: Vec::new(),
+            bytes: 0,
+            seen: HashSet::new(),
+            left: self.left.clone(),
+            refused: self.refused.clone(),
+            reservation: MemoryConsumer::new("dqgate kept key columns").register(&self.pool),
+        }
+    }
+
+    /// What the tasks kept, unless one of them ran out of budget.
+    pub fn kept(&self, kept: Vec<Retainer>) -> Option<Vec<Retainer>> {
+        (!self.refused.load(Ordering::Relaxed)).then_some(kept)
+    }
+}
+
+/// One scan task's kept batches: the key columns and their fingerprints.
+pub(super) struct Retainer {
+    pub batches: Vec<(Vec<ArrayRef>, Vec<u64>)>,
+    /// The bytes they hold (buffers shared by several batches once).
+    pub bytes: usize,
+    seen: HashSet<usize>,
+    left: Arc<AtomicI64>,
+    refused: Arc<AtomicBool>,
+    reservation: MemoryReservation,
+}
+
+impl Retainer {
+    fn give_up(&mut self) {
+        self.refused.store(true, Ordering::Relaxed);
+        self.batches = Vec::new();
+        self.seen = HashSet::new();
+        self.bytes = 0;
+        self.reservation.free();
+    }
+
+    /// The bytes of `data`'s buffers not yet counted (a page's buffer
+    /// backs several batches).
+    fn new_bytes(&mut self, data: &ArrayData) -> usize {
+        let mut n = 0;
+        for b in data.buffers() {
+            if self.seen.insert(b.data_ptr().as_ptr() as usize) {
+                n += b.capacity();
+            }
+        }
+        if let Some(nulls) = data.nulls() {
+            let b = nulls.buffer();
+            if self.seen.insert(b.data_ptr().as_ptr() as usize) {
+                n += b.capacity();
+            }
+        }
+        n + data
+            .child_data()
+            .iter()
+            .map(|c| self.new_bytes(c))
+            .sum::<usize>()
+    }
+}
+
+impl Sidecar<u64> for Retainer {
+    fn keep(&mut self, columns: &[ArrayRef], words: &[u64]) {
+        if self.refused.load(Ordering::Relaxed) {
+            if !self.batches.is_empty() {
+                self.give_up();
+            }
+            return;
+        }
+        let size = words.len() * 8
+            + columns
+                .iter()
+                .map(|c| self.new_bytes(&c.to_data()))
+                .sum::<usize>();
+        let wanted = size as i64;
+        if self.left.fetch_sub(wanted, Ordering::Relaxed) < wanted
+            || self.reservation.try_grow(size).is_err()
+        {
+            self.give_up();
+            return;
+        }
+        self.bytes += size;
+        self.batches.push((columns.to_vec(), words.to_vec()));
+    }
+}
+
+/// The machine's physical memory in bytes (4 GiB when it cannot be read).
+fn physical_memory() -> usize {
+    // SAFETY: sysconf reads a system setting and has no other effect.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    match (usize::try_from(pages), usize::try_from(size)) {
+        (Ok(p), Ok(s)) if p > 0 && s > 0 => p.saturating_mul(s),
+        _ => 4 << 30,
+    }
+}

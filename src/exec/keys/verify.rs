@@ -1,0 +1,392 @@
+//! The verification pass of fingerprinted keys: which exact keys stand
+//! behind the fingerprints that repeat.
+//!
+//! A fingerprint that occurs more than once is a *candidate*: its rows hold
+//! one key repeated, or several keys whose 64-bit hashes collide. This pass
+//! reads the key columns again and, for every counted row whose fingerprint
+//! is a candidate, files the row's exact key under its fingerprint: a
+//! compare with the few keys already filed there (almost always one), and
+//! an allocation only for a key not seen before. So a candidate row costs a
+//! hash probe and a `memcmp`, whether the column repeats a thousand keys
+//! (`unique`) or every key ten times (`distinct_count`).
+//!
+//! Exact keys are compared as bytes: the value's bytes for a single text
+//! column (with a tag byte telling null from the empty string), Arrow's row
+//! format otherwise (which keeps NaN and -0.0 apart as the grouped pass
+//! does, after [`encode::fold_zeros`]).
+//!
+//! The rows come from the key columns the first pass kept
+//! ([`super::retain`]), when they fitted its budget, or from a new read of
+//! the key columns.
+//!
+//! Memory: the filed keys of all candidates. When they would not fit the
+//! budget (a quarter of `--memory-limit`, or 1 GiB), the candidates are split
+//! by fingerprint into rounds, each of which goes over the rows again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray as _, StringViewArray, UInt32Array};
+use datafusion::arrow::compute::{cast, take};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
+use datafusion::execution::memory_pool::MemoryLimit;
+use datafusion::prelude::SessionContext;
+
+use super::count::Table;
+use super::retain::Retainer;
+use super::{encode, key_types, rank, scan, streams};
+use crate::exec::input::StagedInput;
+use crate::exec::{Duplicates, ExecError as Error};
+use crate::plan::keys::KeyJob;
+
+/// Where the verification finds the rows.
+pub(super) enum Source {
+    /// The batches the scan tasks kept, with their fingerprints.
+    Kept(Vec<Arc<Retainer>>),
+    /// A new read of the key columns.
+    Read,
+}
+
+/// What the exact keys behind the candidates are.
+pub(super) struct Exact {
+    pub duplicates: Duplicates,
+    /// Distinct exact keys among the candidates' rows.
+    pub distinct: u64,
+    /// How many times the key columns were read (rounds).
+    pub rounds: usize,
+}
+
+/// Budget for the filed keys when no memory limit is set.
+const DEFAULT_BUDGET: u64 = 1 << 30;
+
+/// Bytes a filed key costs besides its own bytes (map slot, vector, box).
+const PER_KEY: u64 = 80;
+
+/// Verifies the candidates `repeated` (fingerprint, rows), fingerprinted
+/// with `bits` as the first pass did.
+pub(super) async fn verify(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    repeated: &[(u64, u64)],
+    bits: Option<u32>,
+    label: &str,
+    source: Source,
+) -> Result<Exact, Error> {
+    let rounds = rounds_for(ctx, input, job, repeated.len() as u64);
+    let mut distinct = 0;
+    let mut dups: Vec<(Box<[u8]>, u64)> = Vec::new();
+    let mut types = None;
+    for round in 0..rounds {
+        let mut candidates = Table::<u64>::default();
+        let mine = |w: &u64| rounds == 1 || (w % rounds as u64) as usize == round;
+        candidates.reset(repeated.iter().filter(|(w, _)| mine(w)).count());
+        repeated
+            .iter()
+            .filter(|(w, _)| mine(w))
+            .for_each(|(w, _)| candidates.insert(*w));
+        let shown = match rounds {
+            1 => format!("{label}, verify"),
+            n => format!("{label}, verify {}/{n}", round + 1),
+        };
+        let candidates = Arc::new(candidates);
+        let (filed, t) = match &source {
+            Source::Kept(kept) => file_kept(kept, job, &candidates).await?,
+            Source::Read => file_keys(ctx, input, job, candidates, bits, &shown).await?,
+        };
+        if !t.is_empty() {
+            types = Some(t);
+        }
+        for keys in filed.into_values() {
+            distinct += keys.len() as u64;
+            dups.extend(keys.into_iter().filter(|(_, n)| *n > 1));
+        }
+    }
+    let types = match types {
+        Some(t) => t,
+        None => key_types(input, job)?,
+    };
+    let converter = converter(&types)?;
+    let rows = owned_rows(&converter, &types, dups)?;
+    Ok(Exact {
+        duplicates: rank(&converter, &job.keys, rows)?,
+        distinct,
+        rounds,
+    })
+}
+
+/// How many rounds keep the filed keys of `candidates` fingerprints within
+/// the budget, from the footers' average key size.
+fn rounds_for(ctx: &SessionContext, input: &StagedInput, job: &KeyJob, candidates: u64) -> usize {
+    let budget = match ctx.runtime_env().memory_pool.memory_limit() {
+        MemoryLimit::Finite(limit) => (limit as u64 / 4).max(1 << 20),
+        _ => DEFAULT_BUDGET,
+    };
+    let rows = input.row_count().max(1);
+    let key_bytes: u64 = job
+        .keys
+        .iter()
+        .map(|k| column_bytes(input, k).unwrap_or(16 * rows) / rows + 8)
+        .sum();
+    let need = candidates.saturating_mul(key_bytes + PER_KEY);
+    need.div_ceil(budget).clamp(1, 1024) as usize
+}
+
+/// The uncompressed bytes of `column` in the footers, if any file has it.
+fn column_bytes(input: &StagedInput, column: &str) -> Option<u64> {
+    let chunks: Vec<u64> = input
+        .files
+        .iter()
+        .flat_map(|f| f.metadata.row_groups())
+        .flat_map(|g| g.columns())
+        .filter(|c| c.column_path().parts().first().map(String::as_str) == Some(column))
+        .map(|c| c.uncompressed_size().max(0) as u64)
+        .collect();
+    (!chunks.is_empty()).then(|| chunks.iter().sum())
+}
+
+/// The exact keys of candidates, filed by fingerprint: (key bytes, rows).
+type Filed = HashMap<u64, Vec<(Box<[u8]>, u64)>>;
+
+fn file(filed: &mut Filed, fp: u64, tag: u8, bytes: &[u8], rows: u64) {
+    let keys = filed.entry(fp).or_default();
+    match keys
+        .iter_mut()
+        .find(|(k, _)| k[0] == tag && k[1..] == *bytes)
+    {
+        Some((_, n)) => *n += rows,
+        None => {
+            let mut key = Vec::with_capacity(bytes.len() + 1);
+            key.push(tag);
+            key.extend_from_slice(bytes);
+            keys.push((key.into_boxed_slice(), rows));
+        }
+    }
+}
+
+/// How a row's exact key becomes bytes.
+enum Form {
+    /// A single text column: tag 0 for null, 1 and the value's bytes.
+    Text,
+    /// Arrow's row format (tag 1).
+    Rows(RowConverter),
+}
+
+impl Form {
+    fn of(types: &[DataType]) -> Result<Form, Error> {
+        Ok(match types {
+            [DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View] => Form::Text,
+            _ => Form::Rows(converter(types)?),
+        })
+    }
+}
+
+/// One read of the key columns: every counted row whose fingerprint is a
+/// candidate, filed. Returns the filed keys and the key types as the
+/// streams decode them.
+async fn file_keys(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    candidates: Arc<Table<u64>>,
+    bits: Option<u32>,
+    label: &str,
+) -> Result<(Filed, Vec<DataType>), Error> {
+    let (streams, _bar) = streams(ctx, input, &job.keys, label).await?;
+    let types = match streams.first() {
+        Some(s) => s
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect(),
+        None => key_types(input, job)?,
+    };
+    let form = Arc::new(Form::of(&types)?);
+    let nulls_equal = job.nulls_equal;
+    let filed = scan(
+        streams,
+        || (Filed::new(), Vec::new(), Vec::new()),
+        move |(filed, hashes, hit): &mut (Filed, Vec<u64>, Vec<u32>), columns| {
+            encode::fingerprints(columns, bits, hashes).map_err(Error::Audit)?;
+            file_batch(
+                filed,
+                (columns, hashes.as_slice()),
+                hit,
+                &form,
+                &candidates,
+                nulls_equal,
+            )
+        },
+    )
+    .await?;
+    Ok((merge(filed.into_iter().map(|(f, _, _)| f)), types))
+}
+
+/// The kept batches of every scan task: each task's in a blocking task of
+/// its own.
+async fn file_kept(
+    kept: &[Arc<Retainer>],
+    job: &KeyJob,
+    candidates: &Arc<Table<u64>>,
+) -> Result<(Filed, Vec<DataType>), Error> {
+    let Some(types) = kept
+        .iter()
+        .find_map(|r| r.batches.first())
+        .map(|(columns, _)| {
+            columns
+                .iter()
+                .map(|c| c.data_type().clone())
+                .collect::<Vec<_>>()
+        })
+    else {
+        return Ok((Filed::new(), Vec::new()));
+    };
+    let form = Arc::new(Form::of(&types)?);
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, r) in kept.iter().enumerate() {
+        let r = r.clone();
+        let (form, candidates, nulls_equal) = (form.clone(), candidates.clone(), job.nulls_equal);
+        tasks.spawn_blocking(move || {
+            let (mut filed, mut hit) = (Filed::new(), Vec::new());
+            for (columns, hashes) in &r.batches {
+                let batch = (columns.as_slice(), hashes.as_slice());
+                file_batch(&mut filed, batch, &mut hit, &form, &candidates, nulls_equal)?;
+            }
+            Ok::<_, Error>((i, filed))
+        });
+    }
+    let mut parts = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        parts.push(done.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
+    }
+    parts.sort_by_key(|(i, _)| *i);
+    Ok((merge(parts.into_iter().map(|(_, f)| f)), types))
+}
+
+/// Files the counted rows of one batch whose fingerprint (`hashes`) is a
+/// candidate.
+fn file_batch(
+    filed: &mut Filed,
+    (columns, hashes): (&[ArrayRef], &[u64]),
+    hit: &mut Vec<u32>,
+    form: &Form,
+    candidates: &Table<u64>,
+    nulls_equal: bool,
+) -> Result<(), Error> {
+    let counted = encode::counted_rows(columns, nulls_equal);
+    hit.clear();
+    hit.extend(
+        (0..hashes.len())
+            .filter(|&i| {
+                counted.as_ref().is_none_or(|v| v.is_valid(i)) && candidates.contains(hashes[i])
+            })
+            .map(|i| i as u32),
+    );
+    if hit.is_empty() {
+        return Ok(());
+    }
+    match form {
+        Form::Text => file_text(filed, hashes, hit, &columns[0]),
+        Form::Rows(conv) => file_rows(filed, hashes, hit, columns, conv)?,
+    }
+    Ok(())
+}
+
+/// One filing of the keys of several.
+fn merge(parts: impl IntoIterator<Item = Filed>) -> Filed {
+    let mut all = Filed::new();
+    for part in parts {
+        if all.is_empty() {
+            all = part;
+            continue;
+        }
+        for (fp, keys) in part {
+            for (k, n) in keys {
+                file(&mut all, fp, k[0], &k[1..], n);
+            }
+        }
+    }
+    all
+}
+
+fn file_text(filed: &mut Filed, hashes: &[u64], hit: &[u32], column: &ArrayRef) {
+    let mut put = |i: usize, value: Option<&[u8]>| match value {
+        Some(v) => file(filed, hashes[i], 1, v, 1),
+        None => file(filed, hashes[i], 0, &[], 1),
+    };
+    let rows = hit.iter().map(|&i| i as usize);
+    match column.data_type() {
+        DataType::Utf8View => {
+            let a = column.as_string_view();
+            rows.for_each(|i| put(i, a.is_valid(i).then(|| a.value(i).as_bytes())));
+        }
+        DataType::LargeUtf8 => {
+            let a = column.as_string::<i64>();
+            rows.for_each(|i| put(i, a.is_valid(i).then(|| a.value(i).as_bytes())));
+        }
+        _ => {
+            let a = column.as_string::<i32>();
+            rows.for_each(|i| put(i, a.is_valid(i).then(|| a.value(i).as_bytes())));
+        }
+    }
+}
+
+fn file_rows(
+    filed: &mut Filed,
+    hashes: &[u64],
+    hit: &[u32],
+    columns: &[ArrayRef],
+    converter: &RowConverter,
+) -> Result<(), Error> {
+    let idx = UInt32Array::from(hit.to_vec());
+    let taken = encode::fold_zeros(columns)
+        .iter()
+        .map(|c| take(c.as_ref(), &idx, None))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::Audit(e.to_string()))?;
+    let rows = converter
+        .convert_columns(&taken)
+        .map_err(|e| Error::Audit(e.to_string()))?;
+    for (j, row) in rows.iter().enumerate() {
+        file(filed, hashes[hit[j] as usize], 1, row.as_ref(), 1);
+    }
+    Ok(())
+}
+
+fn converter(types: &[DataType]) -> Result<RowConverter, Error> {
+    RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())
+        .map_err(|e| Error::Audit(e.to_string()))
+}
+
+/// The repeated exact keys as rows of `converter`, for ranking.
+fn owned_rows(
+    converter: &RowConverter,
+    types: &[DataType],
+    keys: Vec<(Box<[u8]>, u64)>,
+) -> Result<Vec<(OwnedRow, u64)>, Error> {
+    let audit = |e: datafusion::arrow::error::ArrowError| Error::Audit(e.to_string());
+    let [t @ (DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)] = types else {
+        let parser = converter.parser();
+        return Ok(keys
+            .iter()
+            .map(|(k, n)| (parser.parse(&k[1..]).owned(), *n))
+            .collect());
+    };
+    let values = keys
+        .iter()
+        .map(|(k, _)| match k[0] {
+            0 => Ok(None),
+            _ => std::str::from_utf8(&k[1..]).map(Some),
+        })
+        .collect::<Result<StringViewArray, _>>()
+        .map_err(|e| Error::Audit(format!("a text key is not UTF-8: {e}")))?;
+    let column = cast(&values, t).map_err(audit)?;
+    let rows = converter.convert_columns(&[column]).map_err(audit)?;
+    Ok(rows
+        .iter()
+        .zip(&keys)
+        .map(|(r, (_, n))| (r.owned(), *n))
+        .collect())
+}
