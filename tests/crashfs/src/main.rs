@@ -216,16 +216,34 @@ fn print_ops(trace: &Trace) {
                 to,
                 to_name,
                 flags,
-            } => format!(
-                "rename{} {} -> {}",
-                match flags {
-                    1 => " NOREPLACE",
-                    2 => " EXCHANGE",
-                    _ => "",
-                },
-                path(&names, *from, from_name),
-                path(&names, *to, to_name)
-            ),
+            } => {
+                let s = format!(
+                    "rename{} {} -> {}",
+                    match flags {
+                        1 => " NOREPLACE",
+                        2 => " EXCHANGE",
+                        _ => "",
+                    },
+                    path(&names, *from, from_name),
+                    path(&names, *to, to_name)
+                );
+                let moved: Vec<u64> = names
+                    .iter()
+                    .filter(|(_, (p, n))| {
+                        (*p == *from && n == from_name) || (*p == *to && n == to_name)
+                    })
+                    .map(|(i, _)| *i)
+                    .collect();
+                for ino in moved {
+                    let at_src = names[&ino] == (*from, from_name.clone());
+                    if at_src {
+                        names.insert(ino, (*to, to_name.clone()));
+                    } else if *flags == 2 {
+                        names.insert(ino, (*from, from_name.clone()));
+                    }
+                }
+                s
+            }
             Op::Write { ino, offset, data } => format!(
                 "write {} @{offset} +{}",
                 trace::describe(&names, *ino).display(),
