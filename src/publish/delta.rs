@@ -50,6 +50,7 @@ use crate::runkey::RunKey;
 mod commit;
 mod conflict;
 mod copy;
+pub(crate) mod durable;
 mod gc;
 mod rollback;
 mod schema;

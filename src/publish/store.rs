@@ -23,6 +23,7 @@ use object_store::buffered::BufWriter;
 use object_store::{ObjectStore, ObjectStoreExt as _};
 use url::Url;
 
+use super::delta::durable::DurableLocal;
 use super::error::{IoContext, PublishError};
 use super::fsx;
 use super::record::Record;
@@ -97,9 +98,14 @@ impl Root {
     pub fn builder(&self) -> Result<DeltaTableBuilder, PublishError> {
         match self {
             Root::Local(dir) => {
+                // Over a store whose puts are fsynced: object_store's local
+                // file system never syncs a commit entry.
                 let url = Url::from_directory_path(dir)
                     .map_err(|()| self.error("not an absolute path"))?;
-                DeltaTableBuilder::from_url(url).map_err(|e| self.error(e))
+                let store: Arc<dyn ObjectStore> = Arc::new(DurableLocal::default());
+                Ok(DeltaTableBuilder::from_url(url.clone())
+                    .map_err(|e| self.error(e))?
+                    .with_storage_backend(store, url))
             }
             Root::Remote(r) => {
                 register_log_store(r.url.scheme());
