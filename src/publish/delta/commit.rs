@@ -171,7 +171,13 @@ pub async fn publish(
             })
         }
         Err(e) => {
-            copies.remove(root, &rel_dir).await;
+            // A commit that lost (a conflict, exit 4) or was refused did not
+            // land: its copies go. After any other error, an I/O error while
+            // the log entry was synced say, the entry may be in the log and
+            // name them: they stay, and `gc` removes them if no commit does.
+            if !matches!(e, PublishError::Delta { .. } | PublishError::Io { .. }) {
+                copies.remove(root, &rel_dir).await;
+            }
             Err(e)
         }
     }
