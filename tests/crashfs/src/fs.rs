@@ -18,7 +18,7 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::trace::describe;
+use crate::names::Names;
 use crate::tree::{Kind, NewKind, Op, Tree, CLASSES, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT};
 
 const TTL: Duration = Duration::from_secs(1);
@@ -36,8 +36,8 @@ pub struct State {
     pub tree: Tree,
     pub ops: Vec<Op>,
     next_ino: u64,
-    /// The last entry seen for each inode, to name paths in the fault log.
-    names: HashMap<u64, (u64, OsString)>,
+    /// To name paths in the fault log.
+    names: Names,
     counts: [u64; CLASSES.len()],
     fault: Option<Fault>,
     fault_log: Option<PathBuf>,
@@ -57,12 +57,7 @@ impl State {
         fault_log: Option<PathBuf>,
     ) -> State {
         let next_ino = seed.nodes.keys().max().copied().unwrap_or(ROOT) + 1;
-        let mut names = HashMap::new();
-        for (ino, node) in &seed.nodes {
-            for (name, child) in node.entries().into_iter().flatten() {
-                names.insert(*child, (*ino, name.clone()));
-            }
-        }
+        let names = Names::of(&seed);
         State {
             tree: seed,
             ops: Vec::new(),
@@ -78,7 +73,7 @@ impl State {
     }
 
     fn path(&self, ino: u64) -> PathBuf {
-        self.mount.join(describe(&self.names, ino))
+        self.mount.join(self.names.path(ino))
     }
 
     fn entry_path(&self, parent: u64, name: &OsStr) -> PathBuf {
@@ -110,31 +105,7 @@ impl State {
                 return Err(Errno::from_i32(f.errno));
             }
         }
-        match &op {
-            Op::Create {
-                parent, name, ino, ..
-            }
-            | Op::Link { parent, name, ino } => {
-                self.names.insert(*ino, (*parent, name.clone()));
-            }
-            Op::Rename {
-                from,
-                from_name,
-                to,
-                to_name,
-                flags,
-            } => {
-                if let Some(s) = self.tree.lookup(*from, from_name) {
-                    self.names.insert(s, (*to, to_name.clone()));
-                }
-                if flags & RENAME_EXCHANGE != 0 {
-                    if let Some(d) = self.tree.lookup(*to, to_name) {
-                        self.names.insert(d, (*from, from_name.clone()));
-                    }
-                }
-            }
-            _ => {}
-        }
+        self.names.note(&op, &self.tree);
         self.tree.apply(&op);
         self.ops.push(op);
         Ok(())
@@ -546,7 +517,7 @@ impl Filesystem for CrashFs {
         let Some(entries) = s.tree.nodes.get(&ino.0).and_then(|n| n.entries()) else {
             return reply.error(Errno::ENOTDIR);
         };
-        let parent = s.names.get(&ino.0).map_or(ROOT, |(p, _)| *p);
+        let parent = s.names.parent(ino.0);
         let mut list = vec![
             (ino.0, FileType::Directory, OsString::from(".")),
             (parent, FileType::Directory, OsString::from("..")),

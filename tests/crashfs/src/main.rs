@@ -22,6 +22,7 @@
 
 mod crash;
 mod fs;
+mod names;
 mod trace;
 mod tree;
 
@@ -182,81 +183,39 @@ fn info(trace: &Trace) -> String {
 }
 
 fn print_ops(trace: &Trace) {
-    let mut names = std::collections::HashMap::new();
-    for (ino, node) in &trace.seed.nodes {
-        for (name, child) in node.entries().into_iter().flatten() {
-            names.insert(*child, (*ino, name.clone()));
-        }
-    }
-    let path = |names: &std::collections::HashMap<_, _>, dir: u64, name: &std::ffi::OsStr| {
-        trace::describe(names, dir).join(name).display().to_string()
-    };
+    let mut tree = crash::state_after(trace, 0, Model::Full);
+    let mut names = names::Names::of(&tree);
     for (i, op) in trace.ops.iter().enumerate() {
+        let at = |dir: u64, name: &std::ffi::OsStr| names.entry(dir, name).display().to_string();
+        let of = |ino: u64| names.path(ino).display().to_string();
         let line = match op {
-            Op::Create {
-                parent, name, ino, ..
-            } => {
-                let s = format!("create {}", path(&names, *parent, name));
-                names.insert(*ino, (*parent, name.clone()));
-                s
-            }
-            Op::Link { parent, name, ino } => {
-                let s = format!(
-                    "link {} -> {}",
-                    trace::describe(&names, *ino).display(),
-                    path(&names, *parent, name)
-                );
-                names.insert(*ino, (*parent, name.clone()));
-                s
-            }
-            Op::Unlink { parent, name } => format!("unlink {}", path(&names, *parent, name)),
+            Op::Create { parent, name, .. } => format!("create {}", at(*parent, name)),
+            Op::Link { parent, name, ino } => format!("link {} -> {}", of(*ino), at(*parent, name)),
+            Op::Unlink { parent, name } => format!("unlink {}", at(*parent, name)),
             Op::Rename {
                 from,
                 from_name,
                 to,
                 to_name,
                 flags,
-            } => {
-                let s = format!(
-                    "rename{} {} -> {}",
-                    match flags {
-                        1 => " NOREPLACE",
-                        2 => " EXCHANGE",
-                        _ => "",
-                    },
-                    path(&names, *from, from_name),
-                    path(&names, *to, to_name)
-                );
-                let moved: Vec<u64> = names
-                    .iter()
-                    .filter(|(_, (p, n))| {
-                        (*p == *from && n == from_name) || (*p == *to && n == to_name)
-                    })
-                    .map(|(i, _)| *i)
-                    .collect();
-                for ino in moved {
-                    let at_src = names[&ino] == (*from, from_name.clone());
-                    if at_src {
-                        names.insert(ino, (*to, to_name.clone()));
-                    } else if *flags == 2 {
-                        names.insert(ino, (*from, from_name.clone()));
-                    }
-                }
-                s
-            }
-            Op::Write { ino, offset, data } => format!(
-                "write {} @{offset} +{}",
-                trace::describe(&names, *ino).display(),
-                data.len()
+            } => format!(
+                "rename{} {} -> {}",
+                match *flags {
+                    tree::RENAME_NOREPLACE => " NOREPLACE",
+                    tree::RENAME_EXCHANGE => " EXCHANGE",
+                    _ => "",
+                },
+                at(*from, from_name),
+                at(*to, to_name)
             ),
-            Op::Truncate { ino, size } => {
-                format!(
-                    "truncate {} {size}",
-                    trace::describe(&names, *ino).display()
-                )
+            Op::Write { ino, offset, data } => {
+                format!("write {} @{offset} +{}", of(*ino), data.len())
             }
-            Op::Sync { ino } => format!("sync {}", trace::describe(&names, *ino).display()),
+            Op::Truncate { ino, size } => format!("truncate {} {size}", of(*ino)),
+            Op::Sync { ino } => format!("sync {}", of(*ino)),
         };
         println!("{i}\t{line}");
+        names.note(op, &tree);
+        tree.apply(op);
     }
 }

@@ -276,24 +276,3 @@ fn decode(r: &mut R<'_>) -> io::Result<Op> {
         _ => Op::Sync { ino: r.u64()? },
     })
 }
-
-/// Names a path for an inode: its last known entry, walked up to the root.
-pub fn describe(names: &std::collections::HashMap<u64, (u64, OsString)>, ino: u64) -> PathBuf {
-    let mut parts = Vec::new();
-    let mut cur = ino;
-    let mut hops = 0;
-    while cur != ROOT && hops < 256 {
-        match names.get(&cur) {
-            Some((parent, name)) => {
-                parts.push(name.clone());
-                cur = *parent;
-            }
-            None => {
-                parts.push(OsString::from(format!("<inode {cur}>")));
-                break;
-            }
-        }
-        hops += 1;
-    }
-    parts.iter().rev().collect()
-}
