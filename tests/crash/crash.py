@@ -717,7 +717,7 @@ def main():
     if len(args) < 3:
         sys.exit(__doc__)
     dqgate, crashfs, work = (os.path.abspath(a) for a in args[:3])
-    n_random = int(args[args.index("--random") + 1]) if "--random" in args else 8
+    n_random = int(args[args.index("--random") + 1]) if "--random" in args else 16
     only = args[args.index("--only") + 1].split(",") if "--only" in args else None
     with_faults = "--no-faults" not in args
     if os.path.exists(work):
