@@ -720,6 +720,10 @@ def main():
     n_random = int(args[args.index("--random") + 1]) if "--random" in args else 16
     only = args[args.index("--only") + 1].split(",") if "--only" in args else None
     with_faults = "--no-faults" not in args
+    mnt = os.path.join(work, "m")
+    if mounted(mnt):
+        # A mount a killed run left behind.
+        subprocess.run(["fusermount3", "-u", "-z", mnt], check=False)
     if os.path.exists(work):
         shutil.rmtree(work)
     os.makedirs(os.path.join(work, "m"))
