@@ -1,6 +1,8 @@
 //! The partition's audit trail: one JSON line per publish and rollback in
 //! `ROOT/_dqgate/trail/<k1=v1/...>.jsonl`, appended once the swap is
-//! durable.
+//! durable, and durable itself (the line synced, and the directory too when
+//! the line created the file) before the publish or rollback reports
+//! success.
 //!
 //! The records and kept versions are the truth about what is published; the
 //! trail is the history a person reads ("v3 replaced v2, then rollback to
@@ -34,6 +36,8 @@ pub(crate) fn append(layout: &Layout, entry: &Entry<'_>) -> Result<(), PublishEr
     }
     let mut line = serde_json::to_string(entry).expect("trail entries serialize");
     line.push('\n');
+    // The partition lock is held, so nobody else creates this file meanwhile.
+    let created = !path.exists();
     let mut f = OpenOptions::new()
         .append(true)
         .create(true)
@@ -42,5 +46,10 @@ pub(crate) fn append(layout: &Layout, entry: &Entry<'_>) -> Result<(), PublishEr
     f.write_all(line.as_bytes())
         .ctx("cannot append to the audit trail", &path)?;
     f.sync_data().ctx("cannot sync the audit trail", &path)?;
+    // A new trail file is reachable after a power cut only once its
+    // directory entry is durable too.
+    if created {
+        fsx::sync_parent(&path)?;
+    }
     Ok(())
 }

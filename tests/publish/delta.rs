@@ -634,6 +634,63 @@ fn a_publish_killed_before_or_after_its_commit_converges_on_retry() {
     assert_eq!(code(&verify(&lake, "1")), 0);
 }
 
+/// A first publish killed after its copies, before its commit (or cut off
+/// there by a power loss): the root holds copies and an empty `_delta_log/`,
+/// which the retry takes for a table in the making, not for a directory
+/// that is neither empty nor a Delta table (it exited 2 there, forever), and
+/// `gc` removes the copies no commit names.
+#[test]
+fn a_first_publish_killed_before_its_commit_converges_on_retry_and_gc() {
+    let lake = Lake::new();
+    let staged = lake.stage("a", 1, 2);
+    let out = lake
+        .command(&lake.rules, &staged, "1")
+        .env("DQGATE_TEST_CRASH_AT", "commit")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(lake.log().is_empty());
+    let orphans = files_on_disk(&lake, "1");
+    assert_eq!(orphans.len(), 2, "the copies, which no commit names");
+    let retry = lake.publish(&staged, "1");
+    assert_eq!(code(&retry), 0, "{}", stderr(&retry));
+    assert_eq!(lake.log().len(), 1);
+    assert_eq!(lake.versions_of("1"), BTreeSet::from([1]));
+    let out = gc(&lake, &["--min-age", "0s"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2 leftover(s) removed"));
+    assert!(files_on_disk(&lake, "1").is_disjoint(&orphans));
+    assert_eq!(code(&verify(&lake, "1")), 0);
+}
+
+/// A first publish killed after its commit, before it wrote the record
+/// beside the files: the retry takes the record from the commit's
+/// `commitInfo` (it exited 3 here, "no audit record", forever), recognises
+/// its fingerprint and writes the record.
+#[test]
+fn a_first_publish_killed_before_its_record_converges_on_retry() {
+    let lake = Lake::new();
+    let staged = lake.stage("a", 1, 2);
+    let out = lake
+        .command(&lake.rules, &staged, "1")
+        .env("DQGATE_TEST_CRASH_AT", "record")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(lake.log().len(), 1);
+    assert!(!lake.root().join("d=1/_dqgate_audit.json").exists());
+    let retry = lake.publish(&staged, "1");
+    assert_eq!(code(&retry), 0, "{}", stderr(&retry));
+    assert!(
+        stderr(&retry).contains("already published"),
+        "{}",
+        stderr(&retry)
+    );
+    assert_eq!(lake.log().len(), 1);
+    let v = verify(&lake, "1");
+    assert_eq!(code(&v), 0, "{}", String::from_utf8_lossy(&v.stdout));
+}
+
 #[test]
 fn hive_and_delta_tables_are_never_mixed_up() {
     let lake = Lake::new();

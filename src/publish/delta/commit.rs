@@ -91,6 +91,13 @@ pub async fn publish(
         check_compatible(t, partitioned_by, &schema)?;
     }
     test_pause();
+    // A first publish makes `_delta_log/` durably before its first copy, so
+    // that one killed (or cut off by a power loss) before its commit leaves
+    // a table in the making, which the retry continues and `gc` cleans, not
+    // a directory that is neither empty nor a Delta table (exit 2 forever).
+    if let (None, Root::Local(dir)) = (&table, root) {
+        fsx::create_dirs(&dir.join("_delta_log"))?;
+    }
     fsx::phase("copy");
     let copies = copy_in(&staged.location, root, &rel_dir, &audited).await?;
     let mut files = Vec::with_capacity(copies.files.len());
@@ -164,7 +171,13 @@ pub async fn publish(
             })
         }
         Err(e) => {
-            copies.remove(root, &rel_dir).await;
+            // A commit that lost (a conflict, exit 4) or was refused did not
+            // land: its copies go. After any other error, an I/O error while
+            // the log entry was synced say, the entry may be in the log and
+            // name them: they stay, and `gc` removes them if no commit does.
+            if !matches!(e, PublishError::Delta { .. } | PublishError::Io { .. }) {
+                copies.remove(root, &rel_dir).await;
+            }
             Err(e)
         }
     }

@@ -15,11 +15,37 @@ use crate::publish::store::Root;
 /// `min_age` protects the copies of a publish in flight, which are
 /// unnamed until its commit lands. Refused when the log does not go back to
 /// version 0 (another writer cleaned it up: a file named only in the
-/// removed commits would look unnamed). Returns the removed files.
+/// removed commits would look unnamed). A `_delta_log/` without a commit
+/// (a first publish stopped before it committed) names nothing, so all its
+/// copies old enough are removed. Returns the removed files.
 pub async fn gc(root: &Root, min_age: std::time::Duration) -> Result<Vec<String>, PublishError> {
-    let Some(table) = load(root).await? else {
+    if !root.has_log().await? {
         return Ok(Vec::new());
+    }
+    let named = match load(root).await? {
+        Some(table) => named_files(root, &table).await?,
+        // `_delta_log/` without a commit: a first publish stopped before it
+        // committed, and every data file is one of its copies.
+        None => std::collections::HashSet::new(),
     };
+    let now = std::time::SystemTime::now();
+    let mut removed = Vec::new();
+    for (rel, modified) in root.data_files().await? {
+        let old_enough = now.duration_since(modified).is_ok_and(|age| age >= min_age);
+        if !named.contains(&rel) && old_enough {
+            root.remove(&rel).await;
+            removed.push(root.name_of(&rel));
+        }
+    }
+    Ok(removed)
+}
+
+/// The data files any commit of the log names, in an `add` or a `remove`;
+/// refused when the log no longer goes back to version 0.
+async fn named_files(
+    root: &Root,
+    table: &deltalake_core::DeltaTable,
+) -> Result<std::collections::HashSet<String>, PublishError> {
     let latest = table.version().unwrap_or_default();
     let commits: Vec<String> = root
         .file_names("_delta_log")
@@ -58,16 +84,7 @@ pub async fn gc(root: &Root, min_age: std::time::Duration) -> Result<Vec<String>
             }
         }
     }
-    let now = std::time::SystemTime::now();
-    let mut removed = Vec::new();
-    for (rel, modified) in root.data_files().await? {
-        let old_enough = now.duration_since(modified).is_ok_and(|age| age >= min_age);
-        if !named.contains(&rel) && old_enough {
-            root.remove(&rel).await;
-            removed.push(root.name_of(&rel));
-        }
-    }
-    Ok(removed)
+    Ok(named)
 }
 
 /// A log path (a relative URI) as a path: `%XX` escapes decoded, anything

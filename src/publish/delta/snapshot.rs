@@ -134,17 +134,58 @@ impl Snapshot {
         let Some(files) = self.parts.get(&rel) else {
             return Ok(None);
         };
-        let record =
-            self.root
-                .read_record(&rel)
-                .await?
-                .ok_or_else(|| PublishError::MissingRecord {
-                    dir: format!(
-                        "{} (a publish killed after its commit leaves it to the retry)",
-                        self.root.name_of(&rel)
-                    ),
-                })?;
+        let text = self.record_of(&rel, files, &mut None).await?;
+        let record = match text {
+            Some(t) => Record::parse(&t, &self.root.name_of(&format!("{rel}/{RECORD}")))?,
+            None => {
+                return Err(PublishError::MissingRecord {
+                    dir: self.root.name_of(&rel),
+                })
+            }
+        };
         Ok(Some((files.clone(), record.fingerprint)))
+    }
+
+    /// The audit record of partition `rel` as it is in this snapshot (its
+    /// `files`): the record beside the files when it describes them, else
+    /// the `dqgateAudit` of the commit that added them. The record beside
+    /// the files is written just after the commit lands, so a publish
+    /// stopped in between (killed, or cut off by a power loss) leaves it
+    /// missing or the previous version's until the retry rewrites it.
+    /// `logged` caches the log's audits across calls.
+    async fn record_of(
+        &self,
+        rel: &str,
+        files: &[String],
+        logged: &mut Option<Vec<Json>>,
+    ) -> Result<Option<String>, PublishError> {
+        let text = self.root.read_text(&format!("{rel}/{RECORD}")).await;
+        let describes = |t: &str| {
+            Record::parse(t, rel).is_ok_and(|r| {
+                let mut named: Vec<String> = r
+                    .files
+                    .iter()
+                    .map(|f| format!("{rel}/{}", f.path))
+                    .collect();
+                named.sort();
+                named == files
+            })
+        };
+        if matches!(&text, Ok(Some(t)) if describes(t)) {
+            return text;
+        }
+        if logged.is_none() {
+            *logged = Some(self.logged_audits().await);
+        }
+        let from_log = logged
+            .iter()
+            .flatten()
+            .map(Json::to_string)
+            .find(|t| describes(t));
+        match from_log {
+            Some(t) => Ok(Some(t)),
+            None => text,
+        }
     }
 
     /// Every published partition but `own`: (`k=v` path, files).
@@ -201,31 +242,7 @@ impl Snapshot {
         let mut logged: Option<Vec<Json>> = None;
         for (rel, files) in &self.parts {
             let pairs = crate::runkey::pairs_of_rel(rel);
-            let mut text = self.root.read_text(&format!("{rel}/{RECORD}")).await;
-            let describes = |t: &str| {
-                Record::parse(t, rel).is_ok_and(|r| {
-                    let mut named: Vec<String> = r
-                        .files
-                        .iter()
-                        .map(|f| format!("{rel}/{}", f.path))
-                        .collect();
-                    named.sort();
-                    &named == files
-                })
-            };
-            if !matches!(&text, Ok(Some(t)) if describes(t)) {
-                if logged.is_none() {
-                    logged = Some(self.logged_audits().await);
-                }
-                let from_log = logged
-                    .iter()
-                    .flatten()
-                    .map(Json::to_string)
-                    .find(|t| describes(t));
-                if let Some(t) = from_log {
-                    text = Ok(Some(t));
-                }
-            }
+            let text = self.record_of(rel, files, &mut logged).await;
             crate::publish::history::add_run(text, &pairs, &mut out);
         }
         out
