@@ -89,9 +89,11 @@ fn distinct_count_of_long_text_spills_under_a_memory_limit() {
         &["--memory-limit", "16MiB", "--threads", "2"],
     );
     assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    // The key engine bounds it: its verification files the repeated
+    // fingerprints' exact keys in rounds (a grouped pass would spill).
     assert!(
-        stderr.contains("spilled"),
-        "the distinct values fit in memory, nothing was spilled: {stderr}"
+        stderr.contains("spilled") || stderr.contains(" rounds"),
+        "the distinct values fit in memory, nothing was spilled or split: {stderr}"
     );
     // Without a limit the fused aggregate gives the same verdict.
     let (code, unlimited, _) = check(tmp.path(), &rules, &["--threads", "2"]);
