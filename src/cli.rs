@@ -19,6 +19,7 @@ use crate::verdict::{json, junit, markdown, text, Verdict};
 mod args;
 mod ballista;
 mod check;
+mod failed_rows;
 mod lint;
 mod publish;
 mod report;
