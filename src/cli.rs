@@ -203,12 +203,14 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             table,
             output,
             storage_option,
+            failed_rows,
         } => {
             report(
                 &verdicts,
                 table.as_deref(),
                 output.as_deref(),
                 &storage_option,
+                failed_rows.as_deref(),
             )
             .await
         }

@@ -182,6 +182,10 @@ pub enum Command {
         /// Write the page here instead of stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
+        /// The --failed-rows directory of the audits: show the first rows of
+        /// each failed-rows file the verdicts name under its check.
+        #[arg(long = "failed-rows", value_name = "DIR")]
+        failed_rows: Option<PathBuf>,
         /// An object-store setting for a Delta table on an object store, KEY=VALUE; repeatable.
         #[arg(long = "storage-option", value_name = "KEY=VALUE")]
         storage_option: Vec<String>,
