@@ -223,6 +223,7 @@ pub async fn write(
         });
         return out;
     }
+    let ctx = &late_materializing(ctx);
     let mut kept: HashMap<usize, Kept> = wanted
         .iter()
         .map(|r| (r.check, Kept::new(opts.limit.rows())))
@@ -267,6 +268,21 @@ pub async fn write(
         }
     }
     out
+}
+
+/// The session, with Parquet filter pushdown: the scans of the passes
+/// evaluate their predicates first and decode the other columns only for
+/// the rows that match (most rows do not). Only these passes use it; the
+/// audit's own scans read every row anyway.
+fn late_materializing(ctx: &SessionContext) -> SessionContext {
+    let state = ctx.state();
+    let mut config = state.config().clone();
+    config.options_mut().execution.parquet.pushdown_filters = true;
+    SessionContext::new_with_state(
+        datafusion::execution::SessionStateBuilder::new_from_existing(state)
+            .with_config(config)
+            .build(),
+    )
 }
 
 /// One pass: a plan, and which checks its rows go to (by a flag column, or
