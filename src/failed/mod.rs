@@ -178,6 +178,26 @@ pub enum FailedRowsError {
         #[source]
         source: std::io::Error,
     },
+    /// After DIR refused a file for a reason that holds for every file
+    /// (read-only, full, no permission), the other files were not tried.
+    #[error("{count} more failed-rows file(s) not written to `{dir}` (lines {lines}) for the same reason")]
+    NotTried {
+        count: usize,
+        dir: String,
+        lines: String,
+    },
+}
+
+/// Whether a write error holds for every file of DIR.
+fn whole_dir(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        e.kind(),
+        K::ReadOnlyFilesystem | K::StorageFull | K::PermissionDenied | K::QuotaExceeded
+    ) || e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<datafusion::parquet::errors::ParquetError>())
+        .is_some_and(|p| p.to_string().contains("No space left on device"))
 }
 
 /// What the other passes need besides the staged files.
@@ -235,6 +255,7 @@ pub async fn write(
         }
     }
     let files: Vec<String> = input.files.iter().map(|f| f.path.clone()).collect();
+    let mut not_tried = Vec::new();
     for r in &wanted {
         let Some(k) = kept.remove(&r.check) else {
             continue;
@@ -254,6 +275,13 @@ pub async fn write(
                 continue;
             }
         };
+        if out.errors.last().is_some_and(
+            |e| matches!(e, FailedRowsError::Write { source, .. } if whole_dir(source)),
+        ) || !not_tried.is_empty()
+        {
+            not_tried.push(r.line.to_string());
+            continue;
+        }
         let meta = serde_json::json!({"line": r.line, "check": r.name}).to_string();
         match write::write_atomically(&opts.dir, &name, &finished.batch, &meta) {
             Ok(()) => out.files.push((
@@ -266,6 +294,13 @@ pub async fn write(
             )),
             Err(e) => out.errors.push(error(e)),
         }
+    }
+    if !not_tried.is_empty() {
+        out.errors.push(FailedRowsError::NotTried {
+            count: not_tried.len(),
+            dir: opts.dir.display().to_string(),
+            lines: not_tried.join(", "),
+        });
     }
     out
 }

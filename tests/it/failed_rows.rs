@@ -12,7 +12,7 @@ use datafusion::arrow::array::{Array, Int64Array, StringArray};
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value as Json;
 
-use crate::support::{data, dqgate, repo};
+use crate::support::{data, dqgate, repo, stage};
 
 fn run(cwd: &Path, args: &[&str]) -> (i32, String, String) {
     let out = dqgate(cwd, args);
@@ -44,6 +44,29 @@ fn check_of(cwd: &Path, fixture: &str, extra: &[&str]) -> (i32, String, String) 
     ];
     args.extend_from_slice(extra);
     run(cwd, &args)
+}
+
+/// `publish rules/daily_sales.dq` of `staged` into `table` (both under
+/// `cwd`), as JSON, with `--failed-rows dir`.
+fn publish(cwd: &Path, dir: &str) -> (i32, String, String) {
+    let rules = repo().join("rules/daily_sales.dq");
+    run(
+        cwd,
+        &[
+            "publish",
+            rules.to_str().unwrap(),
+            "--staged",
+            "staged",
+            "--partition",
+            "sales_date=2025-03-05",
+            "--table",
+            "table",
+            "--format",
+            "json",
+            "--failed-rows",
+            dir,
+        ],
+    )
 }
 
 /// (file, row) of every row of a failed-rows file, in file order.
@@ -204,22 +227,7 @@ fn a_directory_inside_the_table_or_the_staged_files_is_refused() {
     assert!(!staged_out.exists());
     // publish refuses the same before auditing.
     fs::create_dir_all(tmp.path().join("staged")).unwrap();
-    let rules = repo().join("rules/daily_sales.dq");
-    let (code, _, err) = run(
-        tmp.path(),
-        &[
-            "publish",
-            rules.to_str().unwrap(),
-            "--staged",
-            "staged",
-            "--partition",
-            "sales_date=2025-03-05",
-            "--table",
-            "table",
-            "--failed-rows",
-            "table/sales_date=2025-03-05",
-        ],
-    );
+    let (code, _, err) = publish(tmp.path(), "table/sales_date=2025-03-05");
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("inside the table root"), "{err}");
     assert!(fs::read_dir(tmp.path().join("table"))
@@ -276,4 +284,25 @@ fn a_passing_verdict_writes_nothing_and_the_text_names_the_files() {
         ),
         "{text}"
     );
+}
+
+#[test]
+fn a_failing_publish_writes_the_rows_and_publishes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    stage(&data("sales_bad"), &tmp.path().join("staged"));
+    let (code, out, err) = publish(tmp.path(), "out");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nothing was published"), "{err}");
+    let lines: Vec<u64> = failed_rows(&out).iter().map(|(l, _)| *l).collect();
+    assert_eq!(lines, [6, 7, 8, 9, 11, 12, 13, 15]);
+    assert_eq!(listing(&tmp.path().join("out")).len(), 8);
+    assert!(!tmp.path().join("table/sales_date=2025-03-05").exists());
+    // The same rows as `check` writes for the same files.
+    let (_, checked, _) = check_bad(tmp.path(), &["--failed-rows", "by-check"]);
+    for (_, f) in failed_rows(&checked) {
+        let name = f["path"].as_str().unwrap();
+        let a = fs::read(tmp.path().join("out").join(name)).unwrap();
+        let b = fs::read(tmp.path().join("by-check").join(name)).unwrap();
+        assert!(a == b, "{name}: publish and check wrote different files");
+    }
 }
