@@ -11,13 +11,13 @@ use crate::verdict::{Status, Verdict};
 impl Prepared {
     /// Writes the offending rows of every check of `verdict` that did not
     /// hold (see [`crate::failed`]) and names each file in its check. What
-    /// could not be written is returned; nothing else of the verdict
-    /// changes.
+    /// could not be written is in the result's errors; nothing else of the
+    /// verdict changes.
     pub async fn write_failed_rows(
         &self,
         verdict: &mut Verdict,
         opts: &failed::Options,
-    ) -> Vec<FailedRowsError> {
+    ) -> failed::Written {
         let across_failed = self
             .checked
             .statements
@@ -46,7 +46,7 @@ impl Prepared {
             references: &self.references,
             published: others.as_deref(),
         };
-        let written = failed::write(
+        let mut written = failed::write(
             &self.ctx,
             &self.input,
             &self.checked,
@@ -55,12 +55,13 @@ impl Prepared {
             opts,
         )
         .await;
-        for (i, file) in written.files {
-            if let Some(c) = verdict.checks.get_mut(i) {
-                c.failed_rows = Some(file);
+        for (i, file) in &written.files {
+            if let Some(c) = verdict.checks.get_mut(*i) {
+                c.failed_rows = Some(file.clone());
             }
         }
-        errors.extend(written.errors);
-        errors
+        errors.append(&mut written.errors);
+        written.errors = errors;
+        written
     }
 }

@@ -15,6 +15,7 @@ use crate::audit::Prepared;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::failed::Options;
+use crate::verdict::human::count_of;
 use crate::verdict::Verdict;
 
 /// The `--failed-rows` options, refused (exit 2, nothing scanned) when DIR
@@ -44,12 +45,26 @@ pub(super) fn options(a: &AuditArgs, table: Option<&Path>) -> Result<Option<Opti
 }
 
 /// Writes the failed rows of `verdict` when asked, naming each file in its
-/// check; reports on stderr what could not be written.
+/// check; says on stderr what was written (one line, when some was) and
+/// what could not be.
 pub(super) async fn write(p: &Prepared, verdict: &mut Verdict, opts: Option<&Options>) {
     let Some(opts) = opts else {
         return;
     };
-    for e in p.write_failed_rows(verdict, opts).await {
+    let started = std::time::Instant::now();
+    let written = p.write_failed_rows(verdict, opts).await;
+    if written.passes > 0 {
+        let rows: u64 = written.files.iter().map(|(_, f)| f.rows).sum();
+        eprintln!(
+            "dqgate: wrote {} of failed rows ({}) to {} in {:.2} s ({})",
+            count_of(written.files.len() as u64, "file", "files"),
+            count_of(rows, "row", "rows"),
+            opts.dir.display(),
+            started.elapsed().as_secs_f64(),
+            count_of(written.passes as u64, "pass", "passes")
+        );
+    }
+    for e in written.errors {
         eprintln!("dqgate: error: {e} (the verdict and the exit code are unchanged)");
     }
 }

@@ -213,6 +213,8 @@ pub struct Sources<'a> {
 pub struct Written {
     pub files: Vec<(usize, FailedRows)>,
     pub errors: Vec<FailedRowsError>,
+    /// Passes over the staged files that selected the rows.
+    pub passes: usize,
 }
 
 /// Selects and writes the offending rows of every check of `verdict` that
@@ -248,7 +250,9 @@ pub async fn write(
         .iter()
         .map(|r| (r.check, Kept::new(opts.limit.rows())))
         .collect();
-    for pass in passes(ctx, input, &wanted, sources) {
+    let planned = passes(ctx, input, &wanted, sources);
+    out.passes = planned.len();
+    for pass in planned {
         let lines = pass.lines.clone();
         if let Err(source) = pass.run(input, &mut kept).await {
             out.errors.push(FailedRowsError::Select { lines, source });
