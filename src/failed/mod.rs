@@ -312,11 +312,13 @@ pub async fn write(
 /// The session, with Parquet filter pushdown: the scans of the passes
 /// evaluate their predicates first and decode the other columns only for
 /// the rows that match (most rows do not). Only these passes use it; the
-/// audit's own scans read every row anyway.
+/// audit's own scans read every row anyway. `DQGATE_TEST_FAILED_ROWS_PUSHDOWN=0`
+/// turns it off, for the benchmark's comparison.
 fn late_materializing(ctx: &SessionContext) -> SessionContext {
     let state = ctx.state();
     let mut config = state.config().clone();
-    config.options_mut().execution.parquet.pushdown_filters = true;
+    config.options_mut().execution.parquet.pushdown_filters =
+        std::env::var("DQGATE_TEST_FAILED_ROWS_PUSHDOWN").map_or(true, |v| v != "0");
     SessionContext::new_with_state(
         datafusion::execution::SessionStateBuilder::new_from_existing(state)
             .with_config(config)
