@@ -66,22 +66,38 @@ pub fn meeting(
     input: &StagedInput,
     predicates: &[Expr],
 ) -> Result<DataFrame, ExecError> {
-    let (base, _) = positioned(ctx, input)?;
     let any = predicates
         .iter()
         .cloned()
         .reduce(Expr::or)
         .unwrap_or_else(|| lit(false));
-    let mut exprs = columns_of(base.schema());
-    exprs.extend(
-        predicates
-            .iter()
-            .enumerate()
-            .map(|(i, p)| p.clone().is_true().alias(flag(i))),
-    );
-    base.filter(any)
+    let flags = predicates
+        .iter()
+        .enumerate()
+        .map(|(i, p)| p.clone().is_true().alias(flag(i)));
+    filtered_positioned(ctx, input, any, flags.collect())
+}
+
+/// The staged rows where `filter` is TRUE, with [`FILE_LOCATION`],
+/// [`ROW_COLUMN`] and `extra` columns. The filter comes before the
+/// positions, so that the scan evaluates it itself (the optimizer keeps a
+/// filter above a projection that holds `input_file_name()`) and decodes
+/// the other columns only for the rows that pass.
+fn filtered_positioned(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    filter: Expr,
+    extra: Vec<Expr>,
+) -> Result<DataFrame, ExecError> {
+    let table = exec::table(ctx, input)?;
+    let mut exprs = columns_of(table.schema());
+    exprs.push(input_file_name().alias(FILE_LOCATION));
+    exprs.push(file_row_index().alias(ROW_COLUMN));
+    exprs.extend(extra);
+    table
+        .filter(filter)
         .and_then(|f| f.select(exprs))
-        .map_err(engine("planning the failed rows of row checks"))
+        .map_err(engine("planning the failed rows"))
 }
 
 /// `k1 IS NOT NULL AND k2 IS NOT NULL ...`
@@ -145,20 +161,18 @@ fn keyed(
     columns: &[String],
     types: &[DataType],
 ) -> Result<(DataFrame, Vec<Expr>, Vec<String>), ExecError> {
-    let (base, _) = positioned(ctx, input)?;
-    let kept = columns_of(base.schema());
-    let mut exprs = kept.clone();
-    exprs.extend(
-        columns
-            .iter()
-            .zip(types)
-            .enumerate()
-            .map(|(i, (c, t))| cast(ident(c), t.clone()).alias(key_alias(i))),
-    );
-    let frame = base
-        .filter(not_null(columns))
-        .and_then(|f| f.select(exprs))
-        .map_err(engine("planning a join's failed rows"))?;
+    let casts = columns
+        .iter()
+        .zip(types)
+        .enumerate()
+        .map(|(i, (c, t))| cast(ident(c), t.clone()).alias(key_alias(i)))
+        .collect();
+    let frame = filtered_positioned(ctx, input, not_null(columns), casts)?;
+    let width = frame.schema().fields().len() - columns.len();
+    let kept = frame.schema().fields()[..width]
+        .iter()
+        .map(|f| ident(f.name()))
+        .collect();
     Ok((frame, kept, (0..columns.len()).map(key_alias).collect()))
 }
 
