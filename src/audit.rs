@@ -5,6 +5,7 @@
 //! fused plans run, `published.*` metrics are computed over the published
 //! version when there is one, and the judge produces the verdict.
 
+mod failed;
 mod joins;
 
 use std::path::{Path, PathBuf};

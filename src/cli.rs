@@ -19,6 +19,7 @@ use crate::verdict::{json, junit, markdown, text, Verdict};
 mod args;
 mod ballista;
 mod check;
+mod failed_rows;
 mod lint;
 mod publish;
 mod report;
@@ -202,12 +203,14 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             table,
             output,
             storage_option,
+            failed_rows,
         } => {
             report(
                 &verdicts,
                 table.as_deref(),
                 output.as_deref(),
                 &storage_option,
+                failed_rows.as_deref(),
             )
             .await
         }

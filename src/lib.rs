@@ -36,6 +36,7 @@ pub mod dsl;
 pub mod engine;
 pub mod error;
 pub mod exec;
+pub mod failed;
 pub mod plan;
 pub mod publish;
 pub mod report;

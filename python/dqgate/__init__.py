@@ -37,7 +37,7 @@ from ._errors import (
     RuleError,
     UsageError,
 )
-from ._verdict import Check, Summary, Value, Verdict
+from ._verdict import Check, FailedRows, Summary, Value, Verdict
 
 try:
     __version__ = _version("dqgate")
@@ -45,7 +45,7 @@ except PackageNotFoundError:  # imported from a checkout without installing
     __version__ = "0+unknown"
 
 # Shown as dqgate.RuleError (not dqgate._errors.RuleError) in tracebacks.
-for _cls in (AuditError, Check, Diagnostic, DqgateError, PublishConflict, RuleError,
+for _cls in (AuditError, Check, Diagnostic, DqgateError, FailedRows, PublishConflict, RuleError,
              Summary, UsageError, Verdict, VerifyResult):
     _cls.__module__ = "dqgate"
 del _cls
@@ -55,6 +55,7 @@ __all__ = [
     "Check",
     "Diagnostic",
     "DqgateError",
+    "FailedRows",
     "PublishConflict",
     "RuleError",
     "Summary",

@@ -65,8 +65,11 @@ def check(
     memory_limit: Union[int, str, None] = None,
     threads: Optional[int] = None,
     storage_options: Optional[Mapping[str, str]] = None,
+    failed_rows: Optional[PathLike] = None,
+    failed_rows_limit: Union[int, Literal["all"], None] = None,
 ) -> Verdict:
-    """Audit the staged Parquet files against a rule file. Writes nothing.
+    """Audit the staged Parquet files against a rule file. Writes nothing
+    (but the files of `failed_rows`).
 
     Args:
         rules: the rule file (``.dq``).
@@ -80,6 +83,14 @@ def check(
         threads: scan threads (default: all cores).
         storage_options: object-store settings, e.g.
             ``{"aws_region": "eu-west-1"}``.
+        failed_rows: a local directory (never inside `table` or `staged`):
+            each check that fails or warns writes its offending rows there,
+            one Parquet file per check; ``check.failed_rows.path`` names it
+            and ``check.failed_rows.to_arrow()`` reads it. A directory that
+            cannot be written changes nothing but the missing files (the
+            reason goes to the ``dqgate`` logger).
+        failed_rows_limit: at most this many rows per file (dqgate's
+            default: 10000), or ``"all"``.
 
     Returns:
         The verdict; ``passed`` is False when a ``check`` did not hold.
@@ -100,7 +111,8 @@ def check(
     if table is not None:
         args += ["--table", os.fspath(table)]
     args += _engine_args(memory_limit, threads, storage_options)
-    return _verdict(_run(args))
+    args += _failed_rows_args(failed_rows, failed_rows_limit)
+    return _verdict(_run(args), failed_rows)
 
 
 def publish(
@@ -115,6 +127,8 @@ def publish(
     memory_limit: Union[int, str, None] = None,
     threads: Optional[int] = None,
     storage_options: Optional[Mapping[str, str]] = None,
+    failed_rows: Optional[PathLike] = None,
+    failed_rows_limit: Union[int, Literal["all"], None] = None,
 ) -> Verdict:
     """Audit the staged files and, only when the verdict passes, publish
     them atomically as the table's partition.
@@ -124,7 +138,8 @@ def publish(
     published and the staged files are untouched.
 
     Args:
-        rules, staged, partition, memory_limit, threads, storage_options:
+        rules, staged, partition, memory_limit, threads, storage_options,
+        failed_rows, failed_rows_limit:
             as for `check`; `partition` is required.
         table: the published table root.
         keep: how many displaced versions to keep for `rollback` (dqgate's
@@ -153,7 +168,8 @@ def publish(
     if reaudits is not None:
         args += ["--reaudits", str(reaudits)]
     args += _engine_args(memory_limit, threads, storage_options)
-    return _verdict(_run(args))
+    args += _failed_rows_args(failed_rows, failed_rows_limit)
+    return _verdict(_run(args), failed_rows)
 
 
 def verify(
@@ -258,6 +274,18 @@ def _engine_args(
     return args + _storage_args(storage_options)
 
 
+def _failed_rows_args(
+    failed_rows: Optional[PathLike],
+    limit: Union[int, Literal["all"], None],
+) -> List[str]:
+    args: List[str] = []
+    if failed_rows is not None:
+        args += ["--failed-rows", os.fspath(failed_rows)]
+    if limit is not None:
+        args += ["--failed-rows-limit", str(limit)]
+    return args
+
+
 def _run(args: Sequence[str]) -> Tuple[int, str, str]:
     """Run the binary; its exit code, stdout and stderr."""
     proc = subprocess.run(
@@ -273,15 +301,16 @@ def _run(args: Sequence[str]) -> Tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def _verdict(result: Tuple[int, str, str]) -> Verdict:
-    """Exit 0 or 1 with the verdict JSON: the verdict; anything else raises."""
+def _verdict(result: Tuple[int, str, str], failed_rows: Optional[PathLike] = None) -> Verdict:
+    """Exit 0 or 1 with the verdict JSON: the verdict (its failed-rows files
+    under `failed_rows`); anything else raises."""
     code, out, err = result
     docs = _json_objects(out)
     if code in (0, 1) and len(docs) == 1:
         doc = docs[0]
         # An error is never a pass: the exit code and the JSON must agree.
         if doc.get("verdict") == ("pass" if code == 0 else "fail"):
-            return Verdict(doc, out)
+            return Verdict(doc, out, failed_rows)
     _raise(code, out, err)
 
 

@@ -45,7 +45,7 @@ PathArg = Union[str, "os.PathLike[str]"]
 
 
 class _DqgateOperator(BaseOperator):
-    template_fields: Sequence[str] = ("rules", "staged", "partition", "table")
+    template_fields: Sequence[str] = ("rules", "staged", "partition", "table", "failed_rows")
 
     def __init__(
         self,
@@ -57,6 +57,8 @@ class _DqgateOperator(BaseOperator):
         memory_limit: Union[int, str, None] = None,
         threads: Optional[int] = None,
         storage_options: Optional[Mapping[str, str]] = None,
+        failed_rows: Optional[PathArg] = None,
+        failed_rows_limit: Union[int, Literal["all"], None] = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -67,6 +69,8 @@ class _DqgateOperator(BaseOperator):
         self.memory_limit = memory_limit
         self.threads = threads
         self.storage_options = storage_options
+        self.failed_rows = os.fspath(failed_rows) if failed_rows is not None else None
+        self.failed_rows_limit = failed_rows_limit
 
     def _audit(self) -> Verdict:
         raise NotImplementedError
@@ -84,6 +88,9 @@ class _DqgateOperator(BaseOperator):
         for c in verdict.failed_checks + verdict.warned_checks:
             self.log.warning("%s %s: %s = %r (expected %s)", c.severity, c.name, c.metric,
                              c.value, c.expected)
+            if c.failed_rows is not None:
+                self.log.warning("  failed rows: %s (%d rows%s)", c.failed_rows.path,
+                                 c.failed_rows.rows, ", cut at the limit" if c.failed_rows.cut else "")
         if not verdict.passed:
             raise AirflowFailException(self._failure(verdict))
         return doc
@@ -102,12 +109,17 @@ class DqgateCheckOperator(_DqgateOperator):
         partition: the run key, e.g. ``{"sales_date": "{{ ds }}"}``.
         table: the published table root, for ``published.*`` references.
         memory_limit, threads, storage_options: as for `dqgate.check`.
+        failed_rows: a directory (templated) where each failing or warning
+            check writes its offending rows as Parquet; the verdict in XCom
+            names each file (``failed_rows`` of its check).
+        failed_rows_limit: rows per file at most, or ``"all"``.
     """
 
     def _audit(self) -> Verdict:
         return _check(self.rules, self.staged, self.partition, self.table,
                       memory_limit=self.memory_limit, threads=self.threads,
-                      storage_options=self.storage_options)
+                      storage_options=self.storage_options,
+                      failed_rows=self.failed_rows, failed_rows_limit=self.failed_rows_limit)
 
 
 class DqgatePublishOperator(_DqgateOperator):
@@ -116,7 +128,8 @@ class DqgatePublishOperator(_DqgateOperator):
     When the task fails on a failing verdict, nothing was published.
 
     Args:
-        rules, staged, partition, memory_limit, threads, storage_options:
+        rules, staged, partition, memory_limit, threads, storage_options,
+        failed_rows, failed_rows_limit:
             as for `DqgateCheckOperator`; `partition` is required.
         table: the published table root.
         keep: displaced versions kept for rollback.
@@ -143,7 +156,8 @@ class DqgatePublishOperator(_DqgateOperator):
         return _publish(self.rules, self.staged, self.partition, self.table,
                         keep=self.keep, target=self.target,
                         memory_limit=self.memory_limit, threads=self.threads,
-                        storage_options=self.storage_options)
+                        storage_options=self.storage_options,
+                        failed_rows=self.failed_rows, failed_rows_limit=self.failed_rows_limit)
 
     def _failure(self, verdict: Verdict) -> str:
         return super()._failure(verdict) + "; nothing was published"

@@ -75,6 +75,8 @@ def build_dqgate_check(
     memory_limit: Union[int, str, None] = None,
     threads: Optional[int] = None,
     storage_options: Optional[Mapping[str, str]] = None,
+    failed_rows: Optional[PathSpec] = None,
+    failed_rows_limit: Union[int, Literal["all"], None] = None,
 ) -> AssetChecksDefinition:
     """A blocking asset check that audits `asset`'s staged files with `dqgate.check`.
 
@@ -84,6 +86,11 @@ def build_dqgate_check(
     failed and warned check with its value and expectation, and the
     fingerprint. A dqgate error (bad rule file, unreadable data) raises, so
     the check step fails: an error is never a pass.
+
+    With `failed_rows` (a directory, or a path with ``{partition_key}``, or
+    a function of the context), each failing or warning check writes its
+    offending rows there as Parquet (`dqgate.check`'s ``failed_rows``), and
+    the metadata names each file (``failed_rows`` of each check row).
     """
 
     @asset_check(
@@ -101,6 +108,8 @@ def build_dqgate_check(
             memory_limit=memory_limit,
             threads=threads,
             storage_options=storage_options,
+            failed_rows=_path(failed_rows, context) if failed_rows is not None else None,
+            failed_rows_limit=failed_rows_limit,
         )
         return AssetCheckResult(
             passed=verdict.passed,
@@ -126,13 +135,16 @@ def build_dqgate_publish_asset(
     threads: Optional[int] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     group_name: Optional[str] = None,
+    failed_rows: Optional[PathSpec] = None,
+    failed_rows_limit: Union[int, Literal["all"], None] = None,
 ) -> AssetsDefinition:
     """An asset downstream of `staged_asset` that publishes with `dqgate.publish`.
 
     Put `build_dqgate_check` on `staged_asset` so that a failing verdict
     stops the run before this asset. If the verdict fails here anyway (the
     staged files changed since the check), nothing is published and the
-    asset fails with the verdict as metadata.
+    asset fails with the verdict as metadata. `failed_rows` and
+    `failed_rows_limit` are as for `build_dqgate_check`.
     """
 
     @asset(
@@ -153,6 +165,8 @@ def build_dqgate_publish_asset(
             memory_limit=memory_limit,
             threads=threads,
             storage_options=storage_options,
+            failed_rows=_path(failed_rows, context) if failed_rows is not None else None,
+            failed_rows_limit=failed_rows_limit,
         )
         metadata = verdict_metadata(verdict)
         if not verdict.passed:
@@ -168,14 +182,18 @@ def build_dqgate_publish_asset(
 
 def verdict_metadata(verdict: Verdict) -> Dict[str, Any]:
     """Dagster metadata for a verdict: the outcome, the summary, the failed
-    and warned checks (name, metric, measured value, expectation, samples),
-    the row count and the fingerprint."""
+    and warned checks (name, metric, measured value, expectation, samples,
+    and the file of their failed rows when one was written), the row count
+    and the fingerprint."""
 
     def row(c: Any) -> Dict[str, Any]:
         d = {"line": c.line, "name": c.name, "metric": c.metric, "value": c.value,
              "expected": c.expected}
         if c.samples:
             d["samples"] = c.samples
+        if c.failed_rows is not None:
+            d["failed_rows"] = {"path": c.failed_rows.path, "rows": c.failed_rows.rows,
+                                "cut": c.failed_rows.cut}
         return d
 
     s = verdict.summary

@@ -96,3 +96,31 @@ def test_a_pass_publishes_and_a_fail_fails_the_task_and_publishes_nothing(dag):
     assert doc["verdict"] == "fail"
     failed = {c["name"]: c["value"] for c in doc["checks"] if c["status"] == "fail"}
     assert failed == {"unique(order_id)": 2, "values(currency) in ('EUR', 'USD', 'GBP')": 1}
+
+
+def test_the_check_operator_writes_failed_rows_and_logs_them(tmp_path):
+    from dqgate.airflow import XCOM_KEY, DqgateCheckOperator
+
+    try:
+        from airflow.sdk.exceptions import AirflowFailException
+    except ImportError:  # Airflow 3.0
+        from airflow.exceptions import AirflowFailException
+
+    day = "2025-03-07"
+    staged = write_sales(tmp_path / "staging" / day, day, bad=True)
+    op = DqgateCheckOperator(task_id="audit", rules=RULES, staged=staged,
+                             partition={"sales_date": day}, failed_rows=tmp_path / "failed",
+                             failed_rows_limit=3)
+    assert "failed_rows" in op.template_fields
+    pushed = {}
+
+    class TaskInstance:
+        def xcom_push(self, key, value):
+            pushed[key] = value
+
+    with pytest.raises(AirflowFailException):
+        op.execute({"ti": TaskInstance()})
+    checks = {c["name"]: c for c in pushed[XCOM_KEY]["checks"]}
+    assert checks["unique(order_id)"]["failed_rows"] == {
+        "path": "line-0008-unique_order_id.parquet", "rows": 3, "cut": True}
+    assert (tmp_path / "failed" / "line-0008-unique_order_id.parquet").is_file()

@@ -196,3 +196,45 @@ def test_the_binary_is_the_wheels():
         pytest.skip("DQGATE_BIN overrides the bundled binary")
     import sysconfig
     assert os.path.dirname(dqgate.find_dqgate_bin()) == sysconfig.get_path("scripts")
+
+
+def test_failed_rows_are_parquet_files_named_in_the_verdict(rules, stage, tmp_path):
+    staged = stage(DAY, bad=True)
+    out = tmp_path / "failed"
+    v = dqgate.check(rules, staged, KEY, failed_rows=out)
+    assert not v.passed
+    files = {c.name: c.failed_rows for c in v.checks if c.failed_rows is not None}
+    assert set(files) == {"unique(order_id)", "values(currency) in ('EUR', 'USD', 'GBP')"}
+    assert v.failed_rows == [c.failed_rows for c in v.checks if c.failed_rows is not None]
+    dup = files["unique(order_id)"]
+    assert isinstance(dup, dqgate.FailedRows)
+    assert dup.path == os.path.join(str(out), "line-0008-unique_order_id.parquet")
+    assert (dup.rows, dup.cut) == (5, False)
+    table = dup.to_arrow()
+    # Every row of each duplicated key, whole, in (file, row) order.
+    assert table.column_names == ["sales_date", "order_id", "customer_id", "sku", "amount",
+                                  "currency", "_dqgate_file", "_dqgate_row"]
+    assert table.column("order_id").to_pylist() == [7, 9, 7, 7, 9]
+    assert table.column("_dqgate_row").to_pylist() == [6, 8, 10, 11, 20]
+    assert set(table.column("_dqgate_file").to_pylist()) == {"part-00000.parquet"}
+    cur = files["values(currency) in ('EUR', 'USD', 'GBP')"].to_arrow()
+    assert cur.column("currency").to_pylist() == ["JPY"]
+    assert cur.column("_dqgate_row").to_pylist() == [5]
+    # The JSON is the CLI's, with the file's name relative to the directory.
+    doc = v.to_dict()
+    entry = next(c for c in doc["checks"] if c["name"] == "unique(order_id)")["failed_rows"]
+    assert entry == {"path": "line-0008-unique_order_id.parquet", "rows": 5, "cut": False}
+    again = dqgate.Verdict.from_json(v.to_json(), failed_rows_dir=out)
+    assert again.failed_rows == v.failed_rows
+    # The limit, and the flag that says the file was cut.
+    cut = dqgate.check(rules, staged, KEY, failed_rows=tmp_path / "two", failed_rows_limit=2)
+    dup = next(c.failed_rows for c in cut.checks if c.name == "unique(order_id)")
+    assert (dup.rows, dup.cut) == (2, True)
+    assert dup.to_arrow().column("_dqgate_row").to_pylist() == [6, 8]
+
+
+def test_failed_rows_inside_the_staged_directory_is_a_usage_error(rules, stage):
+    staged = stage(DAY, bad=True)
+    with pytest.raises(dqgate.UsageError, match="inside the staged directory"):
+        dqgate.check(rules, staged, KEY, failed_rows=staged / "failed")
+    assert not (staged / "failed").exists()

@@ -31,7 +31,8 @@ def definitions(tmp: pathlib.Path, rules: pathlib.Path = RULES):
 
     gate = build_dqgate_check(daily_sales_staged, rules=rules,
                               staged=str(staging / "{partition_key}"),
-                              partition="sales_date", table=table)
+                              partition="sales_date", table=table,
+                              failed_rows=str(tmp / "failed" / "{partition_key}"))
     daily_sales = build_dqgate_publish_asset("daily_sales", daily_sales_staged, rules=rules,
                                              staged=lambda c: staging / c.partition_key,
                                              partition="sales_date", table=table)
@@ -89,6 +90,13 @@ def test_a_bad_partition_fails_the_check_blocks_downstream_and_publishes_nothing
     assert failed["values(currency) in ('EUR', 'USD', 'GBP')"]["value"] == 1
     assert meta["summary"].value["failed"] == 2
     assert meta["fingerprint"].value.startswith("sha256:")
+    # Each failing check's rows, as a Parquet file the metadata names.
+    rows = failed["unique(order_id)"]["failed_rows"]
+    assert rows == {"path": str(tmp_path / "failed" / BAD / "line-0008-unique_order_id.parquet"),
+                    "rows": 5, "cut": False}
+    import pyarrow.parquet as pq
+    assert pq.read_table(rows["path"]).column("order_id").to_pylist() == [7, 9, 7, 7, 9]
+    assert not (tmp_path / "failed" / GOOD).exists()
 
 
 def test_an_invalid_rule_file_is_an_error_not_a_pass(tmp_path):

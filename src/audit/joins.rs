@@ -115,7 +115,9 @@ impl JoinObservations {
 }
 
 /// The other published partitions, or why there are none to compare with.
-async fn other_partitions(p: &Prepared) -> Result<Result<Vec<PublishedPart>, String>, Error> {
+pub(super) async fn other_partitions(
+    p: &Prepared,
+) -> Result<Result<Vec<PublishedPart>, String>, Error> {
     let Some(table) = &p.table else {
         return Ok(Err(
             "no --table given, so the published partitions cannot be read".into(),

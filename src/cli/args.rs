@@ -110,6 +110,16 @@ pub struct AuditArgs {
     /// scheduler; see `dqgate ballista`).
     #[arg(long, default_value = "local", value_parser = Engine::parse, value_name = "ENGINE")]
     pub engine: Engine,
+    /// Write the offending rows of each check that fails or warns, whole
+    /// (plus `_dqgate_file` and `_dqgate_row`), as one Parquet file per
+    /// check in DIR (never inside the table or the staged directory).
+    #[arg(long = "failed-rows", value_name = "DIR")]
+    pub failed_rows: Option<PathBuf>,
+    /// At most N rows per check in the --failed-rows files (the first by
+    /// file, then row), or `all`.
+    #[arg(long = "failed-rows-limit", value_name = "N|all", default_value = "10000",
+          value_parser = crate::failed::Limit::parse)]
+    pub failed_rows_limit: crate::failed::Limit,
 }
 
 #[derive(Debug, Subcommand)]
@@ -172,6 +182,10 @@ pub enum Command {
         /// Write the page here instead of stdout.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
+        /// The --failed-rows directory of the audits: show the first rows of
+        /// each failed-rows file the verdicts name under its check.
+        #[arg(long = "failed-rows", value_name = "DIR")]
+        failed_rows: Option<PathBuf>,
         /// An object-store setting for a Delta table on an object store, KEY=VALUE; repeatable.
         #[arg(long = "storage-option", value_name = "KEY=VALUE")]
         storage_option: Vec<String>,

@@ -16,6 +16,7 @@ use crate::verdict::human::count_of;
 
 pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
     let started = Instant::now();
+    let failed = super::failed_rows::options(&a, table.as_deref())?;
     let mut prepared = audit::prepare_at(
         RuleSource::read(&a.rules)?,
         &staged_location(&a.staged, table.as_deref(), &a.storage_option)?,
@@ -33,7 +34,8 @@ pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Er
         Some(t) => current_version(t, &prepared.run_key).await?,
     };
     let past = past_runs(&prepared).await?;
-    let verdict = prepared.run_with(&published, past.as_ref()).await?;
+    let mut verdict = prepared.run_with(&published, past.as_ref()).await?;
+    super::failed_rows::write(&prepared, &mut verdict, failed.as_ref()).await;
     emit(&verdict, a.format, a.color);
     timing(&prepared, started);
     Ok(if verdict.passed() { 0 } else { 1 })

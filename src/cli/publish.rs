@@ -59,6 +59,7 @@ pub(super) async fn publish(
         return Err(refuse_remote_publish(url));
     }
     hive_publish_table(&root)?;
+    let failed = super::failed_rows::options(&a, Some(&root))?;
     let table = Table::open(&root)?;
     // A publish of these staged files killed before its swap left them
     // under their versioned names: put them back before they are audited.
@@ -75,7 +76,7 @@ pub(super) async fn publish(
         let output = (a.format, a.color);
         let audit = match audit_once(
             &mut prepared,
-            snapshot,
+            (snapshot, failed.as_ref()),
             output,
             started,
             (attempt, reaudits),
@@ -138,12 +139,12 @@ enum Attempt {
 /// it may be audited again.
 async fn audit_once(
     prepared: &mut audit::Prepared,
-    snapshot: audit::PublishedTable,
+    read: (audit::PublishedTable, Option<&crate::failed::Options>),
     output: (Format, ColorWhen),
     started: Instant,
     (attempt, reaudits): (usize, usize),
 ) -> Result<Attempt, Error> {
-    match audit_with(prepared, snapshot, output, started, attempt).await {
+    match audit_with(prepared, read, output, started, attempt).await {
         Err(Error::Publish(e)) if again(Some(&e), attempt, reaudits) => Ok(Attempt::Again),
         Err(e) => Err(e),
         Ok(None) => Ok(Attempt::Failed),
@@ -153,7 +154,7 @@ async fn audit_once(
 
 async fn audit_with(
     prepared: &mut audit::Prepared,
-    snapshot: audit::PublishedTable,
+    (snapshot, failed): (audit::PublishedTable, Option<&crate::failed::Options>),
     output: (Format, ColorWhen),
     started: Instant,
     attempt: usize,
@@ -161,7 +162,8 @@ async fn audit_with(
     let published = current_version(&snapshot, &prepared.run_key).await?;
     prepared.table = Some(snapshot);
     let past = past_runs(prepared).await?;
-    let verdict = prepared.run_with(&published, past.as_ref()).await?;
+    let mut verdict = prepared.run_with(&published, past.as_ref()).await?;
+    super::failed_rows::write(prepared, &mut verdict, failed).await;
     let read = prepared.read_set(&published);
     let Some(passed) = gate(verdict, output, prepared, started) else {
         return Ok(None);
@@ -274,6 +276,7 @@ pub(super) async fn publish_delta(
 ) -> Result<u8, Error> {
     use crate::publish::delta;
     let started = Instant::now();
+    let failed = super::failed_rows::options(&a, Some(&table_arg))?;
     let root = delta_root(&table_arg, &a.storage_option)?;
     if root.occupied().await? && !root.has_log().await? {
         return Err(Error::Usage(format!(
@@ -302,7 +305,7 @@ pub(super) async fn publish_delta(
         let output = (a.format, a.color);
         let audit = match audit_once(
             &mut prepared,
-            snapshot,
+            (snapshot, failed.as_ref()),
             output,
             started,
             (attempt, reaudits),

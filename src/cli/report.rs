@@ -11,6 +11,7 @@ pub(super) async fn report(
     table: Option<&std::path::Path>,
     output: Option<&std::path::Path>,
     options: &[String],
+    failed_rows: Option<&std::path::Path>,
 ) -> Result<u8, Error> {
     let page = match table {
         // A Delta table's history comes from its snapshot and its log.
@@ -23,11 +24,12 @@ pub(super) async fn report(
             crate::report::render_with(
                 verdicts,
                 Some(crate::report::TableHistory { shown, history }),
+                failed_rows,
             )?
         }
         _ => {
             no_options(options)?;
-            crate::report::render_files(verdicts, table)?
+            crate::report::render_files(verdicts, table, failed_rows)?
         }
     };
     match output {

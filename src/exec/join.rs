@@ -354,6 +354,18 @@ fn published_sides(
     Ok(Some((types, published, projected)))
 }
 
+/// The other published partitions' keys, cast to the types they are
+/// compared in (returned too), as [`other_key`] columns plus [`PARTITION`];
+/// `None` when pruning by footer ranges left nothing to compare with.
+pub fn published_keys_frame(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    parts: &[PublishedPart],
+    keys: &[String],
+) -> Result<Option<(Vec<DataType>, DataFrame)>, ExecError> {
+    Ok(published_sides(ctx, staged, parts, keys)?.map(|(types, published, _)| (types, published)))
+}
+
 /// The semi-join frame of `across published` and the published side, or
 /// `None` when pruning left nothing to compare with.
 pub fn across_published_frames(

@@ -100,32 +100,10 @@ fn files_table(
     files: &[&StagedFile],
     views: bool,
 ) -> Result<DataFrame, Error> {
-    let urls = match &input.location {
-        Location::Local(dir) => {
-            let dir = std::fs::canonicalize(dir)
-                .map_err(|e| Error::Audit(format!("cannot resolve `{}`: {e}", dir.display())))?;
-            files
-                .iter()
-                .map(|f| {
-                    let url = url::Url::from_file_path(dir.join(&f.path))
-                        .map_err(|_| Error::Audit(format!("{}: not a usable path", f.path)))?;
-                    ListingTableUrl::try_new(url, None)
-                        .map_err(|e| Error::engine(format!("registering {}", f.path), e))
-                })
-                .collect::<Result<Vec<_>, _>>()?
-        }
-        Location::Remote(remote) => {
-            ctx.register_object_store(&remote.url, remote.store.clone());
-            files
-                .iter()
-                .map(|f| {
-                    remote
-                        .file_url(&f.path)
-                        .map_err(|e| Error::Audit(format!("registering {}: {e}", f.path)))
-                })
-                .collect::<Result<Vec<_>, _>>()?
-        }
-    };
+    if let Location::Remote(remote) = &input.location {
+        ctx.register_object_store(&remote.url, remote.store.clone());
+    }
+    let urls = file_urls(input, files)?;
     let options =
         ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
     let config = ListingTableConfig::new_with_multi_paths(urls)
@@ -138,6 +116,46 @@ fn files_table(
     let table = ListingTable::try_new(config).map_err(|e| Error::engine(CONTEXT, e))?;
     ctx.read_table(Arc::new(table))
         .map_err(|e| Error::engine(CONTEXT, e))
+}
+
+/// The URL each of `files` is scanned at.
+fn file_urls(input: &StagedInput, files: &[&StagedFile]) -> Result<Vec<ListingTableUrl>, Error> {
+    match &input.location {
+        Location::Local(dir) => {
+            let dir = std::fs::canonicalize(dir)
+                .map_err(|e| Error::Audit(format!("cannot resolve `{}`: {e}", dir.display())))?;
+            files
+                .iter()
+                .map(|f| {
+                    let url = url::Url::from_file_path(dir.join(&f.path))
+                        .map_err(|_| Error::Audit(format!("{}: not a usable path", f.path)))?;
+                    ListingTableUrl::try_new(url, None)
+                        .map_err(|e| Error::engine(format!("registering {}", f.path), e))
+                })
+                .collect()
+        }
+        Location::Remote(remote) => files
+            .iter()
+            .map(|f| {
+                remote
+                    .file_url(&f.path)
+                    .map_err(|e| Error::Audit(format!("registering {}: {e}", f.path)))
+            })
+            .collect(),
+    }
+}
+
+/// Each staged file's object-store location as a scan reports it
+/// (`input_file_name()`), with the file's index in `input.files`.
+pub fn file_locations(
+    input: &StagedInput,
+) -> Result<std::collections::HashMap<String, usize>, Error> {
+    let files: Vec<&StagedFile> = input.files.iter().collect();
+    Ok(file_urls(input, &files)?
+        .iter()
+        .enumerate()
+        .map(|(i, url)| (url.prefix().as_ref().to_string(), i))
+        .collect())
 }
 
 /// `schema` with its text fields as `Utf8View`.

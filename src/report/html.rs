@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::chart::{self, Chart, RunPoint};
 use super::history::run_key_order;
-use super::model::{numeric, shown, CheckDoc, Doc, SampleDoc, VerdictDoc};
+use super::model::{numeric, shown, CheckDoc, Doc, FailedRowsDoc, SampleDoc, VerdictDoc};
 use super::{escape, Input, TableHistory};
 use crate::verdict::human::{self, count_of};
 use crate::verdict::Outcome;
@@ -195,12 +195,67 @@ fn check_row(out: &mut String, c: &CheckDoc, chart: Option<Option<usize>>) {
     };
     let _ = writeln!(
         out,
-        "<tr class=\"{class}\"><td><span class=\"badge {class}\">{word}</span></td><td class=\"num\">{}</td><td>{}<div class=\"metric\">{}</div>{}</td><td class=\"value\">{value}</td><td>{expected}</td>{link}</tr>",
+        "<tr class=\"{class}\"><td><span class=\"badge {class}\">{word}</span></td><td class=\"num\">{}</td><td>{}<div class=\"metric\">{}</div>{}{}</td><td class=\"value\">{value}</td><td>{expected}</td>{link}</tr>",
         c.line,
         escape(&c.name),
         escape(&c.metric),
-        samples(c.samples.as_deref().unwrap_or_default(), outcome)
+        samples(c.samples.as_deref().unwrap_or_default(), outcome),
+        c.failed_rows.as_ref().map(failed_rows).unwrap_or_default()
     );
+}
+
+/// The check's failed-rows file: its name and row count, and its first rows
+/// when they were read (`report --failed-rows DIR`).
+fn failed_rows(f: &FailedRowsDoc) -> String {
+    let cut = if f.cut { ", cut at the limit" } else { "" };
+    let title = format!(
+        "failed rows: {} ({}{cut})",
+        f.path,
+        count_of(f.rows, "row", "rows")
+    );
+    let preview = match &f.preview {
+        None => return format!("<div class=\"note failed-rows\">{}</div>", escape(&title)),
+        Some(Err(why)) => {
+            return format!(
+                "<div class=\"note failed-rows\">{}: {}</div>",
+                escape(&title),
+                escape(why)
+            )
+        }
+        Some(Ok(p)) => p,
+    };
+    let first = if (preview.rows.len() as u64) < f.rows {
+        format!(", the first {}", preview.rows.len())
+    } else {
+        String::new()
+    };
+    let mut out = format!(
+        "<details class=\"samples failed-rows\" open><summary>{}{first}</summary><table><thead><tr>",
+        escape(&title)
+    );
+    for c in &preview.columns {
+        let _ = write!(out, "<th>{}</th>", escape(c));
+    }
+    out.push_str("</tr></thead><tbody>");
+    for row in &preview.rows {
+        out.push_str("<tr>");
+        for cell in row {
+            let short = human::shorten(cell);
+            if short == *cell {
+                let _ = write!(out, "<td>{}</td>", escape(cell));
+            } else {
+                let _ = write!(
+                    out,
+                    "<td title=\"{}\">{}</td>",
+                    escape(cell),
+                    escape(&short)
+                );
+            }
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table></details>");
+    out
 }
 
 /// The samples as a small table under the check's name, open on failures.

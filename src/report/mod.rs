@@ -14,6 +14,7 @@ pub mod chart;
 pub mod history;
 pub mod html;
 pub mod model;
+pub mod rows;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -72,7 +73,13 @@ pub struct TableHistory {
 }
 
 /// Reads the verdict files (and the table's history) and renders the page.
-pub fn render_files(verdicts: &[PathBuf], table: Option<&Path>) -> Result<String, ReportError> {
+/// With `failed_rows` (the `--failed-rows` directory of the audits), the
+/// first rows of each check's failed-rows file are shown under it.
+pub fn render_files(
+    verdicts: &[PathBuf],
+    table: Option<&Path>,
+    failed_rows: Option<&Path>,
+) -> Result<String, ReportError> {
     let history = table
         .map(|root| {
             history::read(root).map(|history| TableHistory {
@@ -81,7 +88,7 @@ pub fn render_files(verdicts: &[PathBuf], table: Option<&Path>) -> Result<String
             })
         })
         .transpose()?;
-    render_with(verdicts, history)
+    render_with(verdicts, history, failed_rows)
 }
 
 /// Reads the verdict files and renders the page with a history already read
@@ -89,10 +96,14 @@ pub fn render_files(verdicts: &[PathBuf], table: Option<&Path>) -> Result<String
 pub fn render_with(
     verdicts: &[PathBuf],
     history: Option<TableHistory>,
+    failed_rows: Option<&Path>,
 ) -> Result<String, ReportError> {
     let mut inputs = Vec::new();
     for path in verdicts {
         inputs.extend(read_inputs(path)?);
+    }
+    if let Some(dir) = failed_rows {
+        rows::attach(&mut inputs, dir);
     }
     Ok(html::page(&inputs, history.as_ref()))
 }

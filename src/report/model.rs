@@ -52,6 +52,30 @@ pub struct CheckDoc {
     pub samples: Option<Vec<SampleDoc>>,
     #[serde(default)]
     pub note: Option<String>,
+    /// The file of the check's failed rows (`check --failed-rows DIR`).
+    #[serde(default)]
+    pub failed_rows: Option<FailedRowsDoc>,
+}
+
+/// A check's failed-rows file as the verdict names it, and its first rows
+/// once read ([`super::rows::attach`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct FailedRowsDoc {
+    /// Relative to the `--failed-rows` directory.
+    pub path: String,
+    pub rows: u64,
+    pub cut: bool,
+    /// The first rows, or why they could not be read; `None` when no
+    /// directory was given.
+    #[serde(skip)]
+    pub preview: Option<Result<Preview, String>>,
+}
+
+/// Column names and the first rows of a file, as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preview {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -4,7 +4,7 @@
 //! The output is byte-identical for the same inputs: no clock, no host, no
 //! absolute path, no map with unstable order. Fields beyond the spec
 //! (`source`, `note`, `compared_against`, `published`, `read`, and on checks
-//! `nulls`, `drift` and `compared_with`) are additions that do not change
+//! `nulls`, `drift`, `compared_with` and `failed_rows`) are additions that do not change
 //! the fixed keys.
 
 use serde::Serialize;
@@ -190,6 +190,16 @@ struct CheckWire<'a> {
     drift: Option<Vec<DriftWire<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     compared_with: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed_rows: Option<FailedRowsWire<'a>>,
+}
+
+/// The file of a check's offending rows (`--failed-rows DIR`).
+#[derive(Serialize)]
+struct FailedRowsWire<'a> {
+    path: &'a str,
+    rows: u64,
+    cut: bool,
 }
 
 /// One column's difference from the published schema.
@@ -293,6 +303,11 @@ fn check_wire(c: &CheckResult) -> CheckWire<'_> {
                 .collect()
         }),
         compared_with: c.compared_with.as_deref(),
+        failed_rows: c.failed_rows.as_ref().map(|f| FailedRowsWire {
+            path: &f.path,
+            rows: f.rows,
+            cut: f.cut,
+        }),
     }
 }
 

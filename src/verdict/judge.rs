@@ -107,6 +107,7 @@ fn judge_thresholded(s: &CheckedStatement, m: &Measurements<'_>) -> CheckResult 
         nulls: None,
         drift: None,
         compared_with: None,
+        failed_rows: None,
     };
     if let Some(why) = (m.skipped)(&s.metric) {
         result.expected = describe_source(&s.threshold);

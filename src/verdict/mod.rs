@@ -116,6 +116,21 @@ pub struct CheckResult {
     /// compared with, when nothing was published for the run key: the
     /// table's partition that sorts last by run key.
     pub compared_with: Option<String>,
+    /// The Parquet file of the check's offending rows, when
+    /// `--failed-rows DIR` wrote one.
+    pub failed_rows: Option<FailedRows>,
+}
+
+/// A check's offending rows as written by `--failed-rows DIR`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedRows {
+    /// The file's name, relative to DIR (a verdict carries no absolute path).
+    pub path: String,
+    /// Rows in the file.
+    pub rows: u64,
+    /// True when the check had more offending rows than the limit
+    /// (`--failed-rows-limit`) and the file holds only the first ones.
+    pub cut: bool,
 }
 
 /// One difference between the published and the staged schema.

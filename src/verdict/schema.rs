@@ -37,6 +37,7 @@ pub fn judge(
         nulls: None,
         drift: None,
         compared_with: None,
+        failed_rows: None,
     };
     match &s.metric {
         Metric::ColumnType {

@@ -137,4 +137,13 @@ fn check_line(out: &mut String, c: &CheckResult, width: usize, colour: Colour) {
     for d in c.drift.iter().flatten() {
         let _ = writeln!(out, "                 {}", super::schema::drift_line(d));
     }
+    if let Some(f) = &c.failed_rows {
+        let cut = if f.cut { ", cut at the limit" } else { "" };
+        let _ = writeln!(
+            out,
+            "                 failed rows: {}  ({}{cut})",
+            f.path,
+            count_of(f.rows, "row", "rows")
+        );
+    }
 }

@@ -96,10 +96,22 @@ def build_report(dqgate, work):
         )
     if r.returncode != 3:
         fail(f"auditing a truncated file: exit {r.returncode}, expected 3")
+    # The failing day again, with each failing check's rows written.
+    rows = os.path.join(work, "failed-rows")
+    with_rows = os.path.join(reports, "check-2025-03-05-rows.json")
+    with open(with_rows, "w") as out:
+        r = subprocess.run(
+            [dqgate, "check", RULES, "--staged", os.path.join(work, "staging", "2025-03-05"),
+             "--partition", "sales_date=2025-03-05", "--format", "json",
+             "--failed-rows", rows, "--failed-rows-limit", "25"],
+            cwd=REPO, stdout=out, stderr=subprocess.DEVNULL,
+        )
+    if r.returncode != 1:
+        fail(f"checking the failing day with --failed-rows: exit {r.returncode}, expected 1")
     page = os.path.join(work, "report.html")
     subprocess.run(
         [dqgate, "report", os.path.join(reports, "verdict-2025-03-05.json"), broken, passing,
-         "--table", table, "-o", page],
+         with_rows, "--table", table, "--failed-rows", rows, "-o", page],
         check=True,
     )
     return page
@@ -183,6 +195,19 @@ def main():
     for text in expected:
         if text not in dom:
             fail(f"rendered page lacks {text!r}")
+    # The failed rows under their checks: every column, the file and row.
+    failed_rows = [
+        "failed rows: line-0008-unique_order_id.parquet (7 rows)",
+        "failed rows: line-0007-null_rate_customer_id_2.parquet (25 rows, cut at the limit), the first 10",
+        "<th>_dqgate_file</th><th>_dqgate_row</th>",
+        "<td>JPY</td>",
+    ]
+    for text in failed_rows:
+        if text not in dom:
+            fail(f"rendered page lacks the failed rows {text!r}")
+    tables = re.findall(r'<details class="samples failed-rows" open="">.*?</details>', dom, re.S)
+    if len(tables) != 4 or any(t.count("<tr>") < 2 for t in tables):
+        fail(f"expected a table of rows under each of the 4 checks with failed rows, found {len(tables)}")
     charts = dom.count('<svg class="chart"')
     if charts < 5:
         fail(f"expected a chart per numeric metric (at least 5), found {charts}")

@@ -12,24 +12,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
 use serde_json::Value as Json;
 
-use crate::support::{data, dqgate};
-
-/// Copies a staged directory without hidden names (publish moves it).
-fn stage(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
-        if name.starts_with('_') || name.starts_with('.') {
-            continue;
-        }
-        if p.is_dir() {
-            stage(&p, &to.join(&name));
-        } else {
-            fs::copy(&p, to.join(&name)).unwrap();
-        }
-    }
-}
+use crate::support::{data, dqgate, stage};
 
 fn run(cwd: &Path, args: &[&str]) -> (i32, String, String) {
     let out = dqgate(cwd, args);

@@ -56,6 +56,7 @@ const LAYERS: &[&[&str]] = &[
     &["error"],
     &["report"],
     &["publish"],
+    &["failed"],
     &["verdict"],
     &["engine"],
     &["exec"],

@@ -8,6 +8,7 @@ mod architecture;
 mod ballista;
 mod bounds;
 mod determinism;
+mod failed_rows;
 mod fastpath;
 mod fuzz_corpus;
 mod golden;

@@ -41,3 +41,21 @@ pub fn audit_in_process(
         .unwrap();
     rt.block_on(prepared.run(&Published::NotGiven)).unwrap()
 }
+
+/// Copies a staged directory without hidden names (publish moves it, and
+/// refuses Spark's `_temporary/` leftovers).
+pub fn stage(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with('_') || name.starts_with('.') {
+            continue;
+        }
+        if p.is_dir() {
+            stage(&p, &to.join(&name));
+        } else {
+            std::fs::copy(&p, to.join(&name)).unwrap();
+        }
+    }
+}

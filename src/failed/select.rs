@@ -1,0 +1,222 @@
+//! The DataFusion plans that select offending rows, whole, with each row's
+//! file and position in it.
+//!
+//! Every plan starts from [`positioned`]: the staged table (every column,
+//! Hive keys included) plus `input_file_name()` and `file_row_index()`,
+//! which the Parquet scan answers itself (the file each row came from, and
+//! the row's 0-based position in that file, counted over all its row
+//! groups whatever the scan skipped).
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{DFSchema, JoinType};
+use datafusion::dataframe::DataFrame;
+use datafusion::error::Result;
+use datafusion::functions::core::expr_fn::{file_row_index, input_file_name};
+use datafusion::functions_aggregate::count::count_all;
+use datafusion::functions_aggregate::min_max::min;
+use datafusion::logical_expr::{binary_expr, cast, Expr, Operator};
+use datafusion::prelude::{col, ident, lit, SessionContext};
+
+use super::{PARTITION_COLUMN, ROW_COLUMN};
+use crate::exec::{self, input::StagedInput, ExecError};
+use crate::plan::join::{other_key, PARTITION};
+
+/// The column holding the object-store location of a row's file.
+pub const FILE_LOCATION: &str = "__dqgate_file_location";
+
+/// The name of the flag column telling whether a row meets predicate `i`.
+pub fn flag(i: usize) -> String {
+    format!("__dqgate_meets_{i}")
+}
+
+fn key_alias(i: usize) -> String {
+    format!("__dqgate_k{i}")
+}
+
+/// The staged columns of a frame, by name.
+fn columns_of(schema: &DFSchema) -> Vec<Expr> {
+    schema.fields().iter().map(|f| ident(f.name())).collect()
+}
+
+fn engine(context: &str) -> impl FnOnce(datafusion::error::DataFusionError) -> ExecError + '_ {
+    move |e| ExecError::engine(context.to_string(), e)
+}
+
+/// The staged table with [`FILE_LOCATION`] and [`ROW_COLUMN`], and how
+/// many staged columns it has.
+pub fn positioned(
+    ctx: &SessionContext,
+    input: &StagedInput,
+) -> Result<(DataFrame, usize), ExecError> {
+    let table = exec::table(ctx, input)?;
+    let mut exprs = columns_of(table.schema());
+    let width = exprs.len();
+    exprs.push(input_file_name().alias(FILE_LOCATION));
+    exprs.push(file_row_index().alias(ROW_COLUMN));
+    let frame = table
+        .select(exprs)
+        .map_err(engine("planning the failed rows"))?;
+    Ok((frame, width))
+}
+
+/// Rows meeting any of `predicates` (TRUE, not NULL), each with a flag per
+/// predicate ([`flag`]): one scan for all of them.
+pub fn meeting(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    predicates: &[Expr],
+) -> Result<DataFrame, ExecError> {
+    let any = predicates
+        .iter()
+        .cloned()
+        .reduce(Expr::or)
+        .unwrap_or_else(|| lit(false));
+    let flags = predicates
+        .iter()
+        .enumerate()
+        .map(|(i, p)| p.clone().is_true().alias(flag(i)));
+    filtered_positioned(ctx, input, any, flags.collect())
+}
+
+/// The staged rows where `filter` is TRUE, with [`FILE_LOCATION`],
+/// [`ROW_COLUMN`] and `extra` columns. The filter comes before the
+/// positions, so that the scan evaluates it itself (the optimizer keeps a
+/// filter above a projection that holds `input_file_name()`) and decodes
+/// the other columns only for the rows that pass.
+fn filtered_positioned(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    filter: Expr,
+    extra: Vec<Expr>,
+) -> Result<DataFrame, ExecError> {
+    let table = exec::table(ctx, input)?;
+    let mut exprs = columns_of(table.schema());
+    exprs.push(input_file_name().alias(FILE_LOCATION));
+    exprs.push(file_row_index().alias(ROW_COLUMN));
+    exprs.extend(extra);
+    table
+        .filter(filter)
+        .and_then(|f| f.select(exprs))
+        .map_err(engine("planning the failed rows"))
+}
+
+/// `k1 IS NOT NULL AND k2 IS NOT NULL ...`
+fn not_null(keys: &[String]) -> Expr {
+    keys.iter()
+        .map(|k| ident(k).is_not_null())
+        .reduce(Expr::and)
+        .unwrap_or_else(|| lit(true))
+}
+
+/// Every row of each key that occurs more than once: the duplicated keys
+/// (a grouped pass over the key columns) semi-joined with the staged rows.
+pub fn duplicated(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    keys: &[String],
+    nulls_equal: bool,
+) -> Result<DataFrame, ExecError> {
+    let table = exec::table(ctx, input)?;
+    let (base, _) = positioned(ctx, input)?;
+    let plan = || -> Result<DataFrame> {
+        let table = if nulls_equal {
+            table
+        } else {
+            table.filter(not_null(keys))?
+        };
+        let rows = crate::plan::ROWS;
+        let dups = table
+            .aggregate(
+                keys.iter().map(ident).collect(),
+                vec![count_all().alias(rows)],
+            )?
+            .filter(col(rows).gt(lit(1i64)))?
+            .select(
+                keys.iter()
+                    .enumerate()
+                    .map(|(i, k)| ident(k).alias(key_alias(i)))
+                    .collect::<Vec<_>>(),
+            )?;
+        let on: Vec<Expr> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                if nulls_equal {
+                    binary_expr(ident(k), Operator::IsNotDistinctFrom, col(key_alias(i)))
+                } else {
+                    ident(k).eq(col(key_alias(i)))
+                }
+            })
+            .collect();
+        base.join_on(dups, JoinType::LeftSemi, on)
+    };
+    plan().map_err(engine("planning the failed rows of a key check"))
+}
+
+/// The staged rows whose key parts are all non-null, with the key cast to
+/// `types` as extra columns ([`key_alias`]), and the names of those columns.
+fn keyed(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    columns: &[String],
+    types: &[DataType],
+) -> Result<(DataFrame, Vec<Expr>, Vec<String>), ExecError> {
+    let casts = columns
+        .iter()
+        .zip(types)
+        .enumerate()
+        .map(|(i, (c, t))| cast(ident(c), t.clone()).alias(key_alias(i)))
+        .collect();
+    let frame = filtered_positioned(ctx, input, not_null(columns), casts)?;
+    let width = frame.schema().fields().len() - columns.len();
+    let kept = frame.schema().fields()[..width]
+        .iter()
+        .map(|f| ident(f.name()))
+        .collect();
+    Ok((frame, kept, (0..columns.len()).map(key_alias).collect()))
+}
+
+/// Staged rows whose key the other side (its key parts as [`other_key`]
+/// columns) lacks.
+pub fn orphans(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    other: DataFrame,
+    columns: &[String],
+    types: &[DataType],
+) -> Result<DataFrame, ExecError> {
+    let (left, kept, l) = keyed(ctx, input, columns, types)?;
+    let r: Vec<String> = (0..columns.len()).map(other_key).collect();
+    let l: Vec<&str> = l.iter().map(String::as_str).collect();
+    let r: Vec<&str> = r.iter().map(String::as_str).collect();
+    left.join(other, JoinType::LeftAnti, &l, &r, None)
+        .and_then(|f| f.select(kept))
+        .map_err(engine("planning the orphan rows of a reference check"))
+}
+
+/// Staged rows whose key another published partition holds, with the
+/// first such partition (by its `k=v` path) in [`PARTITION_COLUMN`].
+/// `published` holds the key parts as [`other_key`] columns plus
+/// [`PARTITION`].
+pub fn clashing(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    published: DataFrame,
+    keys: &[String],
+    types: &[DataType],
+) -> Result<DataFrame, ExecError> {
+    let (left, mut kept, l) = keyed(ctx, input, keys, types)?;
+    let r: Vec<String> = (0..keys.len()).map(other_key).collect();
+    let plan = || -> Result<DataFrame> {
+        let other = published.aggregate(
+            r.iter().map(col).collect(),
+            vec![min(col(PARTITION)).alias(PARTITION_COLUMN)],
+        )?;
+        let l: Vec<&str> = l.iter().map(String::as_str).collect();
+        let r: Vec<&str> = r.iter().map(String::as_str).collect();
+        kept.push(col(PARTITION_COLUMN));
+        left.join(other, JoinType::Inner, &l, &r, None)?
+            .select(kept)
+    };
+    plan().map_err(engine("planning the failed rows of `across published`"))
+}
