@@ -1,7 +1,7 @@
 """Key checks on production-shaped keys: dqgate vs DuckDB vs the decode floor.
 
     python benches/keys/run.py --bin target/release/dqgate [--data /work/benchdata]
-        [--sizes 10M 50M] [--tpch] [--across] [--reps 3] [--threads 2] [--memory-limit 256MiB]
+        [--sizes 10M 50M] [--tpch] [--across] [--text] [--reps 3] [--threads 2] [--memory-limit 256MiB]
 
 For every workload, in one run and on the same files (warm page cache, one
 warm-up run discarded, median of --reps whole processes under /usr/bin/time):
@@ -14,8 +14,9 @@ warm-up run discarded, median of --reps whole processes under /usr/bin/time):
   them with `--scan-only`): what decoding the keys costs.
 
 Each dqgate value is compared with DuckDB's; a difference prints MISMATCH and
-the script exits 1. Data comes from benches/keys/gen.py (DIR/keys-SIZE) and
-from tpchgen-cli (DIR/tpch-sf10, with --tpch).
+the script exits 1. Data comes from benches/keys/gen.py (DIR/keys-SIZE),
+benches/keys/gen_text.py (DIR/text-SIZE, with --text) and from tpchgen-cli
+(DIR/tpch-sf10, with --tpch).
 
 With --across, `unique(order_id) across published` for each size: the
 first seven of the eight files of DIR/keys-SIZE are published by dqgate as
@@ -61,6 +62,22 @@ TPCH = [
     ("TPC-H SF10 values(l_orderkey) in orders(o_orderkey)", "tpch_ref.dq", "floor_tpch_ref.dq",
      "SELECT count(*) FROM {t} l WHERE l_orderkey IS NOT NULL AND NOT EXISTS "
      "(SELECT 1 FROM {o} o WHERE o.o_orderkey = l.l_orderkey)"),
+]
+
+
+# Text keys that are neither hex nor short (benches/keys/gen_text.py,
+# DIR/text-SIZE): the fingerprint strategy and its verification pass.
+TEXT = [
+    w
+    for c, shape in [("ref_id", "22 random letters and digits"), ("b64_id", "base64 of 16 bytes"),
+                     ("code", "business code, 6-28 chars"), ("email", "e-mail address"),
+                     ("path", "URL path")]
+    for w in [
+        (f"unique({c}), {shape}", f"text_unique_{c}.dq", f"floor_{c}.dq",
+         f"SELECT count(*) FROM (SELECT {c} FROM {{t}} WHERE {c} IS NOT NULL GROUP BY {c} HAVING count(*) > 1)"),
+        (f"distinct_count({c}), {shape}", f"text_distinct_{c}.dq", f"floor_{c}.dq",
+         f"SELECT count(DISTINCT {c}) FROM {{t}}"),
+    ]
 ]
 
 
@@ -128,6 +145,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--across", action="store_true")
+    ap.add_argument("--text", action="store_true", help="text keys of DIR/text-SIZE (gen_text.py)")
     ap.add_argument("--memory-limit")
     ap.add_argument("--only", help="run workloads whose name contains this")
     a = ap.parse_args()
@@ -135,7 +153,10 @@ def main():
     jobs = []
     for size in a.sizes:
         d = os.path.join(a.data, f"keys-{size}")
-        jobs += [(size, w, d, None) for w in KEYS]
+        if os.path.isdir(d):
+            jobs += [(size, w, d, None) for w in KEYS]
+        if a.text:
+            jobs += [(size, w, os.path.join(a.data, f"text-{size}"), None) for w in TEXT]
         if a.across:
             jobs.append((size, ACROSS, *across_table(a.bin, a.data, size)))
     if a.tpch:
