@@ -110,6 +110,10 @@ pub struct AuditArgs {
     /// scheduler; see `dqgate ballista`).
     #[arg(long, default_value = "local", value_parser = Engine::parse, value_name = "ENGINE")]
     pub engine: Engine,
+    /// After the one-line summary on stderr, print what each pass did and
+    /// what it cost.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -21,5 +21,6 @@ mod oracle;
 mod people;
 mod producers;
 mod props;
+mod quiet;
 mod reports;
 mod support;
