@@ -23,9 +23,10 @@ mod check;
 mod lint;
 mod publish;
 mod report;
+mod suggest;
 mod verify;
 
-pub use args::{AuditArgs, ColorWhen, Command, Format, Target};
+pub use args::{AuditArgs, ColorWhen, Command, Format, SuggestArgs, Target};
 pub use ballista::Role;
 use check::{check, published_table, staged_location};
 use lint::lint;
@@ -225,6 +226,7 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             .await
         }
         Command::Ballista(role) => ballista::serve(role).await,
+        Command::Suggest(args) => suggest::suggest(args).await,
         Command::Explain {
             rules,
             staged,

@@ -116,6 +116,31 @@ pub struct AuditArgs {
     pub verbose: bool,
 }
 
+/// `dqgate suggest`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct SuggestArgs {
+    /// The staged partition: a directory or an object-store URL.
+    #[arg(long)]
+    pub staged: PathBuf,
+    /// The run key, KEY=VALUE: `partitioned by` and a check that rows
+    /// belong to it.
+    #[arg(long = "partition", value_name = "KEY=VALUE")]
+    pub partition: Vec<String>,
+    /// A published table root: `history(N)` baselines from its partitions'
+    /// audit records.
+    #[arg(long)]
+    pub table: Option<PathBuf>,
+    /// The name on the `table` line (default: the name of the --table
+    /// directory, else of the staged one).
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_option: Vec<String>,
+    /// Threads for scanning (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Audit the staged files and print the verdict. Writes nothing.
@@ -207,6 +232,9 @@ pub enum Command {
     /// (for `--engine ballista://HOST:PORT`).
     #[command(subcommand)]
     Ballista(super::ballista::Role),
+    /// Print a rule file proposed from the staged data: every statement holds
+    /// on it, and a comment on each says what was observed.
+    Suggest(SuggestArgs),
     /// Print the plans the rule file compiles to.
     Explain {
         rules: PathBuf,

@@ -23,4 +23,5 @@ mod producers;
 mod props;
 mod quiet;
 mod reports;
+mod suggest;
 mod support;

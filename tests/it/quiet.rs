@@ -39,7 +39,9 @@ fn check_prints_one_summary_line_and_the_passes_only_with_verbose() {
         assert_eq!(code, Some(0), "{loud:?}");
         assert!(loud[0].starts_with("dqgate: audited "), "{loud:?}");
         assert!(
-            loud[1..].iter().any(|l| l.starts_with("dqgate:   keys (order_id): ")),
+            loud[1..]
+                .iter()
+                .any(|l| l.starts_with("dqgate:   keys (order_id): ")),
             "{flag}: the key pass's lines: {loud:?}"
         );
         assert_eq!(loud_out, quiet_out, "{flag} changes nothing on stdout");
@@ -72,7 +74,10 @@ fn publish_prints_the_summary_and_the_outcome_only() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{stderr}");
-    assert!(lines[0].starts_with("dqgate: audited 2 files, "), "{stderr}");
+    assert!(
+        lines[0].starts_with("dqgate: audited 2 files, "),
+        "{stderr}"
+    );
     assert!(
         lines[1].starts_with("dqgate: published sales_date=2025-03-05 as version "),
         "{stderr}"
