@@ -169,7 +169,12 @@ pub fn values(c: &Column, rows: u64) -> Option<Line> {
             Value::Text(s) => s.chars().count() <= 64 && !s.chars().any(char::is_control),
             _ => true,
         };
-        items.push(literal(v).filter(|_| fits)?);
+        // Codes read as written (`2007`, not `2_007`).
+        let item = match v {
+            Value::Int(i) => Some(i.to_string()),
+            _ => literal(v),
+        };
+        items.push(item.filter(|_| fits)?);
     }
     let mut seen: Vec<String> = listed
         .iter()
