@@ -10,9 +10,10 @@
 //! ```
 //!
 //! The profile is measured by the audit's own stages (an [`crate::plan::AuditPlan`]
-//! run by [`crate::exec::observe`], the footers answering what they answer
-//! exactly), so a suggested bound is computed as `check` will compute it, and
-//! every suggested statement holds on the data it came from. The text is
+//! run by [`crate::exec::observe`]: the footers answer what they answer
+//! exactly, one fused aggregate the other nulls and ranges, the key engine
+//! the distinct counts), so a suggested bound is computed as `check` will
+//! compute it, and every suggested statement holds on the data it came from. The text is
 //! deterministic: it depends on the staged files, the run key and the
 //! published records, never on the clock or the paths.
 

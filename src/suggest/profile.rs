@@ -3,8 +3,13 @@
 //!
 //! The profile is measured with the audit's own machinery: its metrics are
 //! planned as an [`AuditPlan`], the Parquet footers answer what they answer
-//! exactly (row count, null counts, integer and date ranges), and the rest is
-//! one fused aggregate over one scan ([`exec::observe`]). Only the columns
+//! exactly (row count, null counts, integer and date ranges), the rest of the
+//! nulls and ranges is one fused aggregate over one scan, and each distinct
+//! count runs where `check` runs it: on the key engine, one narrow pass over
+//! its column, for integers, dates, timestamps and text ([`exec::observe`]).
+//! Counting every column's distinct values inside the one fused aggregate
+//! instead took three times as long (5M rows, 8 columns: 135-150 s against
+//! 49 s, debug build on 2 busy cores), for the same text. Only the columns
 //! that turn out to have few distinct values are read again, each alone, for
 //! their values and how many rows carry each.
 
@@ -141,8 +146,9 @@ pub struct Profile {
     pub passes: usize,
 }
 
-/// Measures `input`: one fused pass (less what the footers answer), then one
-/// narrow pass per column with few distinct values.
+/// Measures `input`: one fused pass (less what the footers answer), a key
+/// engine pass per distinct count, then one narrow pass per column with few
+/// distinct values.
 pub async fn profile(ctx: &SessionContext, input: &StagedInput) -> Result<Profile, Error> {
     let hive: Vec<&str> = input.hive.iter().map(|f| f.name().as_str()).collect();
     let mut columns: Vec<Column> = input
@@ -161,7 +167,13 @@ pub async fn profile(ctx: &SessionContext, input: &StagedInput) -> Result<Profil
         })
         .collect();
     let plan = AuditPlan::for_metrics(&metrics(&columns))
-        .answer_from_footers(|a| exec::stats::answer(a, input));
+        .answer_from_footers(|a| exec::stats::answer(a, input))
+        .key_strategies_from_footers(
+            &input.schema,
+            &|c| exec::stats::column_facts(input, c),
+            None,
+            None,
+        );
     let obs = exec::observe(ctx, input, &plan).await?;
     let rows = input.row_count();
     let int = |a: &Atom| match obs.atoms.get(a) {
