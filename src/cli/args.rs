@@ -134,6 +134,7 @@ pub struct SuggestArgs {
     /// directory, else of the staged one).
     #[arg(long)]
     pub name: Option<String>,
+    /// An object-store setting, KEY=VALUE (e.g. aws_region=eu-west-1); repeatable.
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_option: Vec<String>,
     /// Threads for scanning (default: all cores).

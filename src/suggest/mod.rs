@@ -212,8 +212,7 @@ fn matched_keys<'p>(
         .zip(typed)
         .filter_map(|((key, _), value)| {
             let c = p.columns.iter().find(|c| c.name() == key)?;
-            let line = write::run_key(Some(c), key, value.as_ref(), p.rows, "");
-            (!line.statement.is_empty()).then_some(c.name())
+            write::holds_run_key(c, value.as_ref()?, p.rows).then_some(c.name())
         })
         .collect()
 }

@@ -260,14 +260,7 @@ pub fn run_key(
             "`{key}` is not a column: a directory level of the table only"
         ));
     };
-    let only = c.values.as_deref().and_then(|v| match v {
-        [(only, _)] => Some(only),
-        _ => None,
-    });
-    let holds = rows == 0
-        || (c.nulls == Some(0)
-            && only.is_some_and(|v| v.compare(typed) == Some(std::cmp::Ordering::Equal)));
-    if holds {
+    if holds_run_key(c, typed, rows) {
         return Line::check(
             format!(
                 "check all({} = partition.{}) as '{}'",
@@ -281,4 +274,15 @@ pub fn run_key(
     Line::note(format!(
         "{key}: not every row holds the run key's value {typed}, so no `all({key} = partition.{key})`"
     ))
+}
+
+/// Whether every row of `c` holds the run key's value `typed`.
+pub fn holds_run_key(c: &Column, typed: &Value, rows: u64) -> bool {
+    let only = c.values.as_deref().and_then(|v| match v {
+        [(only, _)] => Some(only),
+        _ => None,
+    });
+    rows == 0
+        || (c.nulls == Some(0)
+            && only.is_some_and(|v| v.compare(typed) == Some(std::cmp::Ordering::Equal)))
 }
