@@ -179,7 +179,13 @@ pub fn values(c: &Column, rows: u64) -> Option<Line> {
     let mut seen: Vec<String> = listed
         .iter()
         .take(5)
-        .map(|(v, n)| format!("{} {}", shorten(&v.to_string()), grouped(&n.to_string())))
+        .map(|(v, n)| {
+            format!(
+                "{}: {}",
+                shorten(&v.to_string()),
+                count_of(*n, "row", "rows")
+            )
+        })
         .collect();
     if listed.len() > 5 {
         seen.push("...".into());
@@ -191,7 +197,7 @@ pub fn values(c: &Column, rows: u64) -> Option<Line> {
             items.join(", ")
         ),
         format!(
-            "observed {} (rows): {}",
+            "observed {}: {}",
             count_of(listed.len() as u64, "value", "values"),
             seen.join(", ")
         ),
