@@ -1,8 +1,9 @@
 //! The command line: subcommands over the library, results mapped to exit codes.
 //!
-//! Verdicts go to stdout (text or JSON); diagnostics, errors and timings go to
-//! stderr. With `--format json` an error also prints `{"verdict": "error"}` on
-//! stdout, so a pipeline that archives stdout always has a record.
+//! Verdicts go to stdout (text or JSON); diagnostics, errors and a one-line
+//! summary go to stderr (with `-v`, what each pass did and cost). With
+//! `--format json` an error also prints `{"verdict": "error"}` on stdout, so
+//! a pipeline that archives stdout always has a record.
 
 use std::io::Write as _;
 
@@ -23,9 +24,10 @@ mod failed_rows;
 mod lint;
 mod publish;
 mod report;
+mod suggest;
 mod verify;
 
-pub use args::{AuditArgs, ColorWhen, Command, Format, Target};
+pub use args::{AuditArgs, ColorWhen, Command, Format, SuggestArgs, Target};
 pub use ballista::Role;
 use check::{check, published_table, staged_location};
 use lint::lint;
@@ -44,8 +46,20 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `-v`: the process's log level, set once from the arguments (as ripgrep
+/// sets `log`'s maximum level); a normal run prints its result and one
+/// summary line on stderr.
+static VERBOSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn verbose() -> bool {
+    VERBOSE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Runs the command line; returns the exit code.
 pub fn run(cli: Cli) -> u8 {
+    if let Command::Check { audit, .. } | Command::Publish { audit, .. } = &cli.command {
+        VERBOSE.store(audit.verbose, std::sync::atomic::Ordering::Relaxed);
+    }
     let format = match &cli.command {
         Command::Check { audit, .. } | Command::Publish { audit, .. } => audit.format,
         Command::Lint { format, .. } => *format,
@@ -215,6 +229,7 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             .await
         }
         Command::Ballista(role) => ballista::serve(role).await,
+        Command::Suggest(args) => suggest::suggest(args).await,
         Command::Explain {
             rules,
             staged,

@@ -16,7 +16,9 @@
 //!                        publish::publish ──▶ atomic swap into ROOT/k=v
 //! ```
 //!
-//! `report` renders saved verdict JSON and a table's audit records as HTML.
+//! `report` renders saved verdict JSON and a table's audit records as HTML;
+//! [`suggest`] profiles staged files and writes a first rule file that holds
+//! on them.
 //!
 //! [`audit`] runs the stages from rule text to verdict; the CLI (`cli`) is a
 //! thin layer over it.
@@ -42,6 +44,7 @@ pub mod publish;
 pub mod report;
 pub mod runkey;
 pub mod scalar;
+pub mod suggest;
 pub mod units;
 pub mod value;
 pub mod verdict;

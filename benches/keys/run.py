@@ -184,7 +184,8 @@ def main():
         extra = ["--threads", str(a.threads)]
         if a.memory_limit:
             extra += ["--memory-limit", a.memory_limit]
-        ours = median_runs([a.bin, "check", rules_path, "--staged", d, "--format", "json"] + extra + table_args,
+        # -v: the key passes' timing lines, printed below the table.
+        ours = median_runs([a.bin, "check", rules_path, "--staged", d, "--format", "json", "-v"] + extra + table_args,
                            a.reps, a.warmup)
         # The floor of a join reads the key columns of both sides.
         both = {"across.dq": os.path.join(a.data, f"keys-{size}"), "tpch_ref.dq": None}

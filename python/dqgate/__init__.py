@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from ._api import VerifyResult, check, lint, publish, rollback, verify
+from ._api import VerifyResult, check, lint, publish, rollback, suggest, verify
 from ._binary import find_dqgate_bin
 from ._errors import (
     AuditError,
@@ -68,5 +68,6 @@ __all__ = [
     "lint",
     "publish",
     "rollback",
+    "suggest",
     "verify",
 ]

@@ -27,7 +27,7 @@ from ._errors import (
 )
 from ._verdict import Verdict
 
-__all__ = ["VerifyResult", "check", "lint", "publish", "rollback", "verify"]
+__all__ = ["VerifyResult", "check", "lint", "publish", "rollback", "suggest", "verify"]
 
 #: A path as the functions accept it.
 PathLike = Union[str, "os.PathLike[str]"]
@@ -244,6 +244,53 @@ def lint(
         doc = _json_objects(out)
         if doc and "diagnostics" in doc[-1]:
             return [Diagnostic.from_dict(d) for d in doc[-1]["diagnostics"]]
+    _raise(code, out, err)
+
+
+def suggest(
+    staged: PathLike,
+    partition: Optional[Partition] = None,
+    table: Optional[PathLike] = None,
+    *,
+    name: Optional[str] = None,
+    threads: Optional[int] = None,
+    storage_options: Optional[Mapping[str, str]] = None,
+) -> str:
+    """A rule file proposed from the staged data (``dqgate suggest``).
+
+    Every statement of it holds on `staged`, and a comment on each says
+    what was observed: edit it, save it, and `check` with it.
+
+    Args:
+        staged: the staged partition: a directory or an object-store URL.
+        partition: the run key: ``partitioned by`` and a check that every
+            row belongs to it.
+        table: a published table root: ``history(N)`` baselines from its
+            partitions (needs `partition`).
+        name: the name on the ``table`` line (default: the table's or the
+            staged directory's name).
+        threads, storage_options: as for `check`.
+
+    Returns:
+        The rule file's text.
+
+    Raises:
+        UsageError: bad arguments, or a run-key value of the wrong type (exit 2).
+        AuditError: the data could not be read (exit 3).
+
+    >>> text = dqgate.suggest("staging/2025-03-05",
+    ...                       {"sales_date": "2025-03-05"})  # doctest: +SKIP
+    >>> pathlib.Path("rules/sales.dq").write_text(text)      # doctest: +SKIP
+    """
+    args = ["suggest", "--staged", os.fspath(staged), *_partition_args(partition or {})]
+    if table is not None:
+        args += ["--table", os.fspath(table)]
+    if name is not None:
+        args += ["--name", name]
+    args += _engine_args(None, threads, storage_options)
+    code, out, err = _run(args)
+    if code == 0:
+        return out
     _raise(code, out, err)
 
 

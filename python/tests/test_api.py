@@ -180,7 +180,7 @@ def test_the_package_is_typed_and_versioned():
     assert (pkg / "py.typed").is_file()
     out = subprocess.run([dqgate.find_dqgate_bin(), "--version"], capture_output=True, text=True)
     assert out.stdout.split() == ["dqgate", dqgate.__version__]
-    for name in ("check", "publish", "verify", "rollback", "lint"):
+    for name in ("check", "publish", "verify", "rollback", "lint", "suggest"):
         assert getattr(dqgate, name).__doc__
 
 

@@ -120,6 +120,36 @@ pub struct AuditArgs {
     #[arg(long = "failed-rows-limit", value_name = "N|all", default_value = "10000",
           value_parser = crate::failed::Limit::parse)]
     pub failed_rows_limit: crate::failed::Limit,
+    /// After the one-line summary on stderr, print what each pass did and
+    /// what it cost.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+}
+
+/// `dqgate suggest`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct SuggestArgs {
+    /// The staged partition: a directory or an object-store URL.
+    #[arg(long)]
+    pub staged: PathBuf,
+    /// The run key, KEY=VALUE: `partitioned by` and a check that rows
+    /// belong to it.
+    #[arg(long = "partition", value_name = "KEY=VALUE")]
+    pub partition: Vec<String>,
+    /// A published table root: `history(N)` baselines from its partitions'
+    /// audit records.
+    #[arg(long)]
+    pub table: Option<PathBuf>,
+    /// The name on the `table` line (default: the name of the --table
+    /// directory, else of the staged one).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// An object-store setting, KEY=VALUE (e.g. aws_region=eu-west-1); repeatable.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_option: Vec<String>,
+    /// Threads for scanning (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -217,6 +247,9 @@ pub enum Command {
     /// (for `--engine ballista://HOST:PORT`).
     #[command(subcommand)]
     Ballista(super::ballista::Role),
+    /// Print a rule file proposed from the staged data: every statement holds
+    /// on it, and a comment on each says what was observed.
+    Suggest(SuggestArgs),
     /// Print the plans the rule file compiles to.
     Explain {
         rules: PathBuf,

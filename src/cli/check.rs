@@ -1,6 +1,7 @@
 //! `dqgate check`: audit the staged files and print the verdict; and what
 //! `check` shares with `publish`: the staged location, the published table,
-//! its current version and past runs, the timing line.
+//! its current version and past runs, the timing line (and, with `-v`, a
+//! line per key pass).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -165,6 +166,9 @@ pub(super) fn timing(p: &audit::Prepared, started: Instant) {
         started.elapsed().as_secs_f64(),
         count_of(p.plan.scans() as u64, "pass", "passes")
     );
+    if !super::verbose() {
+        return;
+    }
     if let Ok(passes) = p.key_passes.lock() {
         for pass in passes.iter() {
             eprintln!("dqgate:   keys {pass}");

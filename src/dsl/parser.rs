@@ -48,7 +48,9 @@ const SCHEMA_ASSERTIONS: [&str; 2] = ["schema", "column"];
 /// The largest `N` of `history(N)`.
 pub const MAX_HISTORY: u32 = 1000;
 
-const KEYWORDS: [&str; 15] = [
+/// The reserved words (lower case); a column so named is written in double
+/// quotes.
+pub const KEYWORDS: [&str; 15] = [
     "table",
     "partitioned",
     "by",

@@ -228,7 +228,8 @@ fn ident(i: &Ident) -> String {
     }
 }
 
-fn is_plain(name: &str) -> bool {
+/// Whether `name` is a plain identifier, `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_plain(name: &str) -> bool {
     let mut chars = name.chars();
     chars
         .next()

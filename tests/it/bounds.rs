@@ -83,10 +83,11 @@ fn distinct_count_of_long_text_spills_under_a_memory_limit() {
         "table t\ncheck distinct_count(s) = {}\ncheck null_count(s) = 40_000\n",
         expected.len()
     );
+    // -v: the key passes' lines say whether the verification ran in rounds.
     let (code, stdout, stderr) = check(
         tmp.path(),
         &rules,
-        &["--memory-limit", "16MiB", "--threads", "2"],
+        &["--memory-limit", "16MiB", "--threads", "2", "-v"],
     );
     assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
     // The key engine bounds it: its verification files the repeated

@@ -122,7 +122,8 @@ pub(crate) fn run_setup(dir: &Path, setup: &str, tmp: &str) -> Result<(), String
     Ok(())
 }
 
-fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
+/// Copies a directory without its `_` and `.` entries.
+pub(crate) fn copy_dir(src: &Path, dst: &Path) -> std::io::Result<()> {
     fs::create_dir_all(dst)?;
     for entry in fs::read_dir(src)? {
         let entry = entry?;

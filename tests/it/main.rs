@@ -22,5 +22,7 @@ mod oracle;
 mod people;
 mod producers;
 mod props;
+mod quiet;
 mod reports;
+mod suggest;
 mod support;

@@ -62,6 +62,9 @@ fn check(tmp: &std::path::Path, limit: Option<&str>, strategy: &str) -> std::pro
         "json",
         "--threads",
         "2",
+        // The key passes' lines (with the bytes they spilled) are printed
+        // with `-v` only.
+        "-v",
     ];
     if let Some(l) = limit {
         args.extend(["--memory-limit", l]);

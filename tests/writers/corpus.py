@@ -1,7 +1,9 @@
 """Writer-compatibility corpus: the cross-check's table written by every
 producer and in every variant that pipelines meet, each audited by the real
 dqgate binary (with and without --scan-only), every metric compared with
-DuckDB's value over the same files.
+DuckDB's value over the same files. Each variant is also the input of
+`dqgate suggest`: the suggested rule file must lint and pass `check` on it
+(tests/suggest/roundtrip.py).
 
     python tests/writers/corpus.py DQGATE_BINARY WORK_DIR [--no-spark]
 
@@ -19,7 +21,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crosscheck"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "suggest"))
 import crosscheck as cc  # noqa: E402  (the same metrics, SQL and comparison)
+from roundtrip import round_trip  # noqa: E402  (dqgate suggest -> lint -> check)
 
 import duckdb  # noqa: E402
 import pyarrow as pa  # noqa: E402
@@ -237,9 +241,15 @@ def main():
     for name, staged in dirs.items():
         files = sum(1 for _, _, fs in os.walk(staged) for f in fs if f.endswith(".parquet"))
         c, f = audit(binary, work, name, staged)
+        problems, text = round_trip(binary, staged, work, name)
+        for p in problems:
+            print(f"SUGGEST {p}")
+        f += len(problems)
         compared += c
         failures += f
-        print(f"{'ok  ' if not f else 'FAIL'} {name}: {files} files, {c} values compared")
+        statements = sum(1 for line in text.splitlines() if line.startswith("check "))
+        print(f"{'ok  ' if not f else 'FAIL'} {name}: {files} files, {c} values compared, "
+              f"suggest: {statements} statements hold")
     print(f"writer corpus: {len(dirs)} variants, {compared} values compared, {failures} failures, "
           f"{time.monotonic() - started:.1f} s ({datetime.datetime.now(datetime.timezone.utc):%H:%M:%S} UTC)")
     sys.exit(1 if failures else 0)
