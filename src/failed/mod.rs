@@ -2,10 +2,10 @@
 //! as one Parquet file per check.
 //!
 //! Runs after the verdict, and only for checks that failed or warned:
-//! [`request`] says which checks have offending rows and what selects them;
-//! [`select`] plans them over the staged files with each row's file and
-//! position ([`FILE_COLUMN`], [`ROW_COLUMN`]); [`collect`] keeps each
-//! check's first rows in (file, row) order; [`write`] writes each file
+//! `request` says which checks have offending rows and what selects them;
+//! `select` plans them over the staged files with each row's file and
+//! position ([`FILE_COLUMN`], [`ROW_COLUMN`]); `collect` keeps each
+//! check's first rows in (file, row) order; [`write()`] writes each file
 //! atomically. The passes: one filtered scan for every row predicate
 //! together (`values`, `all`, `count(where)`, nulls, the keys the verdict's
 //! samples already list), and one for each other key set, reference and
