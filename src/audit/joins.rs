@@ -244,19 +244,21 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
                     let files: usize = parts.iter().map(|q| q.input.files.len()).sum();
                     let _ = writeln!(
                         out,
-                        "  {} other published partition(s), {files} file(s); only the key columns read, files outside the staged key range skipped",
+                        "  {} other published partition(s), {files} file(s); only the key columns read",
                         parts.len()
                     );
+                    let side = join::published_side(&p.ctx, &p.input, &parts, keys).await?;
+                    let _ = writeln!(out, "  {}", side.describe());
                     if p.plan.join_engine {
                         if let Some(how) = join::across_on_engine(&p.input, &parts, keys)? {
                             let _ = writeln!(out, "  {how}");
                         }
                     }
-                    match join::across_published_frames(&p.ctx, &p.input, &parts, keys)? {
+                    match join::across_published_frames(&p.ctx, &p.input, &side, keys)? {
                         None => {
                             let _ = writeln!(
                                 out,
-                                "  every published file lies outside the staged key range: nothing to read"
+                                "  no published row group can hold a staged key: nothing to read"
                             );
                         }
                         Some((frame, _)) => {

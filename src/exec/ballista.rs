@@ -120,6 +120,17 @@ pub fn client(ctx: SessionContext, scheduler: &str) -> Result<SessionContext, Da
     Ok(SessionContext::new_with_state(state))
 }
 
+/// Whether `ctx` sends its plans to a Ballista cluster: they must then
+/// serialize, so no table may live in this process only.
+pub fn is_client(ctx: &SessionContext) -> bool {
+    ctx.state()
+        .config()
+        .options()
+        .extensions
+        .get::<ballista_core::config::BallistaConfig>()
+        .is_some()
+}
+
 /// `batch` with the column types of `schema`: Ballista's shuffles and its
 /// Flight transfer to the client unpack dictionary-encoded columns, which the
 /// local engine returns as they are; casting back gives the consumers of a

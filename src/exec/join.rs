@@ -16,6 +16,7 @@ use datafusion::prelude::{ident, lit, SessionContext};
 use futures::TryStreamExt;
 
 use super::input::StagedInput;
+use super::published;
 use super::reference::Dataset;
 use super::ExecError;
 use super::{grouped_top, keys, stats, table};
@@ -129,7 +130,7 @@ fn staged_side(
         .select(columns.iter().map(ident).collect::<Vec<_>>())
         .map_err(|e| ExecError::engine("planning a join", e))?;
     Ok(keys::join::Side {
-        frame,
+        input: keys::join::SideInput::Frame(frame),
         rows: staged.row_count(),
     })
 }
@@ -200,7 +201,7 @@ pub async fn not_in_reference(
     if engine {
         let other = || {
             Ok(keys::join::Side {
-                frame: reference_keys(ctx, reference, lookup)?,
+                input: keys::join::SideInput::Frame(reference_keys(ctx, reference, lookup)?),
                 rows: reference.parts.iter().map(|p| p.input.row_count()).sum(),
             })
         };
@@ -330,40 +331,89 @@ fn prune(input: &StagedInput, ranges: &[(String, (i64, i64))]) -> StagedInput {
     kept
 }
 
-/// The compared key types, the published keys with [`PARTITION`], and the
-/// published keys alone; `None` when pruning left no file to read.
-#[allow(clippy::type_complexity)]
-fn published_sides(
+/// The published side of `across published`: the compared key types, what
+/// the footers pruned, and (unless nothing is left to read) the published
+/// keys with [`PARTITION`] and the keys alone.
+pub struct PublishedSide {
+    pub types: Vec<DataType>,
+    /// `None` on Ballista, for a part on an object store, or when a key
+    /// column comes from Hive directories of a part: files are then pruned
+    /// by the staged integer ranges only.
+    pub pruned: Option<published::Pruned>,
+    frames: Option<(DataFrame, DataFrame)>,
+}
+
+impl PublishedSide {
+    /// How the published side is read, for `explain`.
+    pub fn describe(&self) -> String {
+        match &self.pruned {
+            Some(p) => {
+                let mut out = format!(
+                    "footer ranges of each published row group (and page, in files with a page index) compared with the sorted staged keys: reads {}",
+                    p.counts.describe()
+                );
+                for f in p.files_read(20) {
+                    out += &format!("\n    {f}");
+                }
+                out
+            }
+            None => "files outside the staged integer key range skipped".into(),
+        }
+    }
+}
+
+/// The published side, pruned by footer ranges against the staged keys.
+pub async fn published_side(
     ctx: &SessionContext,
     staged: &StagedInput,
     parts: &[PublishedPart],
     keys: &[String],
-) -> Result<Option<(Vec<DataType>, DataFrame, DataFrame)>, ExecError> {
+) -> Result<PublishedSide, ExecError> {
     let types = across_types(staged, parts, keys)?;
-    let Some(published) = published_keys(ctx, staged, parts, keys, &types)? else {
-        return Ok(None);
+    // On Ballista the published side stays a plan of files, which the
+    // cluster can be sent: the files outside the staged range are skipped.
+    let pruned = if super::ballista::is_client(ctx) {
+        None
+    } else {
+        let values = published::StagedValues::read(ctx, staged, keys, &types).await?;
+        published::Pruned::plan(parts, keys, &types, &values)?
     };
-    let projected = published
-        .clone()
-        .select(
-            (0..keys.len())
-                .map(|i| ident(other_key(i)))
-                .collect::<Vec<_>>(),
-        )
-        .map_err(|e| ExecError::engine("planning the published partitions", e))?;
-    Ok(Some((types, published, projected)))
+    let published = match &pruned {
+        Some(p) => p.frame(ctx, keys::threads(ctx))?,
+        None => published_keys(ctx, staged, parts, keys, &types)?,
+    };
+    let frames = match published {
+        None => None,
+        Some(published) => {
+            let projected = published
+                .clone()
+                .select(
+                    (0..keys.len())
+                        .map(|i| ident(other_key(i)))
+                        .collect::<Vec<_>>(),
+                )
+                .map_err(|e| ExecError::engine("planning the published partitions", e))?;
+            Some((published, projected))
+        }
+    };
+    Ok(PublishedSide {
+        types,
+        pruned,
+        frames,
+    })
 }
 
 /// The other published partitions' keys, cast to the types they are
 /// compared in (returned too), as [`other_key`] columns plus [`PARTITION`];
 /// `None` when pruning by footer ranges left nothing to compare with.
-pub fn published_keys_frame(
+pub async fn published_keys_frame(
     ctx: &SessionContext,
     staged: &StagedInput,
     parts: &[PublishedPart],
     keys: &[String],
 ) -> Result<Option<(Vec<DataType>, DataFrame)>, ExecError> {
-    Ok(published_sides(ctx, staged, parts, keys)?.map(|(types, published, _)| (types, published)))
+    let side = published_side(ctx, staged, parts, keys).await?;
+    Ok(side.frames.map(|(published, _)| (side.types, published)))
 }
 
 /// The semi-join frame of `across published` and the published side, or
@@ -371,15 +421,16 @@ pub fn published_keys_frame(
 pub fn across_published_frames(
     ctx: &SessionContext,
     staged: &StagedInput,
-    parts: &[PublishedPart],
+    side: &PublishedSide,
     keys: &[String],
 ) -> Result<Option<(DataFrame, DataFrame)>, ExecError> {
-    let Some((types, published, projected)) = published_sides(ctx, staged, parts, keys)? else {
+    let Some((published, projected)) = &side.frames else {
         return Ok(None);
     };
-    let frame = pj::across_published_frame(table(ctx, staged)?, projected, keys, &types)
-        .map_err(|e| ExecError::engine("planning the cross-partition check", e))?;
-    Ok(Some((frame, published)))
+    let frame =
+        pj::across_published_frame(table(ctx, staged)?, projected.clone(), keys, &side.types)
+            .map_err(|e| ExecError::engine("planning the cross-partition check", e))?;
+    Ok(Some((frame, published.clone())))
 }
 
 /// Distinct staged keys that also occur in another published partition,
@@ -393,21 +444,45 @@ pub async fn across_published(
     engine: bool,
     label: &str,
 ) -> Result<JoinResult, ExecError> {
-    let Some((types, published, projected)) = published_sides(ctx, staged, parts, keys)? else {
-        return Ok(JoinResult::default());
+    let started = std::time::Instant::now();
+    let side = published_side(ctx, staged, parts, keys).await?;
+    let mut read_passes = vec![format!(
+        "read the staged keys and prune the published side by footer ranges ({}): {:.2} s",
+        match &side.pruned {
+            Some(p) => format!("reads {}", p.counts.describe()),
+            None => "whole files outside the staged integer range".into(),
+        },
+        started.elapsed().as_secs_f64()
+    )];
+    let PublishedSide {
+        types,
+        pruned,
+        frames,
+    } = side;
+    let Some((published, projected)) = frames else {
+        return Ok(JoinResult {
+            passes: read_passes,
+            ..JoinResult::default()
+        });
     };
     let mut found = None;
     if engine {
-        let rows = parts.iter().map(|p| p.input.row_count()).sum();
         let other = || {
-            Ok(keys::join::Side {
-                frame: projected.clone(),
-                rows,
+            Ok(match &pruned {
+                Some(p) => keys::join::Side {
+                    input: keys::join::SideInput::Streams(p.streams(keys::threads(ctx))),
+                    rows: p.counts.rows.0,
+                },
+                None => keys::join::Side {
+                    input: keys::join::SideInput::Frame(projected.clone()),
+                    rows: parts.iter().map(|p| p.input.row_count()).sum(),
+                },
             })
         };
         let want = keys::join::Want::Present;
         if let Some(j) = on_engine(ctx, staged, keys, &types, other, want, label).await? {
-            found = Some((j.value, j.samples, j.passes));
+            read_passes.extend(j.passes);
+            found = Some((j.value, j.samples, read_passes.clone()));
         }
     }
     let (value, best, passes) = match found {
@@ -416,7 +491,7 @@ pub async fn across_published(
             let frame = pj::across_published_frame(table(ctx, staged)?, projected, keys, &types)
                 .map_err(|e| ExecError::engine("planning the cross-partition check", e))?;
             let top = grouped_top(frame, keys.len(), label, staged.row_count()).await?;
-            (top.groups, top.best, Vec::new())
+            (top.groups, top.best, read_passes)
         }
     };
     if best.is_empty() {

@@ -16,6 +16,7 @@ pub mod input;
 pub mod join;
 pub mod keys;
 pub mod progress;
+pub mod published;
 pub mod reference;
 pub mod remote;
 pub mod scan;

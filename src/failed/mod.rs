@@ -250,7 +250,7 @@ pub async fn write(
         .iter()
         .map(|r| (r.check, Kept::new(opts.limit.rows())))
         .collect();
-    let planned = passes(ctx, input, &wanted, sources);
+    let planned = passes(ctx, input, &wanted, sources).await;
     out.passes = planned.len();
     for pass in planned {
         let lines = pass.lines.clone();
@@ -344,7 +344,7 @@ enum Targets {
 
 /// The passes of `wanted`: one filtered scan for every [`Rows::Where`],
 /// then one per other selection.
-fn passes(
+async fn passes(
     ctx: &SessionContext,
     input: &StagedInput,
     wanted: &[Request],
@@ -369,7 +369,7 @@ fn passes(
                 Rows::Orphans(lookup) => orphans(ctx, input, lookup, sources),
                 Rows::Published(keys) => match sources.published {
                     None => continue,
-                    Some(parts) => clashing(ctx, input, parts, keys),
+                    Some(parts) => clashing(ctx, input, parts, keys).await,
                 },
             };
             out.push(Pass {
@@ -411,13 +411,13 @@ fn orphans(
     select::orphans(ctx, input, other, &lookup.columns, &lookup.key_types)
 }
 
-fn clashing(
+async fn clashing(
     ctx: &SessionContext,
     input: &StagedInput,
     parts: &[PublishedPart],
     keys: &[String],
 ) -> Result<DataFrame, ExecError> {
-    match crate::exec::join::published_keys_frame(ctx, input, parts, keys)? {
+    match crate::exec::join::published_keys_frame(ctx, input, parts, keys).await? {
         // Pruning by footer ranges: no published file can hold a staged key.
         None => Err(ExecError::Audit(
             "no published file can hold a staged key, yet the check found some".into(),

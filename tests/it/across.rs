@@ -176,7 +176,7 @@ fn published_files_outside_the_staged_key_range_are_not_read() {
         "{out}"
     );
     assert!(
-        out.contains("every published file lies outside the staged key range: nothing to read"),
+        out.contains("no published row group can hold a staged key: nothing to read"),
         "{out}"
     );
     let (code, out, _) = run(cwd, &[&["check"][..], &args[..]].concat());

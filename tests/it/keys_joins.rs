@@ -20,7 +20,7 @@ use dqgate::plan::keys::Forced;
 use proptest::prelude::*;
 
 use super::oracle::splitmix::Rng;
-use crate::support::dqgate;
+use crate::support::publish_into;
 
 fn schema(narrow_ids: bool) -> Arc<Schema> {
     Arc::new(Schema::new(vec![
@@ -190,24 +190,7 @@ fn across_published_on_the_engine_gives_the_grouped_verdict() {
         for day in 1..=3 {
             let dir = cwd.join(format!("s{day}"));
             write(&mut rng, &dir, 200, pool, day * 40, day == 2);
-            let out = dqgate(
-                cwd,
-                &[
-                    "publish",
-                    "rules.dq",
-                    "--staged",
-                    dir.to_str().unwrap(),
-                    "--partition",
-                    &format!("day={day}"),
-                    "--table",
-                    "table",
-                ],
-            );
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            publish_into(cwd, "rules.dq", &dir, &format!("day={day}"));
         }
         fs::write(
             cwd.join("rules.dq"),

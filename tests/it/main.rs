@@ -4,6 +4,7 @@
 //! `cargo run --example gen_fixtures`, golden cases) and `rules/`.
 
 mod across;
+mod across_pruning;
 mod architecture;
 mod ballista;
 mod bounds;

@@ -22,6 +22,29 @@ pub fn dqgate(cwd: &Path, args: &[&str]) -> Output {
         .expect("run dqgate")
 }
 
+/// `dqgate publish RULES --staged STAGED --partition PARTITION --table
+/// table` in `cwd`, which must pass.
+pub fn publish_into(cwd: &Path, rules: &str, staged: &Path, partition: &str) {
+    let out = dqgate(
+        cwd,
+        &[
+            "publish",
+            rules,
+            "--staged",
+            staged.to_str().unwrap(),
+            "--partition",
+            partition,
+            "--table",
+            "table",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "publish {partition}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Audits `dir` with the rule file `rules` in process (no published side).
 pub fn audit_in_process(
     rt: &tokio::runtime::Runtime,

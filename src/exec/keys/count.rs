@@ -256,6 +256,26 @@ impl<K: Key> Table<K> {
         }
     }
 
+    /// Slots of the table.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Doubles the slots (at least 16), keeping every word and count.
+    pub fn grow(&mut self) {
+        let old = std::mem::take(&mut self.slots);
+        let slots = (old.len() * 2).max(16);
+        self.slots.resize(slots, K::EMPTY);
+        self.mask = slots - 1;
+        for w in old.into_iter().filter(|w| *w != K::EMPTY) {
+            let mut i = (w.mix() as usize) & self.mask;
+            while self.slots[i] != K::EMPTY {
+                i = (i + 1) & self.mask;
+            }
+            self.slots[i] = w;
+        }
+    }
+
     /// How often `w` was inserted (0: never).
     #[inline]
     pub fn count_of(&self, w: K) -> u64 {

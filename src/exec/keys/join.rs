@@ -24,6 +24,7 @@ use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::SessionContext;
 
 use super::count::{self, each_partition, visit, words_of, Table};
@@ -31,6 +32,7 @@ use super::key::Key;
 use super::store::{self, LocalStore};
 use super::{encode, frame_streams, scan, threads, SAMPLES};
 use crate::exec::input::StagedInput;
+use crate::exec::progress;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, Packing, PartKind};
 use crate::value::Value;
@@ -71,10 +73,32 @@ struct Job<'a> {
 }
 
 /// One side of a join: its key columns (in key order) and its row count
-/// (for the progress bar).
+/// (for the progress bar and the partition count).
 pub struct Side {
-    pub frame: DataFrame,
+    pub input: SideInput,
     pub rows: u64,
+}
+
+/// Where a side's key columns come from.
+pub enum SideInput {
+    /// A DataFusion plan.
+    Frame(DataFrame),
+    /// Streams already open (the pruned published side).
+    Streams(Vec<SendableRecordBatchStream>),
+}
+
+/// The streams of `side`, with a progress bar when it is a plan.
+async fn side_streams(
+    side: Side,
+    label: &str,
+) -> Result<(Vec<SendableRecordBatchStream>, Option<progress::Progress>), Error> {
+    match side.input {
+        SideInput::Frame(frame) => {
+            let (streams, bar) = frame_streams(frame, label, side.rows).await?;
+            Ok((streams, Some(bar)))
+        }
+        SideInput::Streams(streams) => Ok((streams, None)),
+    }
 }
 
 /// The packing a join on the staged `columns` runs with, or `None` when the
@@ -153,11 +177,148 @@ pub async fn run(
             return joined;
         }
     }
+    if want == Want::Present && staged.rows <= PROBE_ROWS {
+        let width = if packing.bits() <= 64 { 8 } else { 16 };
+        let pool = &ctx.runtime_env().memory_pool;
+        let reservation = MemoryConsumer::new("dqgate join table").register(pool);
+        let table_bytes = (staged.rows as usize * 2).next_power_of_two() * width;
+        let filter_bytes = (1usize << probe_filter_bits(staged.rows)) / 8;
+        if reservation.try_grow(table_bytes * 2 + filter_bytes).is_ok() {
+            let joined = if packing.bits() <= 64 {
+                probed::<u64>(staged, other, &job).await
+            } else {
+                probed::<u128>(staged, other, &job).await
+            };
+            drop(reservation);
+            return joined;
+        }
+    }
     if packing.bits() <= 64 {
         partitioned::<u64>(ctx, staged, other, &job).await
     } else {
         partitioned::<u128>(ctx, staged, other, &job).await
     }
+}
+
+/// Staged sides of at most this many rows are held whole in one table for
+/// [`Want::Present`], and the other side probes it while it streams.
+pub const PROBE_ROWS: u64 = 16 << 20;
+
+/// Bits of the probing filter: about 16 a staged row, 2^16 to 2^30.
+fn probe_filter_bits(rows: u64) -> u32 {
+    let want = (rows.max(1) * 16).next_power_of_two().trailing_zeros();
+    want.clamp(16, 30)
+}
+
+/// The filter word and the two bits of it that a word with hash `h` sets
+/// (`shift`: 64 minus the bits of the word index).
+#[inline]
+fn filter_spot(h: u64, shift: u32) -> (usize, u64) {
+    (
+        (h >> shift) as usize,
+        (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63)),
+    )
+}
+
+/// [`Want::Present`] with the staged side as the build side: its distinct
+/// words in one table, behind a blocked filter (two bits in one 64-bit
+/// word a key, about 16 bits a staged row); each other-side word costs a
+/// filter test while it streams, and the few that pass it a table probe.
+/// Nothing of the other side is stored but the staged words it holds.
+async fn probed<K: Key>(staged: Side, other: Side, job: &Job<'_>) -> Result<Joined, Error> {
+    let Job {
+        packing,
+        types,
+        label,
+        ..
+    } = *job;
+    let started = Instant::now();
+    let encoding = packing.clone();
+    let (streams, bar) = side_streams(staged, label).await?;
+    let parts = scan(
+        streams,
+        || (Vec::<K>::new(), Vec::<K>::new()),
+        move |(all, scratch): &mut (Vec<K>, Vec<K>), columns| {
+            staged_words(&encoding, columns, scratch, |w| {
+                all.push(w);
+                Ok(())
+            })
+        },
+    )
+    .await?;
+    drop(bar);
+    let words: usize = parts.iter().map(|(w, _)| w.len()).sum();
+    let mut table = Table::<K>::default();
+    table.reset(words);
+    let bits = probe_filter_bits(words as u64);
+    let shift = 64 - (bits - 6);
+    let mut filter = vec![0u64; 1 << (bits - 6)];
+    for (part, _) in parts {
+        for w in part {
+            table.insert(w);
+            let (i, m) = filter_spot(w.mix(), shift);
+            filter[i] |= m;
+        }
+    }
+    let built = started.elapsed();
+
+    let probing = Instant::now();
+    let shared = Arc::new((table, filter));
+    let encoding = packing.clone();
+    let (streams, bar) = side_streams(other, &format!("{label}, other side")).await?;
+    let seen = shared.clone();
+    let found = scan(
+        streams,
+        || (Table::<K>::default(), Vec::<K>::new(), 0u64),
+        move |(found, scratch, rows): &mut (Table<K>, Vec<K>, u64), columns| {
+            encode::pack_in_range(&encoding, columns, scratch).map_err(pack_error)?;
+            *rows += columns.first().map_or(0, |c| c.len() as u64);
+            let (table, filter) = &*seen;
+            for w in scratch.iter() {
+                let (i, m) = filter_spot(w.mix(), shift);
+                if filter[i] & m == m && table.contains(*w) {
+                    if found.distinct * 2 + 2 > found.capacity() as u64 {
+                        found.grow();
+                    }
+                    if !found.contains(*w) {
+                        found.insert(*w);
+                    }
+                }
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    drop(bar);
+    let read: u64 = found.iter().map(|(_, _, r)| *r).sum();
+    let mut all = Table::<K>::default();
+    all.reset(found.iter().map(|(t, _, _)| t.distinct as usize).sum());
+    for (t, _, _) in &found {
+        t.words().for_each(|w| {
+            if !all.contains(w) {
+                all.insert(w);
+            }
+        });
+    }
+    let (table, _) = &*shared;
+    let best: Vec<(K, u64)> = all.words().map(|w| (w, table.count_of(w))).collect();
+    Ok(Joined {
+        value: all.distinct,
+        samples: samples(packing, types, best),
+        passes: vec![
+            format!(
+                "table and filter of the {} distinct staged key(s) ({} bits): {:.2} s",
+                shared.0.distinct,
+                packing.bits(),
+                built.as_secs_f64()
+            ),
+            format!(
+                "probe {read} other-side row(s), {} staged key(s) also there: {:.2} s",
+                all.distinct,
+                probing.elapsed().as_secs_f64()
+            ),
+        ],
+    })
 }
 
 /// Bits of the staged side's filter: about 8 a staged row, 2^16 to 2^28
@@ -206,8 +367,7 @@ async fn by_bitmap(
     } = *job;
     let started = Instant::now();
     let words = bitmap_words(packing);
-    let (streams, bar) =
-        frame_streams(other.frame, &format!("{label}, other side"), other.rows).await?;
+    let (streams, bar) = side_streams(other, &format!("{label}, other side")).await?;
     let encoding = packing.clone();
     let maps = scan(
         streams,
@@ -235,7 +395,7 @@ async fn by_bitmap(
     let partitions = store::partitions_for(staged.rows / 16);
     let runtime = ctx.runtime_env();
     let encoding = packing.clone();
-    let (streams, bar) = frame_streams(staged.frame, label, staged.rows).await?;
+    let (streams, bar) = side_streams(staged, label).await?;
     let stores = scan(
         streams,
         move || {
@@ -345,7 +505,7 @@ async fn partitioned<K: Key>(
     };
     let shift = 64 - filter_bits;
     let encoding = packing.clone();
-    let (streams, bar) = frame_streams(staged.frame, label, staged.rows).await?;
+    let (streams, bar) = side_streams(staged, label).await?;
     let new_staged = new_store.clone();
     let stageds = scan(
         streams,
@@ -374,8 +534,7 @@ async fn partitioned<K: Key>(
         .collect();
     let filter = Arc::new(filter);
     let encoding = packing.clone();
-    let (streams, bar) =
-        frame_streams(other.frame, &format!("{label}, other side"), other.rows).await?;
+    let (streams, bar) = side_streams(other, &format!("{label}, other side")).await?;
     let others = scan(
         streams,
         new_store,

@@ -217,7 +217,7 @@ fn whole(input: &StagedInput) -> (usize, Whole) {
     (partitions, Whole::new(partitions))
 }
 
-fn threads(ctx: &SessionContext) -> usize {
+pub(crate) fn threads(ctx: &SessionContext) -> usize {
     ctx.state().config().target_partitions()
 }
 

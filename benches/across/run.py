@@ -1,0 +1,190 @@
+"""`unique(k) across published` as a table grows: dqgate vs DuckDB vs the floor.
+
+    python benches/across/run.py --bin target/release/dqgate [--data /work/benchdata]
+        [--days 30 90 365] [--rows-per-day 1000000] [--reps 3] [--threads 2]
+
+A Hive table of DAYS published days (`day=1` ... `day=DAYS`, each one
+pyarrow-written file of ROWS int64 keys, one row group, no page index: the
+writers' defaults) is published by dqgate itself, one `dqgate publish` a
+day. The staged day holds ROWS new keys and 100 keys already published.
+Two key shapes, and for the rising one two kinds of stale keys:
+
+- `scattered`: a bijective mix of the global row number (hashed ids):
+  every row group's range spans nearly all int64, nothing can be pruned;
+- `rising`: the global row number itself (an identity column, a ULID's
+  time prefix), with the 100 stale keys either from the last two days
+  (`recent`, a retry of yesterday's load) or all from one day a third of
+  the way back (`old`, a replayed archive).
+
+For each, in one run on the same files (warm page cache, one warm-up run
+discarded, median of --reps whole processes under /usr/bin/time):
+
+- dqgate: `dqgate check across.dq --staged STAGED --partition day=NEW
+  --table TABLE --format json -v`;
+- DuckDB: its fastest form, the staged keys as the build side of a semi
+  join over `TABLE/*/*.parquet`, in a fresh `python -c` process;
+- the staged day's own `unique(k)` (what the check guards), and the floor:
+  dqgate decoding the published key column (`count(where ...)` over the
+  whole table with `--scan-only`).
+
+dqgate's value is compared with DuckDB's (100 each time); a difference
+prints MISMATCH and the script exits 1.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "keys"))
+from run import duckdb_cmd, median_runs  # noqa: E402  (benches/keys/run.py)
+
+STALE = 100
+MIX = 0x9E3779B97F4A7C15
+
+
+def keys_of(np, shape, start, n):
+    """Keys of global rows start..start+n."""
+    i = np.arange(start, start + n, dtype=np.uint64)
+    if shape == "rising":
+        return i.astype(np.int64)
+    # splitmix64's finalizer: a bijection of u64, so keys stay unique.
+    with np.errstate(over="ignore"):
+        z = (i + np.uint64(1)) * np.uint64(MIX)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return z.view(np.int64)
+
+
+def write(path, keys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(pa.table({"k": keys}), path)
+
+
+def day_files(np, root, shape, days, rows):
+    """DIR/across/SHAPE/days/day-N.parquet for days 1..days."""
+    d = os.path.join(root, shape, "days")
+    for day in range(1, days + 1):
+        f = os.path.join(d, f"day-{day:03}.parquet")
+        if not os.path.exists(f):
+            write(f, keys_of(np, shape, (day - 1) * rows, rows))
+    return d
+
+
+def staged_dir(np, root, shape, days, rows, stale):
+    """The staged day days+1: its own keys and 100 published ones."""
+    d = os.path.join(root, shape, f"staged-{days}-{stale}")
+    f = os.path.join(d, "part-0.parquet")
+    if os.path.exists(f):
+        return d
+    rng = np.random.default_rng(days)
+    new = keys_of(np, shape, days * rows, rows)
+    if stale == "recent":
+        rows_back = rng.choice(2 * rows, STALE, replace=False) + (days - 2) * rows
+    elif stale == "old":
+        day = max(1, days // 3)
+        rows_back = rng.choice(rows, STALE, replace=False) + (day - 1) * rows
+    else:
+        rows_back = rng.choice(days * rows, STALE, replace=False)
+    old = np.concatenate([keys_of(np, shape, int(r), 1) for r in rows_back])
+    keys = np.concatenate([new, old])
+    rng.shuffle(keys)
+    write(f, keys)
+    return d
+
+
+def table_dir(dqgate, root, shape, days, source):
+    """A table of days 1..days, each published by dqgate (hard links)."""
+    t = os.path.join(root, shape, f"table-{days}")
+    ready = os.path.join(root, shape, f"table-{days}.ready")
+    if os.path.exists(ready):
+        return t
+    shutil.rmtree(t, ignore_errors=True)
+    work = tempfile.mkdtemp(dir=os.path.join(root, shape))
+    rules = os.path.join(work, "publish.dq")
+    open(rules, "w").write("table t\npartitioned by day\ncheck row_count > 0\n")
+    for day in range(1, days + 1):
+        d = os.path.join(work, f"d{day}")
+        os.makedirs(d)
+        os.link(os.path.join(source, f"day-{day:03}.parquet"), os.path.join(d, "part-0.parquet"))
+        subprocess.run([dqgate, "publish", rules, "--staged", d, "--partition", f"day={day}",
+                        "--table", t], check=True, capture_output=True)
+    shutil.rmtree(work)
+    open(ready, "w").write("")
+    return t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--data", default=os.environ.get("DQGATE_BENCH_DATA", "/work/benchdata"))
+    ap.add_argument("--days", nargs="*", type=int, default=[30, 90, 365])
+    ap.add_argument("--rows-per-day", type=int, default=1_000_000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--shapes", nargs="*", default=["scattered/any", "rising/recent", "rising/old"])
+    ap.add_argument("--prepare", help="only write and publish the tables, with this dqgate binary")
+    a = ap.parse_args()
+    import numpy as np
+
+    python = os.path.join(a.data, "venv", "bin", "python")
+    root = os.path.join(a.data, f"across-{a.rows_per_day}")
+    work = tempfile.mkdtemp()
+    rules = {}
+    for name, text in [
+        ("across", "table t\npartitioned by day\ncheck unique(k) across published\n"),
+        ("own", "table t\ncheck unique(k)\n"),
+        ("floor", "table t\ncheck count(where k = 7) = 0\n"),
+    ]:
+        rules[name] = os.path.join(work, f"{name}.dq")
+        open(rules[name], "w").write(text)
+    threads = ["--threads", str(a.threads)]
+    print(f"{a.rows_per_day} rows a day, threads {a.threads}, median of {a.reps} after {a.warmup} warm-up")
+    print()
+    print("| keys, stale from | days | dqgate | DuckDB semi join | own unique(k) | floor (decode published) "
+          "| x DuckDB | x own | x floor |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    failed = False
+    for spec in a.shapes:
+        shape, stale = spec.split("/")
+        source = day_files(np, root, shape, max(a.days), a.rows_per_day)
+        for days in a.days:
+            table = table_dir(a.prepare or a.bin, root, shape, days, source)
+            staged = staged_dir(np, root, shape, days, a.rows_per_day, stale)
+            if a.prepare:
+                continue
+            ours = median_runs([a.bin, "check", rules["across"], "--staged", staged, "--partition",
+                                f"day={days + 1}", "--table", table, "--format", "json", "-v"] + threads,
+                               a.reps, a.warmup)
+            own = median_runs([a.bin, "check", rules["own"], "--staged", staged] + threads, a.reps, a.warmup)
+            low = median_runs([a.bin, "check", rules["floor"], "--staged", table, "--scan-only"] + threads,
+                              a.reps, a.warmup)
+            sql = (f"SELECT count(DISTINCT p.k) FROM read_parquet('{table}/*/*.parquet') p "
+                   f"SEMI JOIN read_parquet('{staged}/*.parquet') s ON p.k = s.k")
+            theirs = median_runs(duckdb_cmd(python, sql, a.threads), a.reps, a.warmup)
+            value = json.loads(ours[2])["checks"][0]["value"]
+            want = json.loads(theirs[2])
+            if value != want:
+                print(f"!!!!!! MISMATCH {spec} at {days} days: dqgate {value}, DuckDB {want}", file=sys.stderr)
+                failed = True
+            print(f"| {shape}, {stale} | {days} | {ours[0]:.2f} s / {ours[1]:.0f} MB "
+                  f"| {theirs[0]:.2f} s / {theirs[1]:.0f} MB | {own[0]:.2f} s | {low[0]:.2f} s "
+                  f"| {ours[0] / theirs[0]:.2f} | {ours[0] / own[0]:.1f} | {ours[0] / low[0]:.2f} |",
+                  flush=True)
+            for line in ours[3].splitlines():
+                if "across" in line or "prune" in line or "audited" in line:
+                    print(f"  <!-- {line.strip()} -->", file=sys.stderr)
+    shutil.rmtree(work)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
