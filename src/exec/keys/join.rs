@@ -88,7 +88,7 @@ pub enum SideInput {
 }
 
 /// The streams of `side`, with a progress bar when it is a plan.
-async fn side_streams(
+pub(super) async fn side_streams(
     side: Side,
     label: &str,
 ) -> Result<(Vec<SendableRecordBatchStream>, Option<progress::Progress>), Error> {

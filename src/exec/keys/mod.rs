@@ -23,6 +23,7 @@ pub mod join;
 mod key;
 mod ordered;
 mod retain;
+pub mod rows;
 mod store;
 mod text;
 mod verify;
