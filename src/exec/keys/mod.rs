@@ -411,7 +411,7 @@ async fn fingerprinted(
     bits: Option<u32>,
     label: &str,
 ) -> Result<Found, Error> {
-    let budget = retain::Budget::new(ctx);
+    let budget = retain::Budget::new(ctx, input, &job.keys);
     let (counted, spilled, mut passes, kept) = partition_keep_count(
         ctx,
         input,

@@ -9,9 +9,10 @@
 //! every key again.
 //!
 //! What is kept is bounded: by half of `--memory-limit` (and DataFusion's
-//! memory pool), or by an eighth of the machine's memory. The first batch
-//! that does not fit makes every task drop what it kept, and the
-//! verification reads the key columns again, as before.
+//! memory pool), or by an eighth of the machine's memory. When the footers
+//! say the columns will not fit, nothing is kept at all; otherwise the
+//! first batch that does not fit makes every task drop what it kept. Either
+//! way the verification then reads the key columns again, as before.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -24,6 +25,7 @@ use datafusion::execution::memory_pool::{
 use datafusion::prelude::SessionContext;
 
 use super::Sidecar;
+use crate::exec::input::StagedInput;
 
 /// The bytes every scan task together may keep.
 pub(super) struct Budget {
@@ -33,7 +35,11 @@ pub(super) struct Budget {
 }
 
 impl Budget {
-    pub fn new(ctx: &SessionContext) -> Budget {
+    /// The budget for keeping `columns` of `input`. When the footers
+    /// already say they will not fit (see [`expected_bytes`]), nothing is
+    /// kept from the start, so the scan never pays for keeping and
+    /// dropping.
+    pub fn new(ctx: &SessionContext, input: &StagedInput, columns: &[String]) -> Budget {
         let pool = ctx.runtime_env().memory_pool.clone();
         let bytes = match pool.memory_limit() {
             MemoryLimit::Finite(limit) => limit / 2,
@@ -41,7 +47,7 @@ impl Budget {
         };
         Budget {
             left: Arc::new(AtomicI64::new(i64::try_from(bytes).unwrap_or(i64::MAX))),
-            refused: Arc::new(AtomicBool::new(false)),
+            refused: Arc::new(AtomicBool::new(expected_bytes(input, columns) > bytes)),
             pool,
         }
     }
@@ -130,6 +136,31 @@ impl Sidecar<u64> for Retainer {
         self.bytes += size;
         self.batches.push((columns.to_vec(), words.to_vec()));
     }
+}
+
+/// What keeping `columns` of `input` would take, from the footers: each
+/// column chunk's uncompressed pages (what the views point into), and 24
+/// bytes a row (a 16-byte view and an 8-byte fingerprint).
+pub(super) fn expected_bytes(input: &StagedInput, columns: &[String]) -> usize {
+    let mut bytes = 0usize;
+    for f in &input.files {
+        let schema = f.metadata.file_metadata().schema_descr();
+        let leaves: Vec<usize> = (0..schema.num_columns())
+            .filter(|i| {
+                let path = schema.column(*i).path().parts().to_vec();
+                path.len() == 1 && columns.contains(&path[0])
+            })
+            .collect();
+        for rg in f.metadata.row_groups() {
+            let rows = usize::try_from(rg.num_rows()).unwrap_or(0);
+            bytes = bytes.saturating_add(rows.saturating_mul(24));
+            for i in &leaves {
+                let size = usize::try_from(rg.column(*i).uncompressed_size()).unwrap_or(0);
+                bytes = bytes.saturating_add(size);
+            }
+        }
+    }
+    bytes
 }
 
 /// The machine's physical memory in bytes (4 GiB when it cannot be read).
