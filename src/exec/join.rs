@@ -495,6 +495,25 @@ pub async fn across_published(
         let want = keys::join::Want::Present;
         if let Some(j) = on_engine(ctx, staged, keys, &types, other, want, label).await? {
             read_passes.extend(j.passes);
+            // The probing join saw where each sample lives: no second read.
+            if let (Some(located), Some(p)) = (&j.located, &pruned) {
+                let mut samples = Vec::new();
+                for ((key, rows), at) in j.samples.iter().zip(located) {
+                    let mut rels: Vec<&str> = at.iter().map(|i| p.rel(*i as usize)).collect();
+                    rels.sort_unstable();
+                    samples.extend(rels.into_iter().map(|rel| JoinSample {
+                        key: key.clone(),
+                        rows: *rows,
+                        partition: Some(rel.to_string()),
+                    }));
+                }
+                samples.truncate(super::SAMPLES);
+                return Ok(JoinResult {
+                    value: j.value,
+                    samples,
+                    passes: read_passes,
+                });
+            }
             found = Some((j.value, j.samples, read_passes.clone()));
         }
     }

@@ -21,7 +21,7 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::row::{OwnedRow, Row, RowConverter, Rows, SortField};
@@ -50,6 +50,9 @@ use crate::plan::join::{other_key, PARTITION};
 /// Staged values kept for pruning, in bytes of the row format a key
 /// column: beyond it, only the column's range is kept.
 const VALUES_BYTES: usize = 256 << 20;
+
+/// The last column of [`Pruned::streams`]' batches: the part's index.
+pub const PART: &str = "__dqgate_part";
 
 /// Rows a batch of the published reader.
 const BATCH: usize = 8192;
@@ -409,6 +412,8 @@ pub struct Pruned {
     keys: Vec<String>,
     /// The key columns as read: [`other_key`] columns of the compared types.
     schema: SchemaRef,
+    /// The same and [`PART`], the index of the batch's part.
+    with_part: SchemaRef,
     types: Vec<DataType>,
     pub counts: Counts,
 }
@@ -451,11 +456,14 @@ impl Pruned {
             .enumerate()
             .map(|(i, t)| Field::new(other_key(i), t.clone(), true))
             .collect();
+        let mut numbered = fields.clone();
+        numbered.push(Field::new(PART, DataType::UInt32, false));
         Ok(Some(Pruned {
             items,
             rels: parts.iter().map(|p| p.rel.clone()).collect(),
             keys: keys.to_vec(),
             schema: Arc::new(Schema::new(fields)),
+            with_part: Arc::new(Schema::new(numbered)),
             types: types.to_vec(),
             counts,
         }))
@@ -505,14 +513,21 @@ impl Pruned {
         shares.into_iter().map(|(_, s)| s).collect()
     }
 
-    /// The key columns of every item, in `n` streams.
+    /// The key columns of every item and, last, [`PART`] (the index in
+    /// the `parts` planned of the part each batch comes from: a batch never
+    /// spans two files), in `n` streams.
     pub fn streams(&self, n: usize) -> Vec<SendableRecordBatchStream> {
         let all: Vec<usize> = (0..self.items.len()).collect();
         let this = Arc::new(self.clone());
         self.shares(&all, n)
             .into_iter()
-            .map(|share| read(this.clone(), share))
+            .map(|share| read(this.clone(), share, true))
             .collect()
+    }
+
+    /// The `rel` of part `i`.
+    pub fn rel(&self, i: usize) -> &str {
+        &self.rels[i]
     }
 
     /// The published keys as [`other_key`] columns plus [`PARTITION`], a
@@ -574,17 +589,21 @@ impl PartitionStream for Share {
     }
 
     fn execute(&self, _: Arc<TaskContext>) -> SendableRecordBatchStream {
-        read(self.pruned.clone(), self.items.clone())
+        read(self.pruned.clone(), self.items.clone(), false)
     }
 }
 
-/// Reads `items` of `pruned` one after another.
-fn read(pruned: Arc<Pruned>, items: Vec<usize>) -> SendableRecordBatchStream {
-    let schema = pruned.schema.clone();
+/// Reads `items` of `pruned` one after another (`numbered`: with [`PART`]).
+fn read(pruned: Arc<Pruned>, items: Vec<usize>, numbered: bool) -> SendableRecordBatchStream {
+    let schema = if numbered {
+        pruned.with_part.clone()
+    } else {
+        pruned.schema.clone()
+    };
     let stream = futures::stream::iter(items)
         .then(move |i| {
             let pruned = pruned.clone();
-            async move { pruned.open(i).await }
+            async move { pruned.open(i, numbered).await }
         })
         .try_flatten();
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))
@@ -594,7 +613,7 @@ type Batches = futures::stream::BoxStream<'static, datafusion::error::Result<Rec
 
 impl Pruned {
     /// The batches of item `i`: its key columns, cast and named.
-    async fn open(self: Arc<Self>, i: usize) -> datafusion::error::Result<Batches> {
+    async fn open(self: Arc<Self>, i: usize, numbered: bool) -> datafusion::error::Result<Batches> {
         let item = &self.items[i];
         let parquet = item.meta.parquet_schema();
         let roots: Vec<usize> = self
@@ -604,7 +623,8 @@ impl Pruned {
             .collect::<Result<_, _>>()?;
         let mask = ProjectionMask::roots(parquet, roots);
         let this = self.clone();
-        let shape = move |batch: RecordBatch| this.shape(&batch);
+        let part = numbered.then_some(item.part as u32);
+        let shape = move |batch: RecordBatch| this.shape(&batch, part);
         let file = File::open(&item.path)?;
         let mut builder =
             ParquetRecordBatchReaderBuilder::new_with_metadata(file, item.meta.clone())
@@ -618,9 +638,14 @@ impl Pruned {
         Ok(futures::stream::iter(reader.map(move |b| shape(b?))).boxed())
     }
 
-    /// A batch as read, in key order, cast to the compared types.
-    fn shape(&self, batch: &RecordBatch) -> datafusion::error::Result<RecordBatch> {
-        let columns = self
+    /// A batch as read, in key order, cast to the compared types (and
+    /// with [`PART`] when `part` is given).
+    fn shape(
+        &self,
+        batch: &RecordBatch,
+        part: Option<u32>,
+    ) -> datafusion::error::Result<RecordBatch> {
+        let mut columns = self
             .keys
             .iter()
             .zip(&self.types)
@@ -631,7 +656,14 @@ impl Pruned {
                 Ok(cast(column, t)?)
             })
             .collect::<datafusion::error::Result<Vec<ArrayRef>>>()?;
-        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+        let schema = match part {
+            None => self.schema.clone(),
+            Some(p) => {
+                columns.push(Arc::new(UInt32Array::from_value(p, batch.num_rows())));
+                self.with_part.clone()
+            }
+        };
+        Ok(RecordBatch::try_new(schema, columns)?)
     }
 }
 

@@ -20,8 +20,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::array::{ArrayRef, AsArray};
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::UInt32Type;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::SendableRecordBatchStream;
@@ -61,6 +62,9 @@ pub struct Joined {
     pub samples: Vec<(Vec<Value>, u64)>,
     /// One line a pass: what it did and how long it took.
     pub passes: Vec<String>,
+    /// For each sample, the parts of the other side that hold it (indices
+    /// from the other side's part column), when the pass saw them.
+    pub located: Option<Vec<Vec<u32>>>,
 }
 
 /// What a join pass computes: the staged packing, the staged key types
@@ -267,13 +271,27 @@ async fn probed<K: Key>(staged: Side, other: Side, job: &Job<'_>) -> Result<Join
     let encoding = packing.clone();
     let (streams, bar) = side_streams(other, &format!("{label}, other side")).await?;
     let seen = shared.clone();
+    let width = packing.parts.len();
     let found = scan(
         streams,
-        || (Table::<K>::default(), Vec::<K>::new(), 0u64),
-        move |(found, scratch, rows): &mut (Table<K>, Vec<K>, u64), columns| {
-            encode::pack_in_range(&encoding, columns, scratch).map_err(pack_error)?;
-            *rows += columns.first().map_or(0, |c| c.len() as u64);
+        Probe::<K>::default,
+        move |probe: &mut Probe<K>, columns| {
+            encode::pack_in_range(&encoding, columns, &mut probe.scratch).map_err(pack_error)?;
+            probe.rows += columns.first().map_or(0, |c| c.len() as u64);
+            // The other side's part, when its batches carry one (a batch
+            // never spans two parts).
+            let part = columns
+                .get(width)
+                .and_then(|c| c.as_primitive_opt::<UInt32Type>())
+                .filter(|a| !a.is_empty())
+                .map(|a| a.value(0));
             let (table, filter) = &*seen;
+            let Probe {
+                found,
+                scratch,
+                located,
+                ..
+            } = probe;
             for w in scratch.iter() {
                 let (i, m) = filter_spot(w.mix(), shift);
                 if filter[i] & m == m && table.contains(*w) {
@@ -283,6 +301,9 @@ async fn probed<K: Key>(staged: Side, other: Side, job: &Job<'_>) -> Result<Join
                     if !found.contains(*w) {
                         found.insert(*w);
                     }
+                    if let Some(p) = part {
+                        located.push((*w, p));
+                    }
                 }
             }
             Ok(())
@@ -290,21 +311,41 @@ async fn probed<K: Key>(staged: Side, other: Side, job: &Job<'_>) -> Result<Join
     )
     .await?;
     drop(bar);
-    let read: u64 = found.iter().map(|(_, _, r)| *r).sum();
+    let read: u64 = found.iter().map(|p| p.rows).sum();
     let mut all = Table::<K>::default();
-    all.reset(found.iter().map(|(t, _, _)| t.distinct as usize).sum());
-    for (t, _, _) in &found {
-        t.words().for_each(|w| {
+    all.reset(found.iter().map(|p| p.found.distinct as usize).sum());
+    let mut located: Vec<(K, u32)> = Vec::new();
+    let mut numbered = true;
+    for p in found {
+        p.found.words().for_each(|w| {
             if !all.contains(w) {
                 all.insert(w);
             }
         });
+        numbered &= p.rows == 0 || !p.located.is_empty() || p.found.distinct == 0;
+        located.extend(p.located);
     }
+    located.sort_unstable();
+    located.dedup();
     let (table, _) = &*shared;
-    let best: Vec<(K, u64)> = all.words().map(|w| (w, table.count_of(w))).collect();
+    let mut best: Vec<(K, u64)> = all.words().map(|w| (w, table.count_of(w))).collect();
+    count::rank_top(&mut best, SAMPLES);
+    let located = numbered.then(|| {
+        best.iter()
+            .map(|(w, _)| {
+                let at = located.partition_point(|(x, _)| x < w);
+                located[at..]
+                    .iter()
+                    .take_while(|(x, _)| x == w)
+                    .map(|(_, p)| *p)
+                    .collect()
+            })
+            .collect()
+    });
     Ok(Joined {
         value: all.distinct,
         samples: samples(packing, types, best),
+        located,
         passes: vec![
             format!(
                 "table and filter of the {} distinct staged key(s) ({} bits): {:.2} s",
@@ -319,6 +360,26 @@ async fn probed<K: Key>(staged: Side, other: Side, job: &Job<'_>) -> Result<Join
             ),
         ],
     })
+}
+
+/// A probing task's state: the staged words it found, its scratch words,
+/// the rows it read, and (word, part) of each find.
+struct Probe<K: Key> {
+    found: Table<K>,
+    scratch: Vec<K>,
+    rows: u64,
+    located: Vec<(K, u32)>,
+}
+
+impl<K: Key> Default for Probe<K> {
+    fn default() -> Self {
+        Probe {
+            found: Table::default(),
+            scratch: Vec::new(),
+            rows: 0,
+            located: Vec::new(),
+        }
+    }
 }
 
 /// Bits of the staged side's filter: about 8 a staged row, 2^16 to 2^28
@@ -449,6 +510,7 @@ async fn by_bitmap(
     Ok(Joined {
         value,
         samples: samples(packing, types, best),
+        located: None,
         passes: vec![
             format!(
                 "bitmap of the other side's {keys} distinct key(s) in the staged range ({} bits): {:.2} s",
@@ -606,6 +668,7 @@ async fn partitioned<K: Key>(
     Ok(Joined {
         value,
         samples: samples(packing, types, best),
+        located: None,
         passes: vec![
             format!(
                 "scan and radix-partition {words} key words of both sides (other-side keys that no staged key's filter bit admits dropped) into {partitions} partitions: {:.2} s{}",

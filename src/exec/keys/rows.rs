@@ -263,6 +263,7 @@ async fn run(
     Ok(Joined {
         value,
         samples,
+        located: None,
         passes: vec![
             format!(
                 "set of the reference's {keys} distinct key(s): {:.2} s",
