@@ -300,7 +300,7 @@ pub fn pack_in_range<K: Key>(
     columns: &[ArrayRef],
     out: &mut Vec<K>,
 ) -> Result<(), PackError> {
-    if let ([part], [column]) = (&packing.parts[..], columns) {
+    if let ([part], [column, ..]) = (&packing.parts[..], columns) {
         if let Some(w) = widened(part, column) {
             pack_one_in_range(part, column, w, out);
             return Ok(());
@@ -351,31 +351,45 @@ pub fn pack_in_range<K: Key>(
 /// (no per-batch word and mask vectors: the published side of `across
 /// published` packs hundreds of millions of rows).
 fn pack_one_in_range<K: Key>(part: &Part, column: &ArrayRef, w: Widened, out: &mut Vec<K>) {
+    out.clear();
+    one_in_range(part, column, w, |k| out.push(k));
+}
+
+/// Calls `f` with the word of each row of a one-part integer-like key that
+/// lies within the staged range (rows with a null left out).
+#[inline]
+fn one_in_range<K: Key>(part: &Part, column: &ArrayRef, w: Widened, mut f: impl FnMut(K)) {
     let limit = if part.bits == 0 {
         0
     } else {
         u128::MAX >> (128 - part.bits)
     };
     let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
-    let valid = |i: usize| nulls.as_ref().is_none_or(|n| n.is_valid(i));
-    out.clear();
+    macro_rules! each {
+        ($values:expr, $off:expr, $d:expr) => {
+            match &nulls {
+                None => {
+                    for v in $values.values().iter() {
+                        let d = $d(*v);
+                        if *v >= $off && u128::from(d) <= limit {
+                            f(K::ZERO.add(d, false));
+                        }
+                    }
+                }
+                Some(n) => {
+                    for (i, v) in $values.values().iter().enumerate() {
+                        let d = $d(*v);
+                        if *v >= $off && u128::from(d) <= limit && n.is_valid(i) {
+                            f(K::ZERO.add(d, false));
+                        }
+                    }
+                }
+            }
+        };
+    }
     match w {
-        Widened::Signed(values, off) => {
-            for (i, v) in values.values().iter().enumerate() {
-                let d = v.wrapping_sub(off) as u64;
-                if *v >= off && u128::from(d) <= limit && valid(i) {
-                    out.push(K::ZERO.add(d, false));
-                }
-            }
-        }
-        Widened::Unsigned(values, off) => {
-            for (i, v) in values.values().iter().enumerate() {
-                let d = v.wrapping_sub(off);
-                if *v >= off && u128::from(d) <= limit && valid(i) {
-                    out.push(K::ZERO.add(d, false));
-                }
-            }
-        }
+        Widened::Signed(values, off) => each!(values, off, |v: i64| v.wrapping_sub(off) as u64),
+        Widened::Unsigned(values, off) => each!(values, off, |v: u64| v.wrapping_sub(off)),
     }
 }
 

@@ -208,25 +208,30 @@ pub async fn run(
 /// [`Want::Present`], and the other side probes it while it streams.
 pub const PROBE_ROWS: u64 = 16 << 20;
 
-/// Bits of the probing filter: about 16 a staged row, 2^16 to 2^30.
+/// Words whose filter words a probing task loads together.
+const CHUNK: usize = 16;
+
+/// Bits of the probing filter: about 32 a staged row, 2^16 to 2^31.
+/// Every probe of a filter this size misses the core's cache alike, so a
+/// larger filter costs nothing there, and each false positive costs a
+/// probe of the table (one more miss): at 32 bits and three bits a key, a
+/// few in ten thousand pass.
 fn probe_filter_bits(rows: u64) -> u32 {
-    let want = (rows.max(1) * 16).next_power_of_two().trailing_zeros();
-    want.clamp(16, 30)
+    let want = (rows.max(1) * 32).next_power_of_two().trailing_zeros();
+    want.clamp(16, 31)
 }
 
-/// The filter word and the two bits of it that a word with hash `h` sets
-/// (`shift`: 64 minus the bits of the word index).
+/// The filter word and the three bits of it that a word with hash `h`
+/// sets (`shift`: 64 minus the bits of the word index).
 #[inline]
 fn filter_spot(h: u64, shift: u32) -> (usize, u64) {
-    (
-        (h >> shift) as usize,
-        (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63)),
-    )
+    let bits = (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63)) | (1u64 << ((h >> 12) & 63));
+    ((h >> shift) as usize, bits)
 }
 
 /// [`Want::Present`] with the staged side as the build side: its distinct
-/// words in one table, behind a blocked filter (two bits in one 64-bit
-/// word a key, about 16 bits a staged row); each other-side word costs a
+/// words in one table, behind a blocked filter (three bits in one 64-bit
+/// word a key, about 32 bits a staged row); each other-side word costs a
 /// filter test while it streams, and the few that pass it a table probe.
 /// Nothing of the other side is stored but the staged words it holds.
 async fn probed<K: Key>(staged: Side, other: Side, job: &Job<'_>) -> Result<Joined, Error> {
@@ -276,7 +281,6 @@ async fn probed<K: Key>(staged: Side, other: Side, job: &Job<'_>) -> Result<Join
         streams,
         Probe::<K>::default,
         move |probe: &mut Probe<K>, columns| {
-            encode::pack_in_range(&encoding, columns, &mut probe.scratch).map_err(pack_error)?;
             probe.rows += columns.first().map_or(0, |c| c.len() as u64);
             // The other side's part, when its batches carry one (a batch
             // never spans two parts).
@@ -292,17 +296,30 @@ async fn probed<K: Key>(staged: Side, other: Side, job: &Job<'_>) -> Result<Join
                 located,
                 ..
             } = probe;
-            for w in scratch.iter() {
-                let (i, m) = filter_spot(w.mix(), shift);
-                if filter[i] & m == m && table.contains(*w) {
-                    if found.distinct * 2 + 2 > found.capacity() as u64 {
-                        found.grow();
-                    }
-                    if !found.contains(*w) {
-                        found.insert(*w);
-                    }
-                    if let Some(p) = part {
-                        located.push((*w, p));
+            encode::pack_in_range(&encoding, columns, scratch).map_err(pack_error)?;
+            // A chunk's filter words are loaded first, with nothing
+            // between the loads, so their cache misses overlap; then
+            // tested.
+            for chunk in scratch.chunks(CHUNK) {
+                let mut spots = [(0usize, 0u64); CHUNK];
+                let mut words = [0u64; CHUNK];
+                for (s, w) in spots.iter_mut().zip(chunk) {
+                    *s = filter_spot(w.mix(), shift);
+                }
+                for (f, (i, _)) in words.iter_mut().zip(&spots).take(chunk.len()) {
+                    *f = filter[*i];
+                }
+                for ((w, (_, m)), f) in chunk.iter().zip(&spots).zip(&words) {
+                    if f & m == *m && table.contains(*w) {
+                        if found.distinct * 2 + 2 > found.capacity() as u64 {
+                            found.grow();
+                        }
+                        if !found.contains(*w) {
+                            found.insert(*w);
+                        }
+                        if let Some(p) = part {
+                            located.push((*w, p));
+                        }
                     }
                 }
             }
