@@ -100,6 +100,29 @@ def text_reference(python, data, size):
     return out
 
 
+# A fact table's text key looked up in a dimension (DuckDB-written: SIZE rows
+# of 200,000 SKUs such as `SKU-8HQ2-031977`; the dimension lacks 1% of them).
+DIM_REF = ("values(sku) in dim(sku), text, 200k SKUs, 1% missing", "dim_ref.dq", "floor_sku.dq",
+           "SELECT count(*) FROM {t} s WHERE s.sku IS NOT NULL AND NOT EXISTS "
+           "(SELECT 1 FROM {o} r WHERE r.sku = s.sku)")
+
+
+def dimension(python, data, size):
+    """(DIR/sku-SIZE, DIR/sku-SIZE-dim) for DIM_REF, written once by DuckDB."""
+    rows = int(size[:-1]) * {"K": 1000, "M": 1000_000}[size[-1]]
+    fact, dim = os.path.join(data, f"sku-{size}"), os.path.join(data, f"sku-{size}-dim")
+    if not os.path.exists(os.path.join(dim, "part-0.parquet")):
+        os.makedirs(fact, exist_ok=True)
+        os.makedirs(dim, exist_ok=True)
+        sku = "'SKU-' || upper(substr(md5(h::VARCHAR), 1, 4)) || '-' || lpad(h::VARCHAR, 6, '0')"
+        sql = (f"COPY (SELECT {sku} AS sku FROM (SELECT hash(i) % 200000 AS h FROM range({rows}) t(i))) "
+               f"TO '{fact}/part-0.parquet'; "
+               f"COPY (SELECT DISTINCT {sku} AS sku FROM range(200000) t(h) WHERE h % 100 <> 7) "
+               f"TO '{dim}/part-0.parquet'")
+        subprocess.run([python, "-c", f"import duckdb; duckdb.sql({sql!r})"], check=True)
+    return fact, dim
+
+
 ACROSS = ("unique(order_id) across 7 published days", "across.dq", "floor_order_id.dq",
           "SELECT count(DISTINCT s.order_id) FROM {t} s WHERE s.order_id IS NOT NULL AND EXISTS "
           "(SELECT 1 FROM {o} p WHERE p.order_id = s.order_id)")
@@ -178,6 +201,7 @@ def main():
             t = os.path.join(a.data, f"text-{size}")
             jobs += [(size, w, t, None) for w in TEXT]
             jobs.append((size, TEXT_REF, t, text_reference(python, a.data, size)))
+            jobs.append((size, DIM_REF, *dimension(python, a.data, size)))
         if a.across:
             jobs.append((size, ACROSS, *across_table(a.bin, a.data, size)))
     if a.tpch:
@@ -198,7 +222,7 @@ def main():
         table_args = []
         if rules == "across.dq":
             table_args = ["--table", orders, "--partition", "day=8"]
-        if rules in ("tpch_ref.dq", "text_ref.dq"):
+        if rules in ("tpch_ref.dq", "text_ref.dq", "dim_ref.dq"):
             text = open(os.path.join(HERE, rules + ".in")).read()
             text = text.replace("ORDERS", orders).replace("REFERENCE", orders)
             rules_path = os.path.join(work, rules)
@@ -210,7 +234,8 @@ def main():
         ours = median_runs([a.bin, "check", rules_path, "--staged", d, "--format", "json", "-v"] + extra + table_args,
                            a.reps, a.warmup)
         # The floor of a join reads the key columns of both sides.
-        both = {"across.dq": os.path.join(a.data, f"keys-{size}"), "tpch_ref.dq": None, "text_ref.dq": None}
+        both = {"across.dq": os.path.join(a.data, f"keys-{size}"), "tpch_ref.dq": None, "text_ref.dq": None,
+                "dim_ref.dq": None}
         floor_dir = both.get(rules) or d
         low = median_runs([a.bin, "check", os.path.join(HERE, floor), "--staged", floor_dir, "--scan-only"]
                           + ["--threads", str(a.threads)], a.reps, a.warmup)

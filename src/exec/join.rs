@@ -148,9 +148,8 @@ fn staged_types(staged: &StagedInput, columns: &[String]) -> Result<Vec<DataType
         .collect()
 }
 
-/// The key engine's join, when the key packs exactly (or, for a reference
-/// lookup, compares exactly in Arrow's row format and its sets fit in
-/// memory); `None` otherwise (the join then runs as a DataFusion plan).
+/// The key engine's join, when `engine` and the key packs exactly; `None`
+/// otherwise (the join then runs as a DataFusion plan).
 async fn on_engine(
     ctx: &SessionContext,
     staged: &StagedInput,
@@ -160,19 +159,10 @@ async fn on_engine(
     want: keys::join::Want,
     label: &str,
 ) -> Result<Option<keys::join::Joined>, ExecError> {
-    let types = staged_types(staged, columns)?;
     let Some(packing) = keys::join::packing_for(staged, columns, compared) else {
-        if want == keys::join::Want::Missing && keys::rows::usable(&types, compared) {
-            let staged_side = staged_side(ctx, staged, columns)?;
-            let lookup = keys::rows::Lookup {
-                staged_types: &types,
-                compared,
-                label,
-            };
-            return keys::rows::missing(ctx, staged_side, other()?, lookup).await;
-        }
         return Ok(None);
     };
+    let types = staged_types(staged, columns)?;
     let staged_side = staged_side(ctx, staged, columns)?;
     keys::join::run(ctx, staged_side, other()?, &packing, &types, want, label)
         .await
@@ -182,11 +172,8 @@ async fn on_engine(
 /// How a reference lookup runs on the key engine, for `explain`; `None`:
 /// as a DataFusion plan.
 pub fn reference_on_engine(staged: &StagedInput, lookup: &RefLookup) -> Option<String> {
-    if let Some(p) = keys::join::packing_for(staged, &lookup.columns, &lookup.key_types) {
-        return Some(keys::join::describe(&p));
-    }
-    let types = staged_types(staged, &lookup.columns).ok()?;
-    keys::rows::usable(&types, &lookup.key_types).then(keys::rows::describe)
+    keys::join::packing_for(staged, &lookup.columns, &lookup.key_types)
+        .map(|p| keys::join::describe(&p))
 }
 
 /// How `across published` runs on the key engine, for `explain`; `None`:

@@ -23,7 +23,6 @@ pub mod join;
 mod key;
 mod ordered;
 mod retain;
-pub mod rows;
 mod store;
 mod text;
 mod verify;
