@@ -177,3 +177,21 @@ fn physical_memory() -> usize {
         _ => 4 << 30,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_footers_give_the_bytes_keeping_would_take() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/data/sales_ok");
+        let input = StagedInput::open(&dir).unwrap();
+        let rows = input.row_count() as usize;
+        let views = rows * 24;
+        let sku = expected_bytes(&input, &["sku".into()]);
+        let both = expected_bytes(&input, &["sku".into(), "currency".into()]);
+        assert!(sku > views, "the column chunks count: {sku} vs {views}");
+        assert!(both > sku, "each key column counts");
+        assert_eq!(expected_bytes(&input, &["no_such_column".into()]), views);
+    }
+}
