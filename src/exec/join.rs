@@ -466,6 +466,8 @@ pub async fn across_published(
         });
     };
     let mut found = None;
+    // Where the top keys live, when the engine's pass saw it.
+    let mut located: Option<Vec<(usize, String)>> = None;
     if engine {
         let other = || {
             Ok(match &pruned {
@@ -483,23 +485,16 @@ pub async fn across_published(
         if let Some(j) = on_engine(ctx, staged, keys, &types, other, want, label).await? {
             read_passes.extend(j.passes);
             // The probing join saw where each sample lives: no second read.
-            if let (Some(located), Some(p)) = (&j.located, &pruned) {
-                let mut samples = Vec::new();
-                for ((key, rows), at) in j.samples.iter().zip(located) {
-                    let mut rels: Vec<&str> = at.iter().map(|i| p.rel(*i as usize)).collect();
-                    rels.sort_unstable();
-                    samples.extend(rels.into_iter().map(|rel| JoinSample {
-                        key: key.clone(),
-                        rows: *rows,
-                        partition: Some(rel.to_string()),
-                    }));
-                }
-                samples.truncate(super::SAMPLES);
-                return Ok(JoinResult {
-                    value: j.value,
-                    samples,
-                    passes: read_passes,
-                });
+            if let (Some(at), Some(p)) = (&j.located, &pruned) {
+                let mut pairs: Vec<(usize, String)> = at
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, parts)| {
+                        parts.iter().map(move |q| (i, p.rel(*q as usize).into()))
+                    })
+                    .collect();
+                pairs.sort_unstable();
+                located = Some(pairs);
             }
             found = Some((j.value, j.samples, read_passes.clone()));
         }
@@ -520,18 +515,23 @@ pub async fn across_published(
             passes,
         });
     }
-    let wanted: Vec<Vec<Expr>> = best
-        .iter()
-        .map(|(key, _)| {
-            key.iter()
-                .zip(&types)
-                .map(|(v, t)| cast(lit(crate::scalar::to_scalar(v)), t.clone()))
-                .collect()
-        })
-        .collect();
-    let located = pj::partitions_of_keys_frame(published, wanted)
-        .map_err(|e| ExecError::engine("planning samples", e))?;
-    let found = locate(located, &best, &types).await?;
+    let found = match located {
+        Some(found) => found,
+        None => {
+            let wanted: Vec<Vec<Expr>> = best
+                .iter()
+                .map(|(key, _)| {
+                    key.iter()
+                        .zip(&types)
+                        .map(|(v, t)| cast(lit(crate::scalar::to_scalar(v)), t.clone()))
+                        .collect()
+                })
+                .collect();
+            let frame = pj::partitions_of_keys_frame(published, wanted)
+                .map_err(|e| ExecError::engine("planning samples", e))?;
+            locate(frame, &best, &types).await?
+        }
+    };
     let mut samples = Vec::new();
     for (i, (key, rows)) in best.iter().enumerate() {
         for (_, partition) in found.iter().filter(|(at, _)| *at == i) {

@@ -77,11 +77,63 @@ struct Column {
 }
 
 impl Column {
-    /// Whether some staged value lies within `[min, max]`.
+    /// For each entry of the footer ranges `mins`/`maxes` (of `rows` rows,
+    /// `nulls` of them null): whether it can hold a staged value. A range
+    /// of only nulls holds no key; a range that is missing or cannot be
+    /// compared is read.
+    fn admits_ranges(
+        &self,
+        ty: &DataType,
+        mins: &ArrayRef,
+        maxes: &ArrayRef,
+        nulls: &dyn Fn(usize) -> Option<u64>,
+        rows: &dyn Fn(usize) -> u64,
+    ) -> Vec<bool> {
+        let within: Box<dyn Fn(usize) -> bool + '_> = match &self.admit {
+            Admit::Nothing => Box::new(|_| false),
+            Admit::Ints(codes, range) => {
+                let bounds = (|| {
+                    let lo = int_codes(&cast(mins, ty).ok()?)?;
+                    let hi = int_codes(&cast(maxes, ty).ok()?)?;
+                    Some((lo, hi))
+                })();
+                let Some((lo, hi)) = bounds else {
+                    return vec![true; mins.len()];
+                };
+                Box::new(move |i| match (lo[i], hi[i], range) {
+                    (Some(lo), Some(hi), Some((a, b))) => lo <= *b && hi >= *a,
+                    (Some(lo), Some(hi), None) => {
+                        let at = codes.partition_point(|c| *c < lo);
+                        at < codes.len() && codes[at] <= hi
+                    }
+                    _ => true,
+                })
+            }
+            Admit::Values(_) | Admit::Range(..) => {
+                let bounds = (|| {
+                    let mins = cast(mins, ty).ok()?;
+                    let maxes = cast(maxes, ty).ok()?;
+                    let convert =
+                        |a: &ArrayRef| self.converter.convert_columns(std::slice::from_ref(a)).ok();
+                    let (lo, hi) = (convert(&mins)?, convert(&maxes)?);
+                    Some((mins, maxes, lo, hi))
+                })();
+                let Some((mins, maxes, lo, hi)) = bounds else {
+                    return vec![true; mins.len()];
+                };
+                Box::new(move |i| {
+                    mins.is_null(i) || maxes.is_null(i) || self.admits(lo.row(i), hi.row(i))
+                })
+            }
+        };
+        (0..mins.len())
+            .map(|i| nulls(i).is_none_or(|k| k < rows(i)) && within(i))
+            .collect()
+    }
+
+    /// Whether some staged value (kept as rows) lies within `[min, max]`.
     fn admits(&self, min: Row<'_>, max: Row<'_>) -> bool {
         match &self.admit {
-            Admit::Nothing => false,
-            Admit::Ints(..) => true, // answered in `admits_ranges`
             Admit::Range(lo, hi) => min <= hi.row() && max >= lo.row(),
             Admit::Values(rows) => {
                 let (mut lo, mut hi) = (0, rows.num_rows());
@@ -95,74 +147,8 @@ impl Column {
                 }
                 lo < rows.num_rows() && rows.row(lo) <= max
             }
+            Admit::Ints(..) | Admit::Nothing => unreachable!("answered by admits_ranges"),
         }
-    }
-
-    /// For each entry of the footer ranges `mins`/`maxes` (of `rows` rows,
-    /// `nulls` of them null): whether it can hold a staged value.
-    fn admits_ranges(
-        &self,
-        ty: &DataType,
-        mins: &ArrayRef,
-        maxes: &ArrayRef,
-        nulls: &dyn Fn(usize) -> Option<u64>,
-        rows: &dyn Fn(usize) -> u64,
-    ) -> Vec<bool> {
-        let n = mins.len();
-        if let Admit::Ints(codes, range) = &self.admit {
-            let bounds = (|| {
-                let lo = int_codes(&cast(mins, ty).ok()?)?;
-                let hi = int_codes(&cast(maxes, ty).ok()?)?;
-                Some((lo, hi))
-            })();
-            return (0..n)
-                .map(|i| {
-                    if nulls(i).is_some_and(|k| k >= rows(i)) {
-                        return false; // only nulls: no key
-                    }
-                    match &bounds {
-                        Some((lo, hi)) => match (lo[i], hi[i]) {
-                            (Some(lo), Some(hi)) => match range {
-                                Some((a, b)) => lo <= *b && hi >= *a,
-                                None => {
-                                    let at = codes.partition_point(|c| *c < lo);
-                                    at < codes.len() && codes[at] <= hi
-                                }
-                            },
-                            _ => true,
-                        },
-                        None => true,
-                    }
-                })
-                .collect();
-        }
-        let converted = (|| {
-            let mins = cast(mins, ty).ok()?;
-            let maxes = cast(maxes, ty).ok()?;
-            let lo = self
-                .converter
-                .convert_columns(std::slice::from_ref(&mins))
-                .ok()?;
-            let hi = self
-                .converter
-                .convert_columns(std::slice::from_ref(&maxes))
-                .ok()?;
-            Some((mins, maxes, lo, hi))
-        })();
-        (0..n)
-            .map(|i| {
-                if nulls(i).is_some_and(|k| k >= rows(i)) {
-                    return false; // only nulls: no key
-                }
-                let Some((mins, maxes, lo, hi)) = &converted else {
-                    return true;
-                };
-                if mins.is_null(i) || maxes.is_null(i) {
-                    return true;
-                }
-                self.admits(lo.row(i), hi.row(i))
-            })
-            .collect()
     }
 }
 
@@ -192,23 +178,29 @@ impl StagedValues {
             .await
             .map_err(|e| Error::engine("reading the staged keys", e))?;
         let mut columns = Vec::new();
-        let mut ints: Vec<Option<IntValues>> = Vec::new();
         for t in types {
             let converter = RowConverter::new(vec![SortField::new(t.clone())])
                 .map_err(|e| Error::Audit(format!("comparing keys of type {t}: {e}")))?;
-            let rows = converter.empty_rows(0, 0);
-            columns.push((converter, Some(rows), None::<(OwnedRow, OwnedRow)>));
-            ints.push(is_int(t).then(IntValues::default));
+            let values = if is_int(t) {
+                Values::Ints(IntValues::default())
+            } else {
+                Values::Rows {
+                    kept: Some(converter.empty_rows(0, 0)),
+                    range: None,
+                }
+            };
+            columns.push((converter, values));
         }
         while let Some(batch) = stream.next().await {
             let batch = batch.map_err(|e| Error::engine("reading the staged keys", e))?;
-            for (i, (converter, kept, range)) in columns.iter_mut().enumerate() {
-                let array = batch.column(i);
-                if let Some(acc) = &mut ints[i] {
-                    *kept = None;
-                    acc.push(int_codes(array));
-                    continue;
-                }
+            for ((converter, values), array) in columns.iter_mut().zip(batch.columns()) {
+                let (kept, range) = match values {
+                    Values::Ints(acc) => {
+                        acc.push(int_codes(array));
+                        continue;
+                    }
+                    Values::Rows { kept, range } => (kept, range),
+                };
                 let rows = converter
                     .convert_columns(std::slice::from_ref(array))
                     .map_err(|e| Error::Audit(format!("comparing staged keys: {e}")))?;
@@ -236,24 +228,34 @@ impl StagedValues {
         }
         let columns = columns
             .into_iter()
-            .zip(ints)
-            .map(|((converter, kept, range), ints)| {
-                if let Some(acc) = ints {
-                    return Column {
-                        converter,
-                        admit: acc.admit(),
-                    };
-                }
-                let admit = match (kept, range) {
-                    (_, None) => Admit::Nothing,
-                    (None, Some((lo, hi))) => Admit::Range(lo, hi),
-                    (Some(rows), Some(_)) => Admit::Values(sorted_distinct(&converter, &rows)),
+            .map(|(converter, values)| {
+                let admit = match values {
+                    Values::Ints(acc) => acc.admit(),
+                    Values::Rows { range: None, .. } => Admit::Nothing,
+                    Values::Rows {
+                        kept: None,
+                        range: Some((lo, hi)),
+                    } => Admit::Range(lo, hi),
+                    Values::Rows {
+                        kept: Some(rows), ..
+                    } => Admit::Values(sorted_distinct(&converter, &rows)),
                 };
                 Column { converter, admit }
             })
             .collect();
         Ok(StagedValues { columns })
     }
+}
+
+/// One key column's staged values while they are read.
+enum Values {
+    Ints(IntValues),
+    /// In the row format: all of them while they fit [`VALUES_BYTES`], and
+    /// their range.
+    Rows {
+        kept: Option<Rows>,
+        range: Option<(OwnedRow, OwnedRow)>,
+    },
 }
 
 /// An integer-like column's staged codes: all of them while they fit

@@ -19,7 +19,7 @@ use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties}
 use serde_json::Value as Json;
 
 use super::oracle::splitmix::Rng;
-use crate::support::{dqgate, publish_into};
+use crate::support::{check_across, dqgate, publish_into};
 
 /// One row: a rising id, a scattered id, a text id, and `(d, seq)`.
 #[derive(Clone, Debug)]
@@ -119,40 +119,6 @@ fn key(r: &Row, columns: &[&str]) -> Option<Key> {
         .collect()
 }
 
-fn check(cwd: &Path, strategy: Option<&str>, verbose: bool) -> (String, String) {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dqgate"));
-    cmd.current_dir(cwd).args([
-        "check",
-        "rules.dq",
-        "--staged",
-        "new",
-        "--partition",
-        "day=99",
-        "--table",
-        "table",
-        "--format",
-        "json",
-        "--threads",
-        "2",
-    ]);
-    if verbose {
-        cmd.arg("-v");
-    }
-    if let Some(s) = strategy {
-        cmd.env("DQGATE_TEST_KEY_STRATEGY", s);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        matches!(out.status.code(), Some(0 | 1)),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
 const KEYS: [&[&str]; 4] = [&["id"], &["hashed"], &["text"], &["d", "seq"]];
 
 #[test]
@@ -205,8 +171,8 @@ fn pruned_reads_find_every_clash_a_full_read_finds() {
             format!("table t\npartitioned by day\n{rules}"),
         )
         .unwrap();
-        let (engine, stderr) = check(cwd, None, true);
-        let (grouped, _) = check(cwd, Some("grouped"), false);
+        let (engine, stderr) = check_across(cwd, &cwd.join("new"), "99", None);
+        let (grouped, _) = check_across(cwd, &cwd.join("new"), "99", Some("grouped"));
         assert_eq!(engine, grouped, "seed {seed}");
         let v: Json = serde_json::from_str(&engine).unwrap();
         for (i, k) in KEYS.iter().enumerate() {

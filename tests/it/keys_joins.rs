@@ -20,7 +20,7 @@ use dqgate::plan::keys::Forced;
 use proptest::prelude::*;
 
 use super::oracle::splitmix::Rng;
-use crate::support::publish_into;
+use crate::support::{check_across, publish_into};
 
 fn schema(narrow_ids: bool) -> Arc<Schema> {
     Arc::new(Schema::new(vec![
@@ -154,36 +154,6 @@ proptest! {
     }
 }
 
-/// `check --format json` of `staged` as `day=DAY` against the table, with
-/// the key strategy forced (or not).
-fn check(cwd: &Path, staged: &Path, day: &str, strategy: Option<&str>) -> String {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dqgate"));
-    cmd.current_dir(cwd).args([
-        "check",
-        "rules.dq",
-        "--staged",
-        staged.to_str().unwrap(),
-        "--partition",
-        &format!("day={day}"),
-        "--table",
-        "table",
-        "--format",
-        "json",
-        "--threads",
-        "2",
-    ]);
-    if let Some(s) = strategy {
-        cmd.env("DQGATE_TEST_KEY_STRATEGY", s);
-    }
-    let out = cmd.output().unwrap();
-    assert!(
-        matches!(out.status.code(), Some(0 | 1)),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 #[test]
 fn across_published_on_the_engine_gives_the_grouped_verdict() {
     for seed in [1u64, 2, 3, 4] {
@@ -213,8 +183,8 @@ fn across_published_on_the_engine_gives_the_grouped_verdict() {
         let staged = cwd.join("new");
         write(&mut rng, &staged, 200, pool, 60, false);
         for day in ["2", "9"] {
-            let grouped = check(cwd, &staged, day, Some("grouped"));
-            let engine = check(cwd, &staged, day, None);
+            let (grouped, _) = check_across(cwd, &staged, day, Some("grouped"));
+            let (engine, _) = check_across(cwd, &staged, day, None);
             assert_eq!(engine, grouped, "seed {seed}, day {day}");
             assert!(
                 grouped.contains("\"partition\""),

@@ -45,6 +45,46 @@ pub fn publish_into(cwd: &Path, rules: &str, staged: &Path, partition: &str) {
     );
 }
 
+/// `check rules.dq --format json -v` in `cwd` of `staged` as `day=DAY`
+/// against `table` (2 threads), with the key strategy forced or not; it
+/// must give a verdict (exit 0 or 1). Returns stdout and stderr.
+pub fn check_across(
+    cwd: &Path,
+    staged: &Path,
+    day: &str,
+    strategy: Option<&str>,
+) -> (String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dqgate"));
+    cmd.current_dir(cwd).args([
+        "check",
+        "rules.dq",
+        "--staged",
+        staged.to_str().unwrap(),
+        "--partition",
+        &format!("day={day}"),
+        "--table",
+        "table",
+        "--format",
+        "json",
+        "--threads",
+        "2",
+        "-v",
+    ]);
+    if let Some(s) = strategy {
+        cmd.env("DQGATE_TEST_KEY_STRATEGY", s);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
 /// Audits `dir` with the rule file `rules` in process (no published side).
 pub fn audit_in_process(
     rt: &tokio::runtime::Runtime,

@@ -315,11 +315,7 @@ pub fn pack_in_range<K: Key>(
                 .enumerate()
                 .for_each(|(i, k)| *k &= n.is_valid(i));
         }
-        let limit = if part.bits == 0 {
-            0
-        } else {
-            u128::MAX >> (128 - part.bits)
-        };
+        let limit = limit_of(part);
         let bits = part.bits;
         let mut put = |i: usize, below: bool, d: u64| {
             keep[i] &= !below & (u128::from(d) <= limit);
@@ -346,24 +342,22 @@ pub fn pack_in_range<K: Key>(
     Ok(())
 }
 
+/// The largest code a part of `part.bits` bits holds.
+fn limit_of(part: &Part) -> u128 {
+    if part.bits == 0 {
+        0
+    } else {
+        u128::MAX >> (128 - part.bits)
+    }
+}
+
 /// [`pack_in_range`] of a key of one integer-like part: each kept value's
 /// word is its offset from the staged minimum, pushed straight to `out`
 /// (no per-batch word and mask vectors: the published side of `across
 /// published` packs hundreds of millions of rows).
 fn pack_one_in_range<K: Key>(part: &Part, column: &ArrayRef, w: Widened, out: &mut Vec<K>) {
     out.clear();
-    one_in_range(part, column, w, |k| out.push(k));
-}
-
-/// Calls `f` with the word of each row of a one-part integer-like key that
-/// lies within the staged range (rows with a null left out).
-#[inline]
-fn one_in_range<K: Key>(part: &Part, column: &ArrayRef, w: Widened, mut f: impl FnMut(K)) {
-    let limit = if part.bits == 0 {
-        0
-    } else {
-        u128::MAX >> (128 - part.bits)
-    };
+    let limit = limit_of(part);
     let nulls = column.logical_nulls().filter(|n| n.null_count() > 0);
     macro_rules! each {
         ($values:expr, $off:expr, $d:expr) => {
@@ -372,7 +366,7 @@ fn one_in_range<K: Key>(part: &Part, column: &ArrayRef, w: Widened, mut f: impl 
                     for v in $values.values().iter() {
                         let d = $d(*v);
                         if *v >= $off && u128::from(d) <= limit {
-                            f(K::ZERO.add(d, false));
+                            out.push(K::ZERO.add(d, false));
                         }
                     }
                 }
@@ -380,7 +374,7 @@ fn one_in_range<K: Key>(part: &Part, column: &ArrayRef, w: Widened, mut f: impl 
                     for (i, v) in $values.values().iter().enumerate() {
                         let d = $d(*v);
                         if *v >= $off && u128::from(d) <= limit && n.is_valid(i) {
-                            f(K::ZERO.add(d, false));
+                            out.push(K::ZERO.add(d, false));
                         }
                     }
                 }

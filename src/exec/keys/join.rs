@@ -332,16 +332,17 @@ async fn probed<K: Key>(staged: Side, other: Side, job: &Job<'_>) -> Result<Join
     let mut all = Table::<K>::default();
     all.reset(found.iter().map(|p| p.found.distinct as usize).sum());
     let mut located: Vec<(K, u32)> = Vec::new();
-    let mut numbered = true;
     for p in found {
         p.found.words().for_each(|w| {
             if !all.contains(w) {
                 all.insert(w);
             }
         });
-        numbered &= p.rows == 0 || !p.located.is_empty() || p.found.distinct == 0;
         located.extend(p.located);
     }
+    // Every find is located when the other side's batches carry their
+    // part, none when they do not.
+    let numbered = all.distinct == 0 || !located.is_empty();
     located.sort_unstable();
     located.dedup();
     let (table, _) = &*shared;
