@@ -18,9 +18,10 @@ use crate::diagnostic::Diagnostic;
 use crate::dsl::{self, ast::RuleFile};
 use crate::engine::{self, EngineOptions};
 use crate::error::Error;
-use crate::exec::{self, input::StagedInput, remote::Location, Observations};
+use crate::exec::{self, Observations};
 use crate::plan::{self, Atom, AuditPlan};
 use crate::runkey::RunKey;
+use crate::staged::{Location, StagedInput};
 use crate::value::Value;
 use crate::verdict::history::{History, PastRun, PastRuns};
 use crate::verdict::judge::{self, Extra, Measurements, MetricValues, RunInfo};
@@ -133,7 +134,7 @@ pub enum PartSource {
 
 impl PartSource {
     /// The partition's files as an input (footers read, not the pages).
-    pub async fn open(&self) -> Result<StagedInput, crate::exec::input::InputError> {
+    pub async fn open(&self) -> Result<StagedInput, crate::staged::InputError> {
         match self {
             PartSource::Dir(dir) => StagedInput::open(dir),
             PartSource::Files { root, files } => root.input_of(files).await,
@@ -303,7 +304,7 @@ pub async fn prepare_at(
 fn opened(
     rules: &RuleSource,
     syntax: &[Diagnostic],
-    input: Result<StagedInput, crate::exec::input::InputError>,
+    input: Result<StagedInput, crate::staged::InputError>,
 ) -> Result<StagedInput, Error> {
     match input {
         Ok(input) => Ok(input),

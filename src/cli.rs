@@ -12,9 +12,9 @@ use clap::Parser;
 use crate::audit::{self, RuleSource};
 use crate::engine::{Engine, EngineOptions};
 use crate::error::Error;
-use crate::exec::remote::{Location, LocationError};
 use crate::publish::Table;
 use crate::runkey::{self, RunKey};
+use crate::staged::remote::{Location, LocationError};
 use crate::verdict::{json, junit, markdown, text, Verdict};
 
 mod args;
@@ -269,12 +269,9 @@ fn engine_options(a: &AuditArgs) -> Result<EngineOptions, Error> {
         memory_limit: a.memory_limit,
         scan_only: a.scan_only,
         engine: a.engine.clone(),
-        forced_key_strategy: std::env::var("DQGATE_TEST_KEY_STRATEGY")
-            .ok()
+        forced_key_strategy: crate::hooks::key_strategy()
             .and_then(|s| crate::plan::keys::Forced::parse(&s)),
-        fingerprint_bits: std::env::var("DQGATE_TEST_FINGERPRINT_BITS")
-            .ok()
-            .and_then(|s| s.parse().ok()),
+        fingerprint_bits: crate::hooks::fingerprint_bits(),
     })
 }
 

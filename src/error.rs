@@ -1,10 +1,10 @@
 //! The library's error type and its mapping to the contract's exit codes.
 
 use crate::diagnostic::{self, Diagnostic};
-use crate::exec::input::InputError;
 use crate::exec::ExecError;
 use crate::report::ReportError;
 use crate::runkey::RunKeyError;
+use crate::staged::InputError;
 
 /// Everything that can stop a command, grouped by the exit code it maps to.
 #[derive(Debug, thiserror::Error)]

@@ -11,8 +11,8 @@ use crate::check::{CheckedRules, Metric};
 use crate::dsl::ast::RuleFile;
 use crate::error::Error;
 use crate::exec::join::{self, JoinResult, PublishedPart};
-use crate::exec::reference::Dataset;
 use crate::plan::join::JoinPass;
+use crate::staged::reference::Dataset;
 use crate::value::Value;
 use crate::verdict::{Sample, Status, Verdict};
 
@@ -44,7 +44,7 @@ pub(super) async fn open_references(
         if out.iter().any(|(n, _)| *n == r.name.name) {
             continue; // declared twice: the checker reports it
         }
-        let (opened, shown) = if crate::exec::remote::is_url(&r.path) {
+        let (opened, shown) = if crate::staged::remote::is_url(&r.path) {
             (Dataset::open_remote(&r.path).await, r.path.clone())
         } else {
             let at = resolve(&rules.path, &r.path);
@@ -124,7 +124,7 @@ pub(super) async fn other_partitions(
         ));
     };
     let sources = table.others(&p.own_rel())?;
-    crate::publish::test_pause("read-others");
+    crate::hooks::phase("read-others");
     let mut parts = Vec::new();
     for (rel, source) in sources {
         let input = source

@@ -10,9 +10,9 @@ use super::args::AuditArgs;
 use super::{delta_root, emit, engine_options, location, reach_engine};
 use crate::audit::{self, Published, RuleSource};
 use crate::error::Error;
-use crate::exec::remote::{is_url, Location};
 use crate::publish::Table;
 use crate::runkey::RunKey;
+use crate::staged::remote::{is_url, Location};
 use crate::verdict::human::count_of;
 
 pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {

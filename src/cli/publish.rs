@@ -9,9 +9,9 @@ use super::check::{current_version, hive_snapshot, past_runs, staged_location, t
 use super::{delta_root, emit, engine_options, print_stdout, reach_engine};
 use crate::audit::{self, Published, RuleSource};
 use crate::error::Error;
-use crate::exec::remote::is_url;
 use crate::publish::{PublishOptions, PublishOutcome, Table};
 use crate::runkey::RunKey;
+use crate::staged::remote::is_url;
 use crate::verdict::{junit, Verdict};
 
 /// Prepares the audit of a `publish`, which always needs a run key.
@@ -169,7 +169,7 @@ async fn audit_with(
         return Ok(None);
     };
     if attempt == 0 {
-        crate::publish::test_barrier();
+        crate::hooks::barrier();
     }
     Ok(Some(Audited {
         passed,

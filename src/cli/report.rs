@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::{delta_root, no_options, print_stdout};
 use crate::error::Error;
-use crate::exec::remote::is_url;
+use crate::staged::remote::is_url;
 
 pub(super) async fn report(
     verdicts: &[PathBuf],

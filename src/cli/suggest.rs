@@ -9,8 +9,8 @@ use super::check::staged_location;
 use super::{delta_root, free_run_key, no_options, print_stdout};
 use crate::engine::EngineOptions;
 use crate::error::Error;
-use crate::exec::input::StagedInput;
 use crate::publish::Table;
+use crate::staged::StagedInput;
 use crate::suggest::{suggest as propose, table_name, Request};
 use crate::verdict::human::count_of;
 
@@ -32,7 +32,7 @@ pub(super) async fn suggest(a: SuggestArgs) -> Result<u8, Error> {
             Some(snapshot.past_runs().await)
         }
         Some(root) => {
-            if !crate::exec::remote::is_url(&a.staged.to_string_lossy()) {
+            if !crate::staged::remote::is_url(&a.staged.to_string_lossy()) {
                 no_options(&a.storage_option)?;
             }
             Some(Table::open(root)?.past_runs(&keys)?)

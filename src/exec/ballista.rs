@@ -44,9 +44,9 @@ use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
 use object_store::ObjectStore;
 
-use super::remote::Remote;
 use super::ExecError;
 use crate::plan::fsum::ExactSum;
+use crate::staged::remote::Remote;
 
 /// The port a Ballista scheduler listens on unless told otherwise.
 pub const DEFAULT_SCHEDULER_PORT: u16 = 50050;

@@ -19,9 +19,9 @@ use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 
-use super::input::StagedInput;
 use super::ExecError as Error;
 use super::{Duplicates, SAMPLES};
+use crate::staged::StagedInput;
 use crate::value::Value;
 
 /// The largest bitmap dqgate builds: 2^32 bits, 512 MiB.

@@ -4,7 +4,7 @@
 
 use datafusion::error::DataFusionError;
 
-use super::input::InputError;
+use crate::staged::InputError;
 
 /// Why execution stopped.
 #[derive(Debug, thiserror::Error)]

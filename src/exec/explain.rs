@@ -7,8 +7,9 @@ use datafusion::prelude::SessionContext;
 
 use super::ExecError as Error;
 use crate::check::{CheckedRules, CheckedStatement, SampleSpec};
-use crate::exec::{self, input::StagedInput};
+use crate::exec;
 use crate::plan::{self, duplicates_frame, key_set_of, scalar_frame, AuditPlan};
+use crate::staged::StagedInput;
 
 /// Renders every pass of the audit with DataFusion's optimized logical plan
 /// and physical plan.

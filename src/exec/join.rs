@@ -15,13 +15,13 @@ use datafusion::logical_expr::{cast, Expr};
 use datafusion::prelude::{ident, lit, SessionContext};
 use futures::TryStreamExt;
 
-use super::input::StagedInput;
 use super::published;
-use super::reference::Dataset;
 use super::ExecError;
 use super::{grouped_top, keys, stats, table};
 use crate::check::{common_key_type, RefLookup};
 use crate::plan::join::{self as pj, other_key, PARTITION};
+use crate::staged::reference::Dataset;
+use crate::staged::StagedInput;
 use crate::value::Value;
 
 /// One offending key: its staged values, how many staged rows carry it, and

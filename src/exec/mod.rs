@@ -10,15 +10,10 @@ pub mod ballista;
 pub mod dense;
 mod error;
 pub mod explain;
-pub mod footer;
-pub mod hive;
-pub mod input;
 pub mod join;
 pub mod keys;
 pub mod progress;
 pub mod published;
-pub mod reference;
-pub mod remote;
 pub mod scan;
 pub mod stats;
 pub mod topk;
@@ -39,9 +34,9 @@ use datafusion::prelude::SessionContext;
 use futures::{StreamExt, TryStreamExt};
 
 use crate::plan::{self, Atom, AuditPlan};
+use crate::staged::StagedInput;
 use crate::value::Value;
 use error::ExecError as Error;
-use input::StagedInput;
 use topk::TopK;
 
 /// How many samples a failed check shows.

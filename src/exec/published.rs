@@ -41,11 +41,11 @@ use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::{ident, lit, SessionContext};
 use futures::{StreamExt, TryStreamExt};
 
-use super::input::{StagedFile, StagedInput};
 use super::join::PublishedPart;
-use super::remote::Location;
 use super::ExecError as Error;
 use crate::plan::join::{other_key, PARTITION};
+use crate::staged::remote::Location;
+use crate::staged::{StagedFile, StagedInput};
 
 /// Staged values kept for pruning, in bytes of the row format a key
 /// column: beyond it, only the column's range is kept.

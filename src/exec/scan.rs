@@ -5,7 +5,7 @@
 //! than a `ListingTable`:
 //!
 //! - A file without row groups (fastparquet's empty frame) holds no rows, and
-//!   its footer may need the correction of [`super::footer`], which the
+//!   its footer may need the correction of [`crate::staged::footer`], which the
 //!   scan's own footer reader does not make: it is left out of the scan,
 //!   which changes no value. When no file has a row group the table is empty.
 //! - Files under Hive-style `key=value` directories get their keys as
@@ -25,8 +25,8 @@ use datafusion::logical_expr::{col, lit, Expr};
 use datafusion::prelude::SessionContext;
 
 use super::error::ExecError as Error;
-use super::input::{StagedFile, StagedInput};
-use super::remote::Location;
+use crate::staged::remote::Location;
+use crate::staged::{StagedFile, StagedInput};
 
 const CONTEXT: &str = "registering the staged files";
 

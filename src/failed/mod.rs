@@ -28,10 +28,10 @@ use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 
 use crate::check::CheckedRules;
-use crate::exec::input::StagedInput;
 use crate::exec::join::PublishedPart;
-use crate::exec::reference::Dataset;
 use crate::exec::ExecError;
+use crate::staged::reference::Dataset;
+use crate::staged::StagedInput;
 use crate::verdict::{FailedRows, Verdict};
 use collect::{Kept, Locations};
 pub use request::{requests, Request, Rows};
@@ -91,7 +91,7 @@ impl Options {
     /// partition's data. Both are compared as absolute paths with symlinks
     /// resolved as far as they exist.
     pub fn refuse_inside(&self, root: &Path, what: &str) -> Result<(), String> {
-        let as_text = |p: &Path| p.to_str().is_some_and(crate::exec::remote::is_url);
+        let as_text = |p: &Path| p.to_str().is_some_and(crate::staged::remote::is_url);
         if as_text(&self.dir) {
             return Err(format!(
                 "--failed-rows takes a local directory, not `{}`",
@@ -317,8 +317,7 @@ pub async fn write(
 fn late_materializing(ctx: &SessionContext) -> SessionContext {
     let state = ctx.state();
     let mut config = state.config().clone();
-    config.options_mut().execution.parquet.pushdown_filters =
-        std::env::var("DQGATE_TEST_FAILED_ROWS_PUSHDOWN").map_or(true, |v| v != "0");
+    config.options_mut().execution.parquet.pushdown_filters = crate::hooks::failed_rows_pushdown();
     SessionContext::new_with_state(
         datafusion::execution::SessionStateBuilder::new_from_existing(state)
             .with_config(config)

@@ -18,8 +18,9 @@ use datafusion::logical_expr::{binary_expr, cast, Expr, Operator};
 use datafusion::prelude::{col, ident, lit, SessionContext};
 
 use super::{PARTITION_COLUMN, ROW_COLUMN};
-use crate::exec::{self, input::StagedInput, ExecError};
+use crate::exec::{self, ExecError};
 use crate::plan::join::{other_key, PARTITION};
+use crate::staged::StagedInput;
 
 /// The column holding the object-store location of a row's file.
 pub const FILE_LOCATION: &str = "__dqgate_file_location";

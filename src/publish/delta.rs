@@ -83,7 +83,7 @@ pub fn is_delta(root: &Path) -> bool {
 /// `_delta_log/`, or any object-store URL (a Hive table there could not be
 /// swapped atomically, so the Delta target is the only one).
 pub fn is_delta_arg(root: &Path) -> bool {
-    root.to_str().is_some_and(crate::exec::remote::is_url) || is_delta(root)
+    root.to_str().is_some_and(crate::staged::remote::is_url) || is_delta(root)
 }
 
 /// The application id of a run key's partition in the table's log.

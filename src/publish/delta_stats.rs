@@ -5,7 +5,7 @@
 //! A reader skips a file when its bounds exclude a predicate, so a bound
 //! that is too narrow loses rows for every reader of the table. Bounds are
 //! therefore written only where the footer states them exactly (the rules of
-//! dqgate's own footer answers, [`crate::exec::stats`]: every row group has
+//! dqgate's own footer answers, [`crate::staged::stats`]: every row group has
 //! them, marked exact, in an order readers compare in) and in a form that
 //! cannot be read narrower than the data:
 //!
@@ -24,9 +24,8 @@
 
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 
-use crate::exec::input::{StagedFile, StagedInput};
-use crate::exec::stats;
-use crate::plan::Atom;
+use crate::staged::stats;
+use crate::staged::{StagedFile, StagedInput};
 use crate::value::{format_date, format_decimal, Value};
 
 /// Delta's default number of leading columns with statistics.
@@ -58,15 +57,13 @@ pub fn file_stats(input: &StagedInput, file: &StagedFile, partition_columns: &[S
             continue;
         }
         let key = json_string(name);
-        if let Some(Value::Int(non_null)) = stats::answer(&Atom::NonNull(name.clone()), &one) {
+        if let Some(non_null) = stats::non_null(&one, name) {
             nulls.push(format!("{key}:{}", rows as i128 - non_null));
         }
-        let bound = |atom: Atom, up: bool| {
-            stats::answer(&atom, &one).and_then(|v| literal(&v, field.data_type(), up))
-        };
+        let bound = |v: Option<Value>, up: bool| v.and_then(|v| literal(&v, field.data_type(), up));
         if let (Some(min), Some(max)) = (
-            bound(Atom::Min(name.clone()), false),
-            bound(Atom::Max(name.clone()), true),
+            bound(stats::min(&one, name), false),
+            bound(stats::max(&one, name), true),
         ) {
             mins.push(format!("{key}:{min}"));
             maxes.push(format!("{key}:{max}"));

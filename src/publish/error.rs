@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::exec::input::InputError;
+use crate::staged::InputError;
 
 /// Why `publish`, `verify`, `rollback` or `gc` stopped.
 #[derive(Debug, thiserror::Error)]

@@ -121,53 +121,10 @@ pub(crate) fn tmp_path(path: &Path) -> std::path::PathBuf {
     path.with_file_name(name)
 }
 
-/// Marks the start of a step of a swap, for crash tests: appends `name` to
-/// the file named by `DQGATE_TEST_PHASE_LOG`, if set (to tell at which step
-/// a publish was killed), aborts the process on the spot if
-/// `DQGATE_TEST_CRASH_AT` names this step (a crash with no clean-up, like
-/// SIGKILL), and pauses there if `DQGATE_TEST_PAUSE_AT` names it. None of
-/// these variables is set outside tests.
+/// Marks the start of a step of a swap, for crash tests (see
+/// [`crate::hooks::phase`]; nothing in a build without test hooks).
 pub(crate) fn phase(name: &str) {
-    if let Some(path) = std::env::var_os("DQGATE_TEST_PHASE_LOG") {
-        if let Ok(mut f) = OpenOptions::new().append(true).create(true).open(path) {
-            let _ = writeln!(f, "{name}");
-        }
-    }
-    if std::env::var_os("DQGATE_TEST_CRASH_AT").is_some_and(|p| p == name) {
-        std::process::abort();
-    }
-    // `DQGATE_TEST_PAUSE_AT=STEP:MS` sleeps at the start of STEP, so that a
-    // test can SIGKILL the process inside it.
-    if let Some(ms) = std::env::var("DQGATE_TEST_PAUSE_AT").ok().and_then(|v| {
-        let (step, ms) = v.split_once(':')?;
-        (step == name).then(|| ms.parse::<u64>().ok()).flatten()
-    }) {
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-    }
-}
-
-/// For race tests: when `DQGATE_TEST_BARRIER` names a directory, a publish
-/// that has finished its first audit leaves a file there and waits (at most
-/// 20 s) until `DQGATE_TEST_BARRIER_N` (default 2) publishes have, so that
-/// they all audit the same table state before any of them swaps. Never set
-/// outside tests.
-pub(crate) fn test_barrier() {
-    let Some(dir) = std::env::var_os("DQGATE_TEST_BARRIER").map(std::path::PathBuf::from) else {
-        return;
-    };
-    let n = std::env::var("DQGATE_TEST_BARRIER_N")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(2);
-    let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(dir.join(std::process::id().to_string()), b"");
-    let started = std::time::Instant::now();
-    while started.elapsed() < std::time::Duration::from_secs(20) {
-        if std::fs::read_dir(&dir).map_or(0, |d| d.count()) >= n {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
+    crate::hooks::phase(name)
 }
 
 /// The files under `dir` whose names `wanted` accepts, descending into the

@@ -66,18 +66,6 @@ use std::path::{Path, PathBuf};
 
 pub use error::PublishError;
 
-/// For crash and race tests only: marks the start of step `name` outside
-/// the swap itself (see `fsx::phase`: the phase log, and a pause with
-/// `DQGATE_TEST_PAUSE_AT`).
-pub fn test_pause(name: &str) {
-    fsx::phase(name)
-}
-
-/// For race tests only: see `fsx::test_barrier` (a no-op unless
-/// `DQGATE_TEST_BARRIER` is set).
-pub fn test_barrier() {
-    fsx::test_barrier()
-}
 pub use readset::{PartVersion, ReadSet};
 pub use snapshot::HiveSnapshot;
 

@@ -27,8 +27,8 @@ use super::delta::durable::DurableLocal;
 use super::error::{IoContext, PublishError};
 use super::fsx;
 use super::record::Record;
-use crate::exec::input::{self, InputError, StagedInput};
-use crate::exec::remote::{is_url, remote_error, Location, LocationError, Remote};
+use crate::staged::remote::{is_url, remote_error, Location, LocationError, Remote};
+use crate::staged::{self, InputError, StagedInput};
 
 /// S3's limit for a server-side copy (CopyObject); larger objects stream.
 const MAX_SERVER_COPY: u64 = 5 << 30;
@@ -193,7 +193,7 @@ impl Root {
                 root,
                 rels.iter().map(|r| (r.clone(), root.join(r))).collect(),
             ),
-            Root::Remote(r) => r.open_files(rels).await,
+            Root::Remote(r) => StagedInput::open_files(r, rels).await,
         }
     }
 
@@ -232,7 +232,7 @@ impl Root {
                 if !root.is_dir() {
                     return Ok(Vec::new());
                 }
-                input::list_parquet_files(root)?
+                staged::list_parquet_files(root)?
                     .into_iter()
                     .map(|(rel, path)| {
                         let modified = std::fs::metadata(&path)
@@ -297,7 +297,7 @@ impl Root {
     /// them (for fingerprints and row counts).
     pub async fn footer(&self, rel: &str) -> Result<(u64, Vec<u8>), PublishError> {
         Ok(match self {
-            Root::Local(root) => input::read_footer(&root.join(rel), &self.name_of(rel))?,
+            Root::Local(root) => staged::read_footer(&root.join(rel), &self.name_of(rel))?,
             Root::Remote(r) => r.footer_of(rel).await?,
         })
     }
@@ -373,7 +373,7 @@ impl Root {
 /// discovery lists them.
 pub async fn staged_files(staged: &Location) -> Result<Vec<String>, PublishError> {
     Ok(match staged {
-        Location::Local(dir) => input::list_parquet_files(dir)?
+        Location::Local(dir) => staged::list_parquet_files(dir)?
             .into_iter()
             .map(|(rel, _)| rel)
             .collect(),
@@ -391,7 +391,7 @@ pub fn footer_rows(shown: &str, footer: &[u8]) -> Result<i64, PublishError> {
     let metadata = footer
         .len()
         .checked_sub(8)
-        .map(|n| crate::exec::footer::decode(&footer[..n]));
+        .map(|n| crate::staged::footer::decode(&footer[..n]));
     match metadata {
         Some(Ok(m)) => Ok(m.file_metadata().num_rows()),
         Some(Err(reason)) => Err(InputError::Corrupt {

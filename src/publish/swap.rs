@@ -44,7 +44,7 @@ use super::readset::ReadSet;
 use super::record::{self, Record};
 use super::recover;
 use super::{PublishOptions, PublishOutcome};
-use crate::exec::input::{fingerprint_dir, fingerprint_of, list_parquet_files};
+use crate::staged::{fingerprint_dir, fingerprint_of, list_parquet_files};
 use crate::verdict::json::{PublishedFile, PublishedManifest};
 use crate::verdict::PassedVerdict;
 
@@ -133,9 +133,9 @@ fn validate(layout: &Layout, read: &ReadSet) -> Result<TableLock, PublishError> 
 fn preflight(layout: &Layout, staged: &Path) -> Result<PathBuf, PublishError> {
     let staged = staged
         .canonicalize()
-        .map_err(|_| crate::exec::input::InputError::MissingDir(staged.display().to_string()))?;
+        .map_err(|_| crate::staged::InputError::MissingDir(staged.display().to_string()))?;
     if !staged.is_dir() {
-        return Err(crate::exec::input::InputError::NotADir(staged.display().to_string()).into());
+        return Err(crate::staged::InputError::NotADir(staged.display().to_string()).into());
     }
     fsx::create_dirs(&layout.root)?;
     let root = layout

@@ -18,7 +18,7 @@ use super::kept;
 use super::layout::Layout;
 use super::record::Record;
 use super::VerifyReport;
-use crate::exec::input::fingerprint_of;
+use crate::staged::fingerprint_of;
 
 pub(crate) fn verify(layout: &Layout) -> Result<VerifyReport, PublishError> {
     let dir = layout.partition_dir();
@@ -82,7 +82,7 @@ pub(crate) fn fingerprint_difference<N: AsRef<str> + Ord>(
 /// How a re-computed fingerprint (or the error computing it) differs from
 /// the record's, if it does.
 pub(crate) fn compare_fingerprint(
-    now: Result<String, crate::exec::input::InputError>,
+    now: Result<String, crate::staged::InputError>,
     fingerprint: &str,
 ) -> Option<String> {
     match now {

@@ -11,8 +11,9 @@ use datafusion::prelude::SessionContext;
 use super::profile::{Column, Profile};
 use crate::check::Metric;
 use crate::error::Error;
-use crate::exec::{self, input::StagedInput};
+use crate::exec;
 use crate::plan::AuditPlan;
+use crate::staged::StagedInput;
 
 /// At most this many pairs are tried (one pass each).
 const PAIRS_TRIED: usize = 6;

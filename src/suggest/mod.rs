@@ -30,7 +30,7 @@ use crate::check::Metric;
 use crate::dsl::ast::HistoryStat;
 use crate::engine::{self, EngineOptions};
 use crate::error::Error;
-use crate::exec::input::StagedInput;
+use crate::staged::StagedInput;
 use crate::value::Value;
 use crate::verdict::history::PastRuns;
 use crate::verdict::human::count_of;

@@ -20,8 +20,9 @@ use datafusion::prelude::SessionContext;
 
 use crate::check::Metric;
 use crate::error::Error;
-use crate::exec::{self, input::StagedInput};
+use crate::exec;
 use crate::plan::{self, Atom, AuditPlan};
+use crate::staged::StagedInput;
 use crate::value::Value;
 
 /// At most this many distinct values make a column's values a list.

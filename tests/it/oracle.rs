@@ -96,7 +96,7 @@ fn write_layout(rng: &mut Rng, dir: &Path) {
 
 fn read_all(dir: &Path) -> RecordBatch {
     let mut batches = Vec::new();
-    for (_, path) in dqgate::exec::input::list_parquet_files(dir).unwrap() {
+    for (_, path) in dqgate::staged::list_parquet_files(dir).unwrap() {
         let reader = ParquetRecordBatchReaderBuilder::try_new(fs::File::open(path).unwrap())
             .unwrap()
             .build()

@@ -13,9 +13,9 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::parquet::arrow::ArrowWriter;
-use dqgate::exec::input::{fingerprint_dir, list_parquet_files};
 use dqgate::publish::{PublishOptions, PublishOutcome, Table};
 use dqgate::runkey::RunKey;
+use dqgate::staged::{fingerprint_dir, list_parquet_files};
 use dqgate::verdict::{InputFile, InputSummary, PassedVerdict, Verdict};
 
 /// A table root and a staging area side by side in one temp dir.

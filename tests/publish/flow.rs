@@ -399,7 +399,7 @@ fn every_error_variant_has_its_exit_code_and_message() {
             "unreadable",
         ),
         (
-            PublishError::Input(dqgate::exec::input::InputError::MissingDir("/s".into())),
+            PublishError::Input(dqgate::staged::InputError::MissingDir("/s".into())),
             3,
             "does not exist",
         ),

@@ -32,10 +32,10 @@ use super::count::{self, each_partition, visit, words_of, Table};
 use super::key::Key;
 use super::store::{self, LocalStore};
 use super::{encode, frame_streams, scan, threads, SAMPLES};
-use crate::exec::input::StagedInput;
 use crate::exec::progress;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, Packing, PartKind};
+use crate::staged::StagedInput;
 use crate::value::Value;
 
 /// Keys of at most this many bits join through a bitmap: 2^27 bits, 16 MiB

@@ -37,11 +37,11 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::{ident, SessionContext};
 use futures::StreamExt;
 
-use super::input::StagedInput;
 use super::topk::TopK;
 use super::{progress, Duplicates, SAMPLES};
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
+use crate::staged::StagedInput;
 use crate::value::Value;
 use key::Key;
 use store::{LocalStore, Narrow, Split, Whole};

@@ -22,9 +22,9 @@ use datafusion::prelude::SessionContext;
 use super::encode;
 use super::key::Key;
 use super::{key_types, rank_words, scan, streams, Found};
-use crate::exec::input::StagedInput;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing};
+use crate::staged::StagedInput;
 
 /// The longest run of one leading value kept in memory (16 MiB of u128).
 pub const MAX_RUN: usize = 1 << 20;

@@ -25,7 +25,7 @@ use datafusion::execution::memory_pool::{
 use datafusion::prelude::SessionContext;
 
 use super::Sidecar;
-use crate::exec::input::StagedInput;
+use crate::staged::StagedInput;
 
 /// The bytes every scan task together may keep.
 pub(super) struct Budget {

@@ -36,9 +36,9 @@ use datafusion::prelude::SessionContext;
 use super::count::Table;
 use super::retain::Retainer;
 use super::{encode, key_types, rank, scan, streams};
-use crate::exec::input::StagedInput;
 use crate::exec::{Duplicates, ExecError as Error};
 use crate::plan::keys::KeyJob;
+use crate::staged::StagedInput;
 
 /// Where the verification finds the rows.
 pub(super) enum Source {

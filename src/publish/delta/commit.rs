@@ -20,7 +20,6 @@ use super::{
     app_id, delta_err, handle, load, partition_files, txn_of, txn_version, CurrentFile,
     CHECKPOINT_INTERVAL, MAX_ATTEMPTS,
 };
-use crate::exec::input::StagedInput;
 use crate::publish::error::PublishError;
 use crate::publish::fsx;
 use crate::publish::layout::RECORD;
@@ -28,6 +27,7 @@ use crate::publish::readset::ReadSet;
 use crate::publish::store::{footer_rows, Root};
 use crate::publish::PublishOutcome;
 use crate::runkey::RunKey;
+use crate::staged::StagedInput;
 use crate::verdict::json::{to_record_json, PublishedFile, PublishedManifest};
 use crate::verdict::PassedVerdict;
 
@@ -90,7 +90,7 @@ pub async fn publish(
     if let Some(t) = &table {
         check_compatible(t, partitioned_by, &schema)?;
     }
-    test_pause();
+    crate::hooks::delta_pause();
     // A first publish makes `_delta_log/` durably before its first copy, so
     // that one killed (or cut off by a power loss) before its commit leaves
     // a table in the making, which the retry continues and `gc` cleans, not
@@ -463,18 +463,6 @@ pub(super) async fn checkpoint_if_due(root: &Root, version: u64, interval: u64) 
             "dqgate: warning: the checkpoint of table version {version} was not written ({e}); \
              the publish itself succeeded"
         ),
-    }
-}
-
-/// For race tests: sleeps `DQGATE_TEST_DELTA_PAUSE_MS` milliseconds after
-/// the table was read and before the files are copied and committed, so that
-/// two publishes audit against the same table version. Never set outside tests.
-pub(super) fn test_pause() {
-    if let Some(ms) = std::env::var("DQGATE_TEST_DELTA_PAUSE_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 }
 

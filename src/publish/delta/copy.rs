@@ -4,9 +4,9 @@
 use futures::{StreamExt as _, TryStreamExt as _};
 
 use super::CONCURRENT_COPIES;
-use crate::exec::input::fingerprint_footers;
 use crate::publish::error::PublishError;
 use crate::publish::store::{staged_files, Root};
+use crate::staged::fingerprint_footers;
 
 /// The staged files copied into the partition directory, not yet committed.
 pub(super) struct Copies {
@@ -37,7 +37,7 @@ impl Copies {
 /// version-unique names, durably, and checks by their footers, read back
 /// from the copies, that they are the audited files.
 pub(super) async fn copy_in(
-    staged: &crate::exec::remote::Location,
+    staged: &crate::staged::remote::Location,
     root: &Root,
     rel_dir: &str,
     audited: &str,

@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 
 use super::{app_id, load, partition_files, txn_of, txn_version};
-use crate::exec::input::fingerprint_footers;
 use crate::publish::error::PublishError;
 use crate::publish::record::Record;
 use crate::publish::store::Root;
 use crate::publish::VerifyReport;
 use crate::runkey::RunKey;
+use crate::staged::fingerprint_footers;
 
 /// `verify` on a Delta table: the partition's current files (from the log)
 /// must be the files of the audit record beside them, with their sizes, and

@@ -8,7 +8,7 @@
 //! `max_retries` and `retry_timeout` for the retry policy). Discovery lists the
 //! prefix once and keeps what the local walk would keep; each footer is read
 //! with ranged GETs and then goes through exactly the checks, the fingerprint
-//! and the schema logic of [`super::input`], so the same files give the same
+//! and the schema logic of [`super::input`] (`super::open` assembles them), so the same files give the same
 //! fingerprint wherever they live.
 
 use std::fmt;
@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use datafusion::datasource::listing::ListingTableUrl;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
@@ -28,11 +28,13 @@ use object_store::{
 };
 use url::Url;
 
-use super::input::{self, InputError, StagedInput};
+use super::error::InputError;
+use super::files::{is_data_file, is_hidden};
+use super::footer::{check_size, footer_length};
 
 /// How many footers are fetched at once: object-store latency, not bandwidth,
 /// bounds discovery, so reads overlap.
-const CONCURRENT_FOOTERS: usize = 16;
+pub(crate) const CONCURRENT_FOOTERS: usize = 16;
 
 /// Where the staged files are: a local directory or an object-store prefix.
 #[derive(Debug, Clone)]
@@ -202,53 +204,6 @@ impl Remote {
         ListingTableUrl::try_new(url, None).map_err(|e| e.to_string())
     }
 
-    /// Lists the prefix, reads and checks every footer, fingerprints.
-    pub async fn discover(&self) -> Result<StagedInput, InputError> {
-        let found = self.list_files().await?;
-        self.open_listed(found).await
-    }
-
-    /// The input of the objects `rels` below the prefix (a HEAD each, then
-    /// the footer reads of discovery), e.g. the files a Delta log names.
-    pub async fn open_files(&self, rels: &[String]) -> Result<StagedInput, InputError> {
-        let found = futures::stream::iter(rels)
-            .map(|rel| async move {
-                match self.head(rel).await? {
-                    Some(meta) => Ok((rel.clone(), meta)),
-                    None => Err(InputError::Remote {
-                        url: self.name_of(rel),
-                        reason: "no such object".into(),
-                    }),
-                }
-            })
-            .buffered(CONCURRENT_FOOTERS)
-            .try_collect::<Vec<_>>()
-            .await?;
-        if found.is_empty() {
-            return Err(InputError::NoFiles(self.url.to_string()));
-        }
-        self.open_listed(found).await
-    }
-
-    async fn open_listed(
-        &self,
-        found: Vec<(String, ObjectMeta)>,
-    ) -> Result<StagedInput, InputError> {
-        let footers = futures::stream::iter(found)
-            .map(|(rel, meta)| async move {
-                let footer = self.read_footer(&rel, &meta).await?;
-                Ok::<_, InputError>(input::RawFooter {
-                    rel,
-                    bytes: meta.size,
-                    footer,
-                })
-            })
-            .buffered(CONCURRENT_FOOTERS)
-            .try_collect::<Vec<_>>()
-            .await?;
-        StagedInput::assemble(Location::Remote(self.clone()), footers)
-    }
-
     /// The data files below the prefix as the local walk would keep them
     /// (relative path, sorted), with their metadata; none is an error.
     pub async fn list_files(&self) -> Result<Vec<(String, ObjectMeta)>, InputError> {
@@ -268,8 +223,8 @@ impl Remote {
                     .map(|p| p.as_ref().to_string())
                     .collect();
                 let keep = !parts.is_empty()
-                    && !parts.iter().any(|p| input::is_hidden(p))
-                    && parts.last().is_some_and(|p| input::is_data_file(p));
+                    && !parts.iter().any(|p| is_hidden(p))
+                    && parts.last().is_some_and(|p| is_data_file(p));
                 keep.then(|| (parts.join("/"), meta))
             })
             .collect();
@@ -318,17 +273,21 @@ impl Remote {
 
     /// The footer of one object: its first 4 and last 8 bytes (one request
     /// when they are close, else two at once), then the footer itself.
-    async fn read_footer(&self, rel: &str, meta: &ObjectMeta) -> Result<Vec<u8>, InputError> {
+    pub(crate) async fn read_footer(
+        &self,
+        rel: &str,
+        meta: &ObjectMeta,
+    ) -> Result<Vec<u8>, InputError> {
         let shown = format!("{}{rel}", self.url);
         let size = meta.size;
-        input::check_size(&shown, size)?;
+        check_size(&shown, size)?;
         let ranges: [Range<u64>; 2] = [0..4, size - 8..size];
         let ends = self
             .store
             .get_ranges(&meta.location, &ranges)
             .await
             .map_err(|e| remote_error(&shown, e))?;
-        let len = input::footer_length(&shown, size, &ends[0], &ends[1])?;
+        let len = footer_length(&shown, size, &ends[0], &ends[1])?;
         let mut footer = self
             .store
             .get_range(&meta.location, size - 8 - len..size - 8)

@@ -7,12 +7,9 @@
 //! count and the statistics, and it goes into the fingerprint that lets
 //! `publish` and `verify` prove that the audited files are the published ones.
 
-use std::fs::{self, File};
-use std::io::{Read, Seek, SeekFrom};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-use super::remote::Location;
 
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use datafusion::common::ScalarValue;
@@ -20,34 +17,10 @@ use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use sha2::{Digest, Sha256};
 
-/// Why staged files could not be audited (exit code 3).
-#[derive(Debug, thiserror::Error)]
-pub enum InputError {
-    #[error("staged directory `{0}` does not exist")]
-    MissingDir(String),
-    #[error("`{0}` is not a directory")]
-    NotADir(String),
-    #[error("no Parquet files under `{0}` (names starting with `_` or `.` are ignored)")]
-    NoFiles(String),
-    #[error("cannot read `{path}`: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("`{path}` is a symbolic link; staged files must be regular files inside the staged directory")]
-    Symlink { path: String },
-    #[error("cannot read `{url}`: {reason}")]
-    Remote { url: String, reason: String },
-    #[error("`{path}` is not a valid Parquet file: {reason}")]
-    Corrupt { path: String, reason: String },
-    #[error("the schema of `{path}` disagrees with `{first}`: {detail}")]
-    SchemaMismatch {
-        path: String,
-        first: String,
-        detail: String,
-    },
-}
+use super::error::{corrupt, InputError};
+use super::files::list_parquet_files;
+use super::footer::read_footer;
+use super::remote::Location;
 
 /// One staged data file.
 #[derive(Debug, Clone)]
@@ -152,15 +125,6 @@ impl StagedInput {
         StagedInput::assemble(Location::Local(dir.to_path_buf()), footers)
     }
 
-    /// Opens a staged location: a local directory, or an object-store prefix
-    /// (listed and its footers fetched with ranged reads).
-    pub async fn open_at(location: &Location) -> Result<StagedInput, InputError> {
-        match location {
-            Location::Local(dir) => StagedInput::open(dir),
-            Location::Remote(remote) => Ok(remote.discover().await?.with_hive_columns()),
-        }
-    }
-
     /// The part shared by every kind of location: decodes and checks each
     /// footer (given sorted by relative path), fingerprints, and derives the
     /// common schema.
@@ -252,130 +216,6 @@ fn fingerprint_entry(hasher: &mut Sha256, rel: &str, bytes: u64, footer: &[u8]) 
     hasher.update(bytes.to_le_bytes());
     hasher.update((footer.len() as u64).to_le_bytes());
     hasher.update(footer);
-}
-
-fn corrupt(rel: &str, e: impl std::fmt::Display) -> InputError {
-    InputError::Corrupt {
-        path: rel.to_string(),
-        reason: e.to_string(),
-    }
-}
-
-/// Names discovery skips, with everything below them: Spark's
-/// `_temporary/` and `_SUCCESS`, editors' dot files.
-pub(crate) fn is_hidden(name: &str) -> bool {
-    name.starts_with('_') || name.starts_with('.')
-}
-
-/// Names discovery takes as data files.
-pub(crate) fn is_data_file(name: &str) -> bool {
-    name.ends_with(".parquet")
-}
-
-/// All candidate data files under `dir`, sorted by relative path.
-pub fn list_parquet_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, InputError> {
-    let mut out = Vec::new();
-    walk(dir, "", &mut out)?;
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(out)
-}
-
-fn walk(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(), InputError> {
-    let io = |path: &Path, e| InputError::Io {
-        path: path.display().to_string(),
-        source: e,
-    };
-    for entry in fs::read_dir(dir).map_err(|e| io(dir, e))? {
-        let entry = entry.map_err(|e| io(dir, e))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            continue; // not UTF-8: cannot be a name we publish; ignored like hidden files
-        };
-        if is_hidden(name) {
-            continue;
-        }
-        let rel = format!("{prefix}{name}");
-        let path = entry.path();
-        let ft = entry.file_type().map_err(|e| io(&path, e))?;
-        if ft.is_symlink() {
-            if is_data_file(name) || path.is_dir() {
-                return Err(InputError::Symlink { path: rel });
-            }
-            continue;
-        }
-        if ft.is_dir() {
-            walk(&path, &format!("{rel}/"), out)?;
-        } else if is_data_file(name) {
-            if !ft.is_file() {
-                return Err(corrupt(&rel, "not a regular file"));
-            }
-            out.push((rel, path));
-        }
-    }
-    Ok(())
-}
-
-/// Reads a file's size and its footer: the Thrift metadata plus the 8-byte
-/// trailer (length and `PAR1`).
-pub(crate) fn read_footer(path: &Path, rel: &str) -> Result<(u64, Vec<u8>), InputError> {
-    let io = |e| InputError::Io {
-        path: rel.to_string(),
-        source: e,
-    };
-    let mut f = File::open(path).map_err(io)?;
-    let size = f.metadata().map_err(io)?.len();
-    check_size(rel, size)?;
-    let mut head = [0u8; 4];
-    f.read_exact(&mut head).map_err(io)?;
-    let mut tail = [0u8; 8];
-    f.seek(SeekFrom::End(-8)).map_err(io)?;
-    f.read_exact(&mut tail).map_err(io)?;
-    let len = footer_length(rel, size, &head, &tail)?;
-    let mut footer = vec![0u8; len as usize + 8];
-    f.seek(SeekFrom::End(-(len as i64) - 8)).map_err(io)?;
-    f.read_exact(&mut footer).map_err(io)?;
-    Ok((size, footer))
-}
-
-/// A Parquet file holds at least its two magic numbers and a footer length.
-pub(crate) fn check_size(rel: &str, size: u64) -> Result<(), InputError> {
-    if size < 12 {
-        return Err(corrupt(rel, format!("file is only {size} bytes long")));
-    }
-    Ok(())
-}
-
-/// The footer's length from a file's first 4 and last 8 bytes, after checking
-/// the magic numbers and that the footer fits in the file.
-pub(crate) fn footer_length(
-    rel: &str,
-    size: u64,
-    head: &[u8],
-    tail: &[u8],
-) -> Result<u64, InputError> {
-    if head.len() != 4 || tail.len() != 8 {
-        return Err(corrupt(
-            rel,
-            "short read of the file's first and last bytes",
-        ));
-    }
-    if &tail[4..] == b"PARE" {
-        return Err(corrupt(rel, "encrypted footers are not supported"));
-    }
-    if head != b"PAR1" || &tail[4..] != b"PAR1" {
-        return Err(corrupt(
-            rel,
-            "missing the PAR1 magic bytes (truncated or not Parquet)",
-        ));
-    }
-    let len = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) as u64;
-    if len + 12 > size {
-        return Err(corrupt(
-            rel,
-            format!("footer length {len} exceeds the file size {size} (truncated?)"),
-        ));
-    }
-    Ok(len)
 }
 
 /// Consistency checks a footer must pass before any reader trusts it: row

@@ -16,8 +16,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
+use super::files::list_parquet_files;
 use super::hive;
-use super::input::{list_parquet_files, StagedInput};
+use super::input::StagedInput;
 use super::remote::Remote;
 
 /// `key=value` pairs of a file's directories.
@@ -96,7 +97,9 @@ impl Dataset {
         let mut parts = Vec::new();
         for (hive, files) in group(files)? {
             let rels: Vec<String> = files.into_iter().map(|(rel, ())| rel).collect();
-            let input = remote.open_files(&rels).await.map_err(|e| e.to_string())?;
+            let input = StagedInput::open_files(&remote, &rels)
+                .await
+                .map_err(|e| e.to_string())?;
             parts.push(Part { hive, input });
         }
         Ok(Dataset::of_parts(parts))

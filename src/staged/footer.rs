@@ -16,7 +16,13 @@
 //! decoded copy: the fingerprint still covers the footer as written. A
 //! footer that still fails is refused with the original error.
 
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
 use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+
+use super::error::{corrupt, InputError};
 
 /// `FileMetaData` fields that are lists of structs: `schema`, `row_groups`,
 /// `key_value_metadata`, `column_orders`.
@@ -172,6 +178,69 @@ impl Reader<'_> {
             }
         }
     }
+}
+
+/// Reads a file's size and its footer: the Thrift metadata plus the 8-byte
+/// trailer (length and `PAR1`).
+pub(crate) fn read_footer(path: &Path, rel: &str) -> Result<(u64, Vec<u8>), InputError> {
+    let io = |e| InputError::Io {
+        path: rel.to_string(),
+        source: e,
+    };
+    let mut f = File::open(path).map_err(io)?;
+    let size = f.metadata().map_err(io)?.len();
+    check_size(rel, size)?;
+    let mut head = [0u8; 4];
+    f.read_exact(&mut head).map_err(io)?;
+    let mut tail = [0u8; 8];
+    f.seek(SeekFrom::End(-8)).map_err(io)?;
+    f.read_exact(&mut tail).map_err(io)?;
+    let len = footer_length(rel, size, &head, &tail)?;
+    let mut footer = vec![0u8; len as usize + 8];
+    f.seek(SeekFrom::End(-(len as i64) - 8)).map_err(io)?;
+    f.read_exact(&mut footer).map_err(io)?;
+    Ok((size, footer))
+}
+
+/// A Parquet file holds at least its two magic numbers and a footer length.
+pub(crate) fn check_size(rel: &str, size: u64) -> Result<(), InputError> {
+    if size < 12 {
+        return Err(corrupt(rel, format!("file is only {size} bytes long")));
+    }
+    Ok(())
+}
+
+/// The footer's length from a file's first 4 and last 8 bytes, after checking
+/// the magic numbers and that the footer fits in the file.
+pub(crate) fn footer_length(
+    rel: &str,
+    size: u64,
+    head: &[u8],
+    tail: &[u8],
+) -> Result<u64, InputError> {
+    if head.len() != 4 || tail.len() != 8 {
+        return Err(corrupt(
+            rel,
+            "short read of the file's first and last bytes",
+        ));
+    }
+    if &tail[4..] == b"PARE" {
+        return Err(corrupt(rel, "encrypted footers are not supported"));
+    }
+    if head != b"PAR1" || &tail[4..] != b"PAR1" {
+        return Err(corrupt(
+            rel,
+            "missing the PAR1 magic bytes (truncated or not Parquet)",
+        ));
+    }
+    let len = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) as u64;
+    if len + 12 > size {
+        return Err(corrupt(
+            rel,
+            format!("footer length {len} exceeds the file size {size} (truncated?)"),
+        ));
+    }
+    Ok(len)
 }
 
 #[cfg(test)]

@@ -1,0 +1,113 @@
+//! Test hooks: the environment variables through which the crash, race and
+//! cross-engine tests steer a real `dqgate` process (stop it at a step, pause
+//! it, line several up, force a key strategy).
+//!
+//! They exist only in a build with the `test-hooks` feature, which the test
+//! build turns on (the crate's dev-dependency on itself) and a release build
+//! leaves off: there every hook is an empty function the compiler removes,
+//! and the binary holds none of the `DQGATE_TEST_*` names. This is a leaf
+//! module: it names nothing else of the crate.
+
+/// Marks the start of step `name` (of a swap, a commit, an audit's read of
+/// other partitions): appends `name` to the file named by
+/// `DQGATE_TEST_PHASE_LOG` (to tell at which step a publish was killed),
+/// aborts the process on the spot if `DQGATE_TEST_CRASH_AT` names this step
+/// (a crash with no clean-up, like SIGKILL), and sleeps there if
+/// `DQGATE_TEST_PAUSE_AT=STEP:MS` names it, so that a test can SIGKILL the
+/// process inside it.
+pub fn phase(name: &str) {
+    #[cfg(feature = "test-hooks")]
+    {
+        use std::io::Write as _;
+        if let Some(path) = std::env::var_os("DQGATE_TEST_PHASE_LOG") {
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(path)
+            {
+                let _ = writeln!(f, "{name}");
+            }
+        }
+        if std::env::var_os("DQGATE_TEST_CRASH_AT").is_some_and(|p| p == name) {
+            std::process::abort();
+        }
+        if let Some(ms) = std::env::var("DQGATE_TEST_PAUSE_AT").ok().and_then(|v| {
+            let (step, ms) = v.split_once(':')?;
+            (step == name).then(|| ms.parse::<u64>().ok()).flatten()
+        }) {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+    }
+    #[cfg(not(feature = "test-hooks"))]
+    let _ = name;
+}
+
+/// When `DQGATE_TEST_BARRIER` names a directory, a publish that has finished
+/// its first audit leaves a file there and waits (at most 20 s) until
+/// `DQGATE_TEST_BARRIER_N` (default 2) publishes have, so that they all
+/// audit the same table state before any of them swaps.
+pub fn barrier() {
+    #[cfg(feature = "test-hooks")]
+    {
+        let Some(dir) = std::env::var_os("DQGATE_TEST_BARRIER").map(std::path::PathBuf::from)
+        else {
+            return;
+        };
+        let n = std::env::var("DQGATE_TEST_BARRIER_N")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(2);
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join(std::process::id().to_string()), b"");
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(20) {
+            if std::fs::read_dir(&dir).map_or(0, |d| d.count()) >= n {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+}
+
+/// Sleeps `DQGATE_TEST_DELTA_PAUSE_MS` milliseconds after a Delta publish
+/// read the table and before it copies and commits, so that two publishes
+/// audit against the same table version.
+pub fn delta_pause() {
+    #[cfg(feature = "test-hooks")]
+    if let Some(ms) = std::env::var("DQGATE_TEST_DELTA_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
+/// `DQGATE_TEST_KEY_STRATEGY`: the key engine strategy every key check is
+/// forced to use (its name, parsed by the planner).
+pub fn key_strategy() -> Option<String> {
+    #[cfg(feature = "test-hooks")]
+    return std::env::var("DQGATE_TEST_KEY_STRATEGY").ok();
+    #[cfg(not(feature = "test-hooks"))]
+    None
+}
+
+/// `DQGATE_TEST_FINGERPRINT_BITS`: how many bits of each key fingerprint to
+/// keep, so that many keys collide.
+pub fn fingerprint_bits() -> Option<u32> {
+    #[cfg(feature = "test-hooks")]
+    return std::env::var("DQGATE_TEST_FINGERPRINT_BITS")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    #[cfg(not(feature = "test-hooks"))]
+    None
+}
+
+/// Whether the failed-rows passes push their predicates into the Parquet
+/// scans (always, but `DQGATE_TEST_FAILED_ROWS_PUSHDOWN=0` turns it off for
+/// the benchmark's comparison).
+pub fn failed_rows_pushdown() -> bool {
+    #[cfg(feature = "test-hooks")]
+    return std::env::var("DQGATE_TEST_FAILED_ROWS_PUSHDOWN").map_or(true, |v| v != "0");
+    #[cfg(not(feature = "test-hooks"))]
+    true
+}
