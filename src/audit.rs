@@ -7,6 +7,7 @@
 
 mod failed;
 mod joins;
+pub mod publish;
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,7 @@ use crate::engine::{self, EngineOptions};
 use crate::error::Error;
 use crate::exec::{self, Observations};
 use crate::plan::{self, Atom, AuditPlan};
+use crate::publish::{Current, Read, Snapshot, Target};
 use crate::runkey::RunKey;
 use crate::staged::{Location, StagedInput};
 use crate::value::Value;
@@ -114,139 +116,22 @@ pub enum Published {
     /// Nothing is published for the run key yet.
     Absent,
     /// The version readers see now.
-    Version {
-        source: PartSource,
-        fingerprint: String,
-    },
+    Version(Current),
 }
 
-/// Where a published partition's files are.
-#[derive(Debug, Clone)]
-pub enum PartSource {
-    /// A Hive partition directory: every data file under it.
-    Dir(PathBuf),
-    /// The files a Delta log names, relative to the table's root.
-    Files {
-        root: crate::publish::store::Root,
-        files: Vec<String>,
-    },
-}
-
-impl PartSource {
-    /// The partition's files as an input (footers read, not the pages).
-    pub async fn open(&self) -> Result<StagedInput, crate::staged::InputError> {
-        match self {
-            PartSource::Dir(dir) => StagedInput::open(dir),
-            PartSource::Files { root, files } => root.input_of(files).await,
-        }
+/// Why reading partition `rel` of the snapshot `table` failed with `e`:
+/// when the partition was replaced or removed since the snapshot was taken
+/// (Hive: its files moved away with the displaced version), the table
+/// changed under the audit, a conflict that a publish answers by auditing
+/// again; otherwise the read error itself (exit 3).
+pub(crate) fn read_failed(table: &dyn Snapshot, rel: &str, e: impl std::fmt::Display) -> Error {
+    if let Some(detail) = table.changed_since(rel) {
+        return Error::Publish(crate::publish::PublishError::ReadSetChanged {
+            reads: "while it was reading them".into(),
+            detail,
+        });
     }
-}
-
-/// The published table an audit compares with (`--table`), as one snapshot:
-/// everything the audit reads of other partitions comes from it, so its read
-/// set ([`crate::publish::ReadSet`]) is exactly what it read.
-#[derive(Debug, Clone)]
-pub enum PublishedTable {
-    /// A Hive table root (`ROOT/k=v/` directories) and its partitions'
-    /// audit records.
-    Hive(crate::publish::HiveSnapshot),
-    /// A Delta table, as its current snapshot names its files.
-    Delta(crate::publish::delta::Snapshot),
-}
-
-impl PublishedTable {
-    /// Every published partition but `own`: (`k=v` path, where its files are).
-    pub fn others(&self, own: &str) -> Result<Vec<(String, PartSource)>, Error> {
-        Ok(match self {
-            PublishedTable::Hive(snapshot) => {
-                let root = crate::publish::store::Root::Local(snapshot.root.clone());
-                snapshot
-                    .others(own)?
-                    .into_iter()
-                    .map(|(rel, files)| {
-                        let root = root.clone();
-                        (rel, PartSource::Files { root, files })
-                    })
-                    .collect()
-            }
-            PublishedTable::Delta(snapshot) => snapshot
-                .others(own)
-                .map(|(rel, files)| {
-                    (
-                        rel.to_string(),
-                        PartSource::Files {
-                            root: snapshot.root.clone(),
-                            files: files.to_vec(),
-                        },
-                    )
-                })
-                .collect(),
-        })
-    }
-
-    /// The run keys of the published partitions but `own`: (`k=v` path, pairs).
-    fn other_keys(&self, own: &str) -> Vec<(String, Vec<(String, String)>)> {
-        match self {
-            PublishedTable::Hive(snapshot) => snapshot
-                .recorded_keys(own)
-                .map(|(rel, pairs)| (rel.to_string(), pairs.to_vec()))
-                .collect(),
-            PublishedTable::Delta(snapshot) => snapshot
-                .others(own)
-                .map(|(rel, _)| (rel.to_string(), crate::runkey::pairs_of_rel(rel)))
-                .collect(),
-        }
-    }
-
-    /// Where the files of partition `rel` are.
-    fn source_of(&self, rel: &str) -> Result<PartSource, Error> {
-        Ok(match self {
-            PublishedTable::Hive(snapshot) => PartSource::Files {
-                root: crate::publish::store::Root::Local(snapshot.root.clone()),
-                files: snapshot.files_of(rel)?,
-            },
-            PublishedTable::Delta(snapshot) => PartSource::Files {
-                root: snapshot.root.clone(),
-                files: snapshot.files_of(rel).to_vec(),
-            },
-        })
-    }
-
-    /// Why reading partition `rel` of this snapshot failed with `e`: when
-    /// the partition was replaced or removed since the snapshot was taken
-    /// (Hive: its files moved away with the displaced version), the table
-    /// changed under the audit, a conflict that a publish answers by auditing
-    /// again; otherwise the read error itself (exit 3).
-    pub(crate) fn read_failed(&self, rel: &str, e: impl std::fmt::Display) -> Error {
-        if let PublishedTable::Hive(snapshot) = self {
-            if let Some(detail) = snapshot.changed_since(rel) {
-                return Error::Publish(crate::publish::PublishError::ReadSetChanged {
-                    reads: "while it was reading them".into(),
-                    detail,
-                });
-            }
-        }
-        Error::Audit(format!("reading the published partition `{rel}`: {e}"))
-    }
-
-    /// The read set of an audit that read this snapshot for `reads`.
-    fn read_set(&self, own: &str, reads: Vec<String>) -> crate::publish::ReadSet {
-        if reads.is_empty() {
-            return crate::publish::ReadSet::default();
-        }
-        match self {
-            PublishedTable::Hive(snapshot) => crate::publish::ReadSet {
-                reads,
-                partitions: snapshot.versions(own),
-                table_version: None,
-            },
-            PublishedTable::Delta(snapshot) => crate::publish::ReadSet {
-                reads,
-                partitions: snapshot.versions(own),
-                table_version: snapshot.version,
-            },
-        }
-    }
+    Error::Audit(format!("reading the published partition `{rel}`: {e}"))
 }
 
 /// A parsed, checked and planned audit, ready to run.
@@ -261,9 +146,11 @@ pub struct Prepared {
     pub spill_distinct: bool,
     /// The `reference` tables, opened (footers only).
     pub references: joins::References,
-    /// The published table (`--table`), for `across published`; set it
-    /// before [`Prepared::run`].
-    pub table: Option<PublishedTable>,
+    /// The published table (`--table`) as one snapshot: everything the
+    /// audit reads of other partitions comes from it, so its read set
+    /// ([`crate::publish::ReadSet`]) is exactly what it read. Set it before
+    /// [`Prepared::run_with`].
+    pub table: Option<Box<dyn Snapshot>>,
     /// Bytes the last run spilled to disk (reported on stderr).
     pub spilled_bytes: std::sync::atomic::AtomicU64,
     /// What each key engine pass did and cost (`exec::keys`), for the
@@ -591,10 +478,10 @@ impl Prepared {
                 None,
             )),
             Published::Absent => Ok((None, "nothing is published for this run key yet", None)),
-            Published::Version {
+            Published::Version(Current {
                 source,
                 fingerprint,
-            } => {
+            }) => {
                 if metrics.is_empty() {
                     return Ok((None, "", Some(fingerprint.clone())));
                 }
@@ -648,13 +535,13 @@ impl Prepared {
                 (Some(table), Some(rel)) => (table.source_of(&rel)?, Some(rel)),
                 _ => return Ok((Err("no partition of the table is published yet"), None)),
             },
-            Published::Version { source, .. } => (source.clone(), None),
+            Published::Version(current) => (current.source.clone(), None),
         };
         let input = source
             .open()
             .await
             .map_err(|e| match (&other, &self.table) {
-                (Some(rel), Some(table)) => table.read_failed(rel, e),
+                (Some(rel), Some(table)) => read_failed(table.as_ref(), rel, e),
                 _ => Error::Audit(format!("reading the published version: {e}")),
             })?;
         Ok((Ok(input.schema.as_ref().clone()), other))
@@ -712,12 +599,59 @@ impl Prepared {
         })
     }
 
+    /// What a snapshot of the target is read for, for this audit.
+    pub fn read(&self, to_publish: bool) -> Read<'_> {
+        Read {
+            key: &self.run_key,
+            partitioned_by: &self.checked.partitioned_by,
+            whole: self.may_read_table(),
+            to_publish,
+        }
+    }
+
+    /// Reads the published table (`--table`) the audit compares with, as
+    /// one snapshot.
+    pub async fn compare_with(&mut self, target: &dyn Target) -> Result<(), Error> {
+        self.table = Some(target.snapshot(self.read(false)).await?);
+        Ok(())
+    }
+
+    /// The run key's published version in the table.
+    pub async fn published(&self) -> Result<Published, Error> {
+        Ok(match &self.table {
+            None => Published::NotGiven,
+            Some(t) => match t.current(&self.run_key).await? {
+                None => Published::Absent,
+                Some(current) => Published::Version(current),
+            },
+        })
+    }
+
+    /// The table's published partitions, read only when a rule uses
+    /// `history(N)`.
+    pub async fn past_runs(&self) -> Result<Option<PastRuns>, Error> {
+        if !self.checked.uses_history() {
+            return Ok(None);
+        }
+        Ok(match &self.table {
+            None => None,
+            Some(t) => Some(t.past_runs().await),
+        })
+    }
+
     /// What this audit read of the table beyond its own partition: the read
     /// set its publish validates at the swap or commit.
     pub fn read_set(&self, published: &Published) -> crate::publish::ReadSet {
         match &self.table {
             None => crate::publish::ReadSet::default(),
-            Some(t) => t.read_set(&self.own_rel(), self.table_reads(published)),
+            Some(t) => {
+                let reads = self.table_reads(published);
+                if reads.is_empty() {
+                    crate::publish::ReadSet::default()
+                } else {
+                    t.read_set(&self.own_rel(), reads)
+                }
+            }
         }
     }
 

@@ -12,9 +12,8 @@ use clap::Parser;
 use crate::audit::{self, RuleSource};
 use crate::engine::{Engine, EngineOptions};
 use crate::error::Error;
-use crate::publish::Table;
 use crate::runkey::{self, RunKey};
-use crate::staged::remote::{Location, LocationError};
+use crate::staged::remote::Location;
 use crate::verdict::{json, junit, markdown, text, Verdict};
 
 mod args;
@@ -29,11 +28,11 @@ mod verify;
 
 pub use args::{AuditArgs, ColorWhen, Command, Format, SuggestArgs, Target};
 pub use ballista::Role;
-use check::{check, published_table, staged_location};
+use check::{check, compare_with, staged_location};
 use lint::lint;
-use publish::{publish, publish_delta};
+use publish::publish;
 use report::report;
-use verify::{show_verify, verify};
+use verify::verify;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -134,58 +133,28 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             keep,
             target,
             reaudits,
-        } => {
-            let delta = match target {
-                Some(t) => t == Target::Delta,
-                None => crate::publish::delta::is_delta_arg(&table),
-            };
-            if delta {
-                publish_delta(audit, table, reaudits).await
-            } else {
-                publish(audit, table, keep, reaudits).await
-            }
-        }
+        } => publish(audit, table, keep, target, reaudits).await,
         Command::Verify {
             root,
             partition,
             storage_option,
-        } if crate::publish::delta::is_delta_arg(&root) => {
-            let key = free_run_key(&partition)?;
-            let root = delta_root(&root, &storage_option)?;
-            let report = crate::publish::delta::verify(&root, &key).await?;
-            Ok(show_verify(&key, &report))
-        }
-        Command::Verify {
-            root,
-            partition,
-            storage_option,
-        } => {
-            no_options(&storage_option)?;
-            verify(root, partition)
-        }
+        } => verify(root, partition, storage_option).await,
         Command::Rollback {
             root,
             partition,
             storage_option,
-        } if crate::publish::delta::is_delta_arg(&root) => {
+        } => {
+            let kind = crate::publish::choose(None, &root);
+            kind.refuse_options(&storage_option)?;
             let key = free_run_key(&partition)?;
-            let root = delta_root(&root, &storage_option)?;
-            let version = crate::publish::delta::rollback(&root, &key).await?;
+            let target = kind.open(&root, &storage_option, None).await?;
+            let rolled = target.rollback(&key).await?;
+            let how = rolled.how.map_or(String::new(), |h| format!(" ({h})"));
             println!(
-                "rolled back {} to version {version} (a new Delta commit)",
-                key.rel_dir()
+                "rolled back {} to version {}{how}",
+                key.rel_dir(),
+                rolled.version
             );
-            Ok(0)
-        }
-        Command::Rollback {
-            root,
-            partition,
-            storage_option,
-        } => {
-            no_options(&storage_option)?;
-            let key = free_run_key(&partition)?;
-            let version = Table::open(&root)?.rollback(&key)?;
-            println!("rolled back {} to version {version}", key.rel_dir());
             Ok(0)
         }
         Command::Gc {
@@ -193,13 +162,10 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             min_age,
             storage_option,
         } => {
-            let removed = if crate::publish::delta::is_delta_arg(&root) {
-                let root = delta_root(&root, &storage_option)?;
-                crate::publish::delta::gc(&root, min_age).await?
-            } else {
-                no_options(&storage_option)?;
-                Table::open(&root)?.gc()?
-            };
+            let kind = crate::publish::choose(None, &root);
+            kind.refuse_options(&storage_option)?;
+            let target = kind.open(&root, &storage_option, None).await?;
+            let removed = target.gc(min_age).await?;
             for r in &removed {
                 println!("removed {r}");
             }
@@ -246,7 +212,7 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             )
             .await?;
             if let Some(root) = &table {
-                prepared.table = Some(published_table(root, &storage_option, &prepared).await?);
+                compare_with(&mut prepared, root, &storage_option).await?;
             }
             print_stdout(&prepared.explain().await?);
             Ok(0)
@@ -296,32 +262,7 @@ fn emit(v: &Verdict, format: Format, color: ColorWhen) {
 
 /// `--staged` as a location: a directory or an object-store prefix.
 fn location(staged: &std::path::Path, options: &[String]) -> Result<Location, Error> {
-    Location::parse(staged, options).map_err(location_error)
-}
-
-fn location_error(e: LocationError) -> Error {
-    match e {
-        // The store's configuration (credentials files, account names) is
-        // unusable: the data cannot be read (exit 3), like wrong credentials.
-        LocationError::Build { .. } => Error::Audit(e.to_string()),
-        _ => Error::Usage(e.to_string()),
-    }
-}
-
-/// A Delta table's root: a directory or an object-store prefix.
-fn delta_root(
-    root: &std::path::Path,
-    options: &[String],
-) -> Result<crate::publish::store::Root, Error> {
-    crate::publish::store::Root::parse(root, options).map_err(location_error)
-}
-
-/// `--storage-option` given where no object store is.
-fn no_options(options: &[String]) -> Result<(), Error> {
-    match options {
-        [] => Ok(()),
-        _ => Err(Error::Usage(LocationError::OptionsWithoutStore.to_string())),
-    }
+    Ok(Location::parse(staged, options)?)
 }
 
 /// A run key without a rule file (verify, rollback): validated, in the order given.

@@ -76,3 +76,26 @@ impl From<ExecError> for Error {
         }
     }
 }
+
+/// A location that cannot be used: its store's configuration (credentials
+/// files, account names) is unusable, so the data cannot be read (exit 3,
+/// like wrong credentials); anything else is bad command-line use (exit 2).
+impl From<crate::staged::LocationError> for Error {
+    fn from(e: crate::staged::LocationError) -> Self {
+        match e {
+            crate::staged::LocationError::Build { .. } => Error::Audit(e.to_string()),
+            _ => Error::Usage(e.to_string()),
+        }
+    }
+}
+
+/// A publish target that cannot be opened.
+impl From<crate::publish::OpenError> for Error {
+    fn from(e: crate::publish::OpenError) -> Self {
+        match e {
+            crate::publish::OpenError::Usage(m) => Error::Usage(m),
+            crate::publish::OpenError::Location(e) => e.into(),
+            crate::publish::OpenError::Publish(e) => Error::Publish(e),
+        }
+    }
+}

@@ -130,7 +130,7 @@ pub(super) async fn other_partitions(
         let input = source
             .open()
             .await
-            .map_err(|e| table.read_failed(&rel, e))?;
+            .map_err(|e| super::read_failed(table.as_ref(), &rel, e))?;
         parts.push(PublishedPart { rel, input });
     }
     if parts.is_empty() {

@@ -75,6 +75,16 @@ pub enum Target {
     Delta,
 }
 
+impl Target {
+    /// The target kind's name (`crate::publish::open::Kind::name`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Hive => "hive",
+            Target::Delta => "delta",
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
     /// The rule file (.dq).

@@ -1,17 +1,15 @@
 //! `dqgate check`: audit the staged files and print the verdict; and what
-//! `check` shares with `publish`: the staged location, the published table,
-//! its current version and past runs, the timing line (and, with `-v`, a
+//! `check` shares with `publish` and `explain`: the staged location, the
+//! published table read into the audit, the timing line (and, with `-v`, a
 //! line per key pass).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use super::args::AuditArgs;
-use super::{delta_root, emit, engine_options, location, reach_engine};
-use crate::audit::{self, Published, RuleSource};
+use super::{emit, engine_options, location, reach_engine};
+use crate::audit::{self, RuleSource};
 use crate::error::Error;
-use crate::publish::Table;
-use crate::runkey::RunKey;
 use crate::staged::remote::{is_url, Location};
 use crate::verdict::human::count_of;
 
@@ -28,13 +26,10 @@ pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Er
     .await?;
     reach_engine(&a)?;
     if let Some(root) = &table {
-        prepared.table = Some(published_table(root, &a.storage_option, &prepared).await?);
+        compare_with(&mut prepared, root, &a.storage_option).await?;
     }
-    let published = match &prepared.table {
-        None => Published::NotGiven,
-        Some(t) => current_version(t, &prepared.run_key).await?,
-    };
-    let past = past_runs(&prepared).await?;
+    let published = prepared.published().await?;
+    let past = prepared.past_runs().await?;
     let mut verdict = prepared.run_with(&published, past.as_ref()).await?;
     super::failed_rows::write(&prepared, &mut verdict, failed.as_ref()).await;
     emit(&verdict, a.format, a.color);
@@ -61,81 +56,18 @@ pub(super) fn staged_location(
     )
 }
 
-/// `--table` as the audit reads it: a Hive table root, or a Delta table (a
-/// directory with `_delta_log/`, or any object-store URL) read through its
-/// current snapshot.
-pub(super) async fn published_table(
+/// Reads `--table` into the audit, as one snapshot of whichever target it
+/// is (a Hive table root, or a Delta table: a directory with `_delta_log/`,
+/// or any object-store URL).
+pub(super) async fn compare_with(
+    prepared: &mut audit::Prepared,
     root: &std::path::Path,
     options: &[String],
-    p: &audit::Prepared,
-) -> Result<audit::PublishedTable, Error> {
-    use crate::publish::delta;
-    let keys = &p.checked.partitioned_by;
-    if delta::is_delta_arg(root) {
-        let root = delta_root(root, options)?;
-        Ok(audit::PublishedTable::Delta(
-            delta::Snapshot::load(root, keys).await?,
-        ))
-    } else {
-        Ok(audit::PublishedTable::Hive(hive_snapshot(
-            &Table::open(root)?,
-            p,
-        )?))
-    }
-}
-
-/// A Hive table's partitions and records, read whole only when the rule
-/// file may read other partitions (else only the root is known).
-pub(super) fn hive_snapshot(
-    table: &Table,
-    p: &audit::Prepared,
-) -> Result<crate::publish::HiveSnapshot, Error> {
-    let keys: &[String] = if p.may_read_table() {
-        &p.checked.partitioned_by
-    } else {
-        &[]
-    };
-    Ok(table.snapshot(keys)?)
-}
-
-/// The run key's published version in the table.
-pub(super) async fn current_version(
-    table: &audit::PublishedTable,
-    key: &RunKey,
-) -> Result<Published, Error> {
-    Ok(match table {
-        audit::PublishedTable::Hive(snapshot) => match Table::open(&snapshot.root)?.current(key)? {
-            None => Published::Absent,
-            Some(v) => Published::Version {
-                source: audit::PartSource::Dir(v.dir),
-                fingerprint: v.fingerprint,
-            },
-        },
-        audit::PublishedTable::Delta(snapshot) => match snapshot.current(key).await? {
-            None => Published::Absent,
-            Some((files, fingerprint)) => Published::Version {
-                source: audit::PartSource::Files {
-                    root: snapshot.root.clone(),
-                    files,
-                },
-                fingerprint,
-            },
-        },
-    })
-}
-
-/// The table's published partitions, read only when a rule uses `history(N)`.
-pub(super) async fn past_runs(
-    p: &audit::Prepared,
-) -> Result<Option<crate::verdict::history::PastRuns>, Error> {
-    if !p.checked.uses_history() {
-        return Ok(None);
-    }
-    Ok(match &p.table {
-        None => None,
-        Some(audit::PublishedTable::Hive(snapshot)) => Some(snapshot.past_runs()),
-        Some(audit::PublishedTable::Delta(snapshot)) => Some(snapshot.past_runs().await),
-    })
+) -> Result<(), Error> {
+    let target = crate::publish::choose(None, root)
+        .open(root, options, None)
+        .await?;
+    prepared.compare_with(target.as_ref()).await
 }
 
 pub(super) fn timing(p: &audit::Prepared, started: Instant) {

@@ -14,7 +14,7 @@ use super::args::AuditArgs;
 use crate::audit::Prepared;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::failed::Options;
+use crate::failed::{Options, Written};
 use crate::verdict::human::count_of;
 use crate::verdict::Verdict;
 
@@ -45,14 +45,19 @@ pub(super) fn options(a: &AuditArgs, table: Option<&Path>) -> Result<Option<Opti
 }
 
 /// Writes the failed rows of `verdict` when asked, naming each file in its
-/// check; says on stderr what was written (one line, when some was) and
-/// what could not be.
+/// check, and says what was written on stderr ([`report`]).
 pub(super) async fn write(p: &Prepared, verdict: &mut Verdict, opts: Option<&Options>) {
     let Some(opts) = opts else {
         return;
     };
     let started = std::time::Instant::now();
     let written = p.write_failed_rows(verdict, opts).await;
+    report(opts, &written, started.elapsed());
+}
+
+/// Says on stderr what was written (one line, when some was) and what
+/// could not be.
+pub(super) fn report(opts: &Options, written: &Written, took: std::time::Duration) {
     if written.passes > 0 {
         let rows: u64 = written.files.iter().map(|(_, f)| f.rows).sum();
         eprintln!(
@@ -60,11 +65,11 @@ pub(super) async fn write(p: &Prepared, verdict: &mut Verdict, opts: Option<&Opt
             count_of(written.files.len() as u64, "file", "files"),
             count_of(rows, "row", "rows"),
             opts.dir.display(),
-            started.elapsed().as_secs_f64(),
+            took.as_secs_f64(),
             count_of(written.passes as u64, "pass", "passes")
         );
     }
-    for e in written.errors {
+    for e in &written.errors {
         eprintln!("dqgate: error: {e} (the verdict and the exit code are unchanged)");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{delta_root, no_options, print_stdout};
+use super::print_stdout;
 use crate::error::Error;
 use crate::staged::remote::is_url;
 
@@ -13,6 +13,11 @@ pub(super) async fn report(
     options: &[String],
     failed_rows: Option<&std::path::Path>,
 ) -> Result<u8, Error> {
+    // Storage options are for a table on an object store only.
+    match table {
+        Some(root) => crate::publish::choose(None, root).refuse_options(options)?,
+        None => crate::publish::open::no_options(options)?,
+    }
     let page = match table {
         // A Delta table's history comes from its snapshot and its log.
         Some(root) if crate::publish::delta::is_delta_arg(root) => {
@@ -20,17 +25,17 @@ pub(super) async fn report(
                 Some(url) => url.to_string(),
                 None => crate::report::shown_path(root),
             };
-            let history = crate::report::history::read_delta(delta_root(root, options)?).await?;
+            let history = crate::report::history::read_delta(crate::publish::root::Root::parse(
+                root, options,
+            )?)
+            .await?;
             crate::report::render_with(
                 verdicts,
                 Some(crate::report::TableHistory { shown, history }),
                 failed_rows,
             )?
         }
-        _ => {
-            no_options(options)?;
-            crate::report::render_files(verdicts, table, failed_rows)?
-        }
+        _ => crate::report::render_files(verdicts, table, failed_rows)?,
     };
     match output {
         None => print_stdout(&page),

@@ -6,10 +6,9 @@ use std::time::Instant;
 
 use super::args::SuggestArgs;
 use super::check::staged_location;
-use super::{delta_root, free_run_key, no_options, print_stdout};
+use super::{free_run_key, print_stdout};
 use crate::engine::EngineOptions;
 use crate::error::Error;
-use crate::publish::Table;
 use crate::staged::StagedInput;
 use crate::suggest::{suggest as propose, table_name, Request};
 use crate::verdict::human::count_of;
@@ -26,16 +25,22 @@ pub(super) async fn suggest(a: SuggestArgs) -> Result<u8, Error> {
     let keys: Vec<String> = run_key.iter().map(|(k, _)| k.clone()).collect();
     let past = match &a.table {
         None => None,
-        Some(root) if crate::publish::delta::is_delta_arg(root) => {
-            let root = delta_root(root, &a.storage_option)?;
-            let snapshot = crate::publish::delta::Snapshot::load(root, &keys).await?;
-            Some(snapshot.past_runs().await)
-        }
         Some(root) => {
+            let kind = crate::publish::choose(None, root);
+            // The options may belong to staged files on an object store.
             if !crate::staged::remote::is_url(&a.staged.to_string_lossy()) {
-                no_options(&a.storage_option)?;
+                kind.refuse_options(&a.storage_option)?;
             }
-            Some(Table::open(root)?.past_runs(&keys)?)
+            let target = kind.open(root, &a.storage_option, None).await?;
+            let snapshot = target
+                .snapshot(crate::publish::Read {
+                    key: &crate::runkey::RunKey::default(),
+                    partitioned_by: &keys,
+                    whole: true,
+                    to_publish: false,
+                })
+                .await?;
+            Some(snapshot.past_runs().await)
         }
     };
     let request = Request {

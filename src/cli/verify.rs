@@ -5,16 +5,22 @@ use std::path::PathBuf;
 
 use super::free_run_key;
 use crate::error::Error;
-use crate::publish::Table;
 use crate::runkey::RunKey;
 
-pub(super) fn verify(root: PathBuf, partition: Vec<String>) -> Result<u8, Error> {
+pub(super) async fn verify(
+    root: PathBuf,
+    partition: Vec<String>,
+    options: Vec<String>,
+) -> Result<u8, Error> {
+    let kind = crate::publish::choose(None, &root);
+    kind.refuse_options(&options)?;
     let key = free_run_key(&partition)?;
-    let report = Table::open(&root)?.verify(&key)?;
+    let target = kind.open(&root, &options, None).await?;
+    let report = target.verify(&key).await?;
     Ok(show_verify(&key, &report))
 }
 
-pub(super) fn show_verify(key: &RunKey, report: &crate::publish::VerifyReport) -> u8 {
+fn show_verify(key: &RunKey, report: &crate::publish::VerifyReport) -> u8 {
     if report.differences.is_empty() {
         println!(
             "verified: {} is version {} ({})",

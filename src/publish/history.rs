@@ -90,7 +90,7 @@ fn decimal(s: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::publish::layout::RECORD;
+    use crate::publish::record::RECORD;
     use crate::publish::Table;
     use std::fs;
 

@@ -12,9 +12,12 @@ use serde_json::Value as Json;
 
 use super::error::PublishError;
 use super::fsx;
-use super::layout::RECORD;
 use crate::verdict::json::{to_record_json, PublishedFile, PublishedManifest};
 use crate::verdict::Verdict;
+
+/// The record's file name inside a version directory (Hive) or a
+/// partition's directory (Delta).
+pub const RECORD: &str = "_dqgate_audit.json";
 
 /// What dqgate reads back from an audit record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,19 +157,19 @@ pub(crate) fn write(
     )
 }
 
-impl Record {
-    /// The record of the published partition: `Ok(None)` when the partition
-    /// does not exist; `MissingRecord` when a directory (or anything else)
-    /// is there without one.
-    pub fn read_current(layout: &super::layout::Layout) -> Result<Option<Record>, PublishError> {
-        let dir = layout.partition_dir();
-        match fs::symlink_metadata(&dir) {
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(PublishError::io("cannot stat", &dir, e)),
-            Ok(m) if m.is_dir() => Record::read_required(&dir).map(Some),
-            Ok(_) => Err(PublishError::MissingRecord {
-                dir: dir.display().to_string(),
-            }),
-        }
+impl Record {}
+
+/// How a re-computed fingerprint (or the error computing it) differs from
+/// the record's, if it does.
+pub(crate) fn compare_fingerprint(
+    now: Result<String, crate::staged::InputError>,
+    fingerprint: &str,
+) -> Option<String> {
+    match now {
+        Ok(now) if now == fingerprint => None,
+        Ok(now) => Some(format!(
+            "changed: the files' fingerprint is {now}, the record says {fingerprint}"
+        )),
+        Err(e) => Some(format!("changed: {e}")),
     }
 }

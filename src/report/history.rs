@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::model::{self, Doc, VerdictDoc};
 use super::ReportError;
-use crate::publish::layout::{Layout, RECORD};
+use crate::publish::hive::layout::{Layout, RECORD};
 
 /// Deeper than any run key a rule file can declare in practice.
 const MAX_DEPTH: usize = 16;
@@ -110,7 +110,7 @@ fn parse_record(text: &str, path: &Path) -> Result<VerdictDoc, ReportError> {
 /// The published history of a Delta table (on disk or on an object store):
 /// the audit record of each partition its current snapshot has, and the
 /// publishes and rollbacks its commits record.
-pub async fn read_delta(root: crate::publish::store::Root) -> Result<History, ReportError> {
+pub async fn read_delta(root: crate::publish::root::Root) -> Result<History, ReportError> {
     let shown = root.show();
     let fail =
         |e: crate::publish::PublishError| ReportError::table(Path::new(&shown), &e.to_string());

@@ -21,7 +21,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::parquet::arrow::ArrowWriter;
-use dqgate::publish::layout::RECORD;
+use dqgate::publish::hive::layout::RECORD;
 use serde_json::Value as Json;
 
 const ACROSS: &str = "table t\npartitioned by d\ncheck unique(id) across published\n";

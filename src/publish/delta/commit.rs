@@ -22,9 +22,9 @@ use super::{
 };
 use crate::publish::error::PublishError;
 use crate::publish::fsx;
-use crate::publish::layout::RECORD;
 use crate::publish::readset::ReadSet;
-use crate::publish::store::{footer_rows, Root};
+use crate::publish::record::RECORD;
+use crate::publish::root::{footer_rows, Root};
 use crate::publish::PublishOutcome;
 use crate::runkey::RunKey;
 use crate::staged::StagedInput;
@@ -137,7 +137,7 @@ pub async fn publish(
                 .find(|s| s.path == f.staged_path)
                 .map_or_else(
                     || row_stats(*rows),
-                    |s| crate::publish::delta_stats::file_stats(staged, s, partitioned_by),
+                    |s| crate::publish::delta::stats::file_stats(staged, s, partitioned_by),
                 );
             (f.path.clone(), text)
         })

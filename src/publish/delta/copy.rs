@@ -5,7 +5,7 @@ use futures::{StreamExt as _, TryStreamExt as _};
 
 use super::CONCURRENT_COPIES;
 use crate::publish::error::PublishError;
-use crate::publish::store::{staged_files, Root};
+use crate::publish::root::{staged_files, Root};
 use crate::staged::fingerprint_footers;
 
 /// The staged files copied into the partition directory, not yet committed.
@@ -69,10 +69,16 @@ pub(super) async fn copy_in(
     let result = async {
         // Object-store copies overlap (a server-side copy of a large object
         // takes seconds); local copies are sequential blocking I/O anyway.
-        let done: Vec<(u64, Vec<u8>)> = futures::stream::iter(&copies.files)
-            .map(|c| async move {
-                let dest = format!("{rel_dir}/{}", c.published);
-                root.copy_from(staged, &c.staged, &dest).await?;
+        // Owned jobs: a future per borrowed file would not be `Send` for
+        // every lifetime, as an async trait method needs.
+        let jobs: Vec<(String, String)> = copies
+            .files
+            .iter()
+            .map(|c| (c.staged.clone(), format!("{rel_dir}/{}", c.published)))
+            .collect();
+        let done: Vec<(u64, Vec<u8>)> = futures::stream::iter(jobs)
+            .map(|(src, dest)| async move {
+                root.copy_from(staged, &src, &dest).await?;
                 root.footer(&dest).await
             })
             .buffered(CONCURRENT_COPIES)

@@ -5,7 +5,7 @@ use serde_json::Value as Json;
 
 use super::{delta_err, load};
 use crate::publish::error::PublishError;
-use crate::publish::store::Root;
+use crate::publish::root::Root;
 
 /// `gc` on a Delta table: removes the data files below the root that no
 /// commit of the log has ever named (in an `add` or a `remove`) and that are

@@ -14,8 +14,8 @@ use super::commit::{
 };
 use super::{app_id, delta_err, handle, load, partition_files, txn_of};
 use crate::publish::error::PublishError;
-use crate::publish::layout::RECORD;
-use crate::publish::store::Root;
+use crate::publish::record::RECORD;
+use crate::publish::root::Root;
 use crate::runkey::RunKey;
 
 /// `rollback` on a Delta table: a new commit that restores the partition's

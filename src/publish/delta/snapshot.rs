@@ -11,10 +11,10 @@ use serde_json::Value as Json;
 use super::schema::{check_partitioning, partition_columns};
 use super::{load, table_err};
 use crate::publish::error::PublishError;
-use crate::publish::layout::RECORD;
 use crate::publish::readset::PartVersion;
 use crate::publish::record::Record;
-use crate::publish::store::Root;
+use crate::publish::record::RECORD;
+use crate::publish::root::Root;
 use crate::runkey::RunKey;
 
 /// A Delta table's published partitions as its current snapshot names

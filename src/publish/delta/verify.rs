@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use super::{app_id, load, partition_files, txn_of, txn_version};
 use crate::publish::error::PublishError;
 use crate::publish::record::Record;
-use crate::publish::store::Root;
+use crate::publish::root::Root;
 use crate::publish::VerifyReport;
 use crate::runkey::RunKey;
 use crate::staged::fingerprint_footers;
@@ -90,11 +90,11 @@ pub(super) async fn refingerprint(root: &Root, rel_dir: &str, record: &Record) -
         match root.footer(&format!("{rel_dir}/{}", f.path)).await {
             Ok((bytes, footer)) => footers.push((f.staged_path.as_str(), bytes, footer)),
             Err(PublishError::Input(e)) => {
-                return crate::publish::verify::compare_fingerprint(Err(e), &record.fingerprint)
+                return crate::publish::record::compare_fingerprint(Err(e), &record.fingerprint)
             }
             Err(e) => return Some(format!("changed: {e}")),
         }
     }
     let now = fingerprint_footers(footers.iter().map(|(n, b, f)| (*n, *b, f.as_slice())));
-    crate::publish::verify::compare_fingerprint(Ok(now), &record.fingerprint)
+    crate::publish::record::compare_fingerprint(Ok(now), &record.fingerprint)
 }

@@ -21,13 +21,13 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use super::error::{IoContext, PublishError};
-use super::fsx;
 use super::journal::{Journal, Op};
 use super::kept;
 use super::layout::{self, Layout, RECORD};
 use super::lock::PartitionLock;
-use super::record::Record;
+use crate::publish::error::{IoContext, PublishError};
+use crate::publish::fsx;
+use crate::publish::record::Record;
 
 /// Finishes or undoes the partition's interrupted operation, if any.
 /// Must be called with the partition lock held. Returns what it did.
@@ -36,7 +36,7 @@ pub(crate) fn recover_partition(layout: &Layout) -> Result<Vec<String>, PublishE
     let Some(j) = Journal::read(&path)? else {
         return Ok(Vec::new());
     };
-    let current = Record::read_current(layout)?.map(|r| r.version);
+    let current = layout.current_record()?.map(|r| r.version);
     let swapped = current.as_deref() == Some(j.version.as_str());
     let done = if swapped {
         finish_swap(&j)?;
@@ -141,7 +141,7 @@ pub(crate) fn gc(root: &Path) -> Result<Vec<String>, PublishError> {
     Ok(done)
 }
 
-/// See [`super::Table::recover_staged`].
+/// See [`crate::publish::Table::recover_staged`].
 pub(crate) fn recover_staged(root: &Path, staged: &Path) -> Result<Vec<String>, PublishError> {
     let Ok(staged) = staged.canonicalize() else {
         return Ok(Vec::new());

@@ -12,9 +12,9 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use super::error::{IoContext, PublishError};
-use super::fsx;
 use super::layout::{self, parse_kept_name, Layout};
+use crate::publish::error::{IoContext, PublishError};
+use crate::publish::fsx;
 
 /// One kept version.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -44,7 +44,7 @@ use deltalake_core::{DeltaTable, DeltaTableError};
 use futures::TryStreamExt as _;
 
 use super::error::PublishError;
-use super::store::Root;
+use crate::publish::root::Root;
 use crate::runkey::RunKey;
 
 mod commit;
@@ -55,6 +55,9 @@ mod gc;
 mod rollback;
 mod schema;
 mod snapshot;
+mod stats;
+mod store;
+mod target;
 mod verify;
 
 use commit::partition_values;
@@ -62,6 +65,7 @@ pub use commit::publish;
 pub use gc::gc;
 pub use rollback::rollback;
 pub use snapshot::Snapshot;
+pub use target::{Delta, Kind};
 pub use verify::verify;
 
 /// How many staged files are copied into an object-store table at once.

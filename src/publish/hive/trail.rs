@@ -15,9 +15,9 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::error::{IoContext, PublishError};
-use super::fsx;
 use super::layout::Layout;
+use crate::publish::error::{IoContext, PublishError};
+use crate::publish::fsx;
 
 #[derive(Serialize)]
 pub(crate) struct Entry<'a> {

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use rustix::fs::{flock, FlockOperation};
 use rustix::io::Errno;
 
-use super::error::{IoContext, PublishError};
-use super::fsx;
+use crate::publish::error::{IoContext, PublishError};
+use crate::publish::fsx;
 
 /// An exclusive `flock` on a partition's lock file, released on drop.
 #[derive(Debug)]

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::error::PublishError;
-use super::fsx;
+use crate::publish::error::PublishError;
+use crate::publish::fsx;
 
 /// What the interrupted operation was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 //! partition's audit record, read once, so that everything the audit reads
 //! of other partitions (`across published`, `history(N)`, the table's
 //! schema) comes from one listing, and the read set it records
-//! ([`super::readset`]) is exactly what it read.
+//! ([`crate::publish::readset`]) is exactly what it read.
 //!
 //! Walks `ROOT/k1=v1/.../kn=vn` for the rule file's `partitioned by` keys,
 //! depth by depth, never following a symlink and skipping `_` and `.`
@@ -21,11 +21,11 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use super::error::{IoContext, PublishError};
 use super::layout::RECORD;
-use super::readset::PartVersion;
-use super::record::Record;
-use super::Table;
+use crate::publish::error::{IoContext, PublishError};
+use crate::publish::readset::PartVersion;
+use crate::publish::record::Record;
+use crate::publish::Table;
 use crate::verdict::history::PastRuns;
 
 /// One partition directory found by the walk.
@@ -216,7 +216,7 @@ impl HiveSnapshot {
     pub fn past_runs(&self) -> PastRuns {
         let mut out = PastRuns::default();
         for part in self.parts.values() {
-            super::history::add_run(part.text.clone(), &part.pairs, &mut out);
+            crate::publish::history::add_run(part.text.clone(), &part.pairs, &mut out);
         }
         out
     }

@@ -34,16 +34,16 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::byproducts;
-use super::error::{IoContext, PublishError};
-use super::fsx::{self, phase};
 use super::journal::{Journal, Op};
 use super::kept;
 use super::layout::{generation, published_name, version_id, Layout};
 use super::lock::{PartitionLock, TableLock, TableMode};
-use super::readset::ReadSet;
-use super::record::{self, Record};
 use super::recover;
-use super::{PublishOptions, PublishOutcome};
+use crate::publish::error::{IoContext, PublishError};
+use crate::publish::fsx::{self, phase};
+use crate::publish::readset::ReadSet;
+use crate::publish::record::{self, Record};
+use crate::publish::{PublishOptions, PublishOutcome};
 use crate::staged::{fingerprint_dir, fingerprint_of, list_parquet_files};
 use crate::verdict::json::{PublishedFile, PublishedManifest};
 use crate::verdict::PassedVerdict;
@@ -71,7 +71,7 @@ pub(crate) fn publish(
     phase("lock");
     let _lock = PartitionLock::acquire(&layout.lock_path(), &layout.rel)?;
     recover::recover_partition(layout)?;
-    let current = Record::read_current(layout)?;
+    let current = layout.current_record()?;
     let found = current.as_ref().map(|r| r.fingerprint.clone());
     if found.as_deref() != audited_against {
         return Err(PublishError::PublishedChanged {
@@ -112,7 +112,7 @@ fn validate(layout: &Layout, read: &ReadSet) -> Result<TableLock, PublishError> 
             .split('/')
             .map(|p| p.split_once('=').map_or(p, |(k, _)| k).to_string())
             .collect();
-        let table = super::Table {
+        let table = crate::publish::Table {
             root: layout.root.clone(),
         };
         let now = table.snapshot(&keys)?.versions(&layout.rel);

@@ -9,14 +9,14 @@
 //! The operation is journalled like a publish (`Op::Rollback`), so a kill at
 //! any instant is finished or undone by the next publish, rollback or `gc`.
 
-use super::error::PublishError;
-use super::fsx::{self, phase};
 use super::journal::{Journal, Op};
 use super::kept;
 use super::layout::Layout;
 use super::lock::{PartitionLock, TableLock, TableMode};
-use super::record::Record;
 use super::recover;
+use crate::publish::error::PublishError;
+use crate::publish::fsx::{self, phase};
+use crate::publish::record::Record;
 
 /// Restores the newest kept version; returns its version id.
 pub(crate) fn rollback(layout: &Layout) -> Result<String, PublishError> {
@@ -26,7 +26,9 @@ pub(crate) fn rollback(layout: &Layout) -> Result<String, PublishError> {
         partition: layout.rel.clone(),
         detail: detail.to_string(),
     };
-    let current = Record::read_current(layout)?.ok_or_else(|| nothing("nothing is published"))?;
+    let current = layout
+        .current_record()?
+        .ok_or_else(|| nothing("nothing is published"))?;
     let kept = kept::list(layout)?;
     let target = kept
         .last()

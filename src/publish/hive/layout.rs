@@ -26,10 +26,14 @@
 //! ROOT but published partitions ever holds a `.parquet` file. The sibling
 //! must be on ROOT's file system (checked; otherwise publish refuses, exit 2).
 
+use std::fs;
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-/// The record's file name inside a version directory.
-pub const RECORD: &str = "_dqgate_audit.json";
+use crate::publish::record::Record;
+use crate::publish::PublishError;
+
+pub use crate::publish::record::RECORD;
 
 /// Paths of one partition of one table.
 #[derive(Debug, Clone)]
@@ -135,6 +139,23 @@ pub(crate) fn parse_kept_name(name: &str) -> Option<(u64, String)> {
         return None;
     }
     Some((seq.parse().ok()?, version.to_string()))
+}
+
+impl Layout {
+    /// The record of the published partition: `Ok(None)` when the partition
+    /// does not exist; `MissingRecord` when a directory (or anything else)
+    /// is there without one.
+    pub fn current_record(&self) -> Result<Option<Record>, PublishError> {
+        let dir = self.partition_dir();
+        match fs::symlink_metadata(&dir) {
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(PublishError::io("cannot stat", &dir, e)),
+            Ok(m) if m.is_dir() => Record::read_required(&dir).map(Some),
+            Ok(_) => Err(PublishError::MissingRecord {
+                dir: dir.display().to_string(),
+            }),
+        }
+    }
 }
 
 #[cfg(test)]

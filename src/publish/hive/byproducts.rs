@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::error::PublishError;
-use super::fsx;
+use crate::publish::error::PublishError;
+use crate::publish::fsx;
 
 /// Whether a file name is a writer by-product that is never published.
 pub(crate) fn is_byproduct(name: &str) -> bool {

@@ -13,11 +13,10 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::PathBuf;
 
-use super::error::PublishError;
 use super::kept;
 use super::layout::Layout;
-use super::record::Record;
-use super::VerifyReport;
+use crate::publish::error::PublishError;
+use crate::publish::VerifyReport;
 use crate::staged::fingerprint_of;
 
 pub(crate) fn verify(layout: &Layout) -> Result<VerifyReport, PublishError> {
@@ -27,9 +26,11 @@ pub(crate) fn verify(layout: &Layout) -> Result<VerifyReport, PublishError> {
             dir: dir.display().to_string(),
         });
     }
-    let record = Record::read_current(layout)?.ok_or_else(|| PublishError::MissingRecord {
-        dir: dir.display().to_string(),
-    })?;
+    let record = layout
+        .current_record()?
+        .ok_or_else(|| PublishError::MissingRecord {
+            dir: dir.display().to_string(),
+        })?;
     let mut differences = Vec::new();
     let mut present = Vec::new();
     for f in &record.files {
@@ -73,23 +74,8 @@ pub(crate) fn fingerprint_difference<N: AsRef<str> + Ord>(
     fingerprint: &str,
 ) -> Option<String> {
     present.sort_by(|a, b| a.0.cmp(&b.0));
-    compare_fingerprint(
+    crate::publish::record::compare_fingerprint(
         fingerprint_of(present.iter().map(|(n, p)| (n.as_ref(), p.as_path()))),
         fingerprint,
     )
-}
-
-/// How a re-computed fingerprint (or the error computing it) differs from
-/// the record's, if it does.
-pub(crate) fn compare_fingerprint(
-    now: Result<String, crate::staged::InputError>,
-    fingerprint: &str,
-) -> Option<String> {
-    match now {
-        Ok(now) if now == fingerprint => None,
-        Ok(now) => Some(format!(
-            "changed: the files' fingerprint is {now}, the record says {fingerprint}"
-        )),
-        Err(e) => Some(format!("changed: {e}")),
-    }
 }
