@@ -5,22 +5,20 @@
 //! `--format json` an error also prints `{"verdict": "error"}` on stdout, so
 //! a pipeline that archives stdout always has a record.
 
-use std::io::Write as _;
-
 use clap::Parser;
 
 use crate::audit::{self, RuleSource};
-use crate::engine::{Engine, EngineOptions};
+use crate::engine::EngineOptions;
 use crate::error::Error;
-use crate::runkey::{self, RunKey};
-use crate::staged::remote::Location;
-use crate::verdict::{json, junit, markdown, text, Verdict};
+use crate::verdict::{json, junit, markdown};
 
 mod args;
 mod ballista;
 mod check;
 mod failed_rows;
 mod lint;
+mod options;
+mod output;
 mod publish;
 mod report;
 mod suggest;
@@ -30,6 +28,8 @@ pub use args::{AuditArgs, ColorWhen, Command, Format, SuggestArgs, Target};
 pub use ballista::Role;
 use check::{check, compare_with, staged_location};
 use lint::lint;
+use options::free_run_key;
+use output::print_stdout;
 use publish::publish;
 use report::report;
 use verify::verify;
@@ -45,19 +45,10 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// `-v`: the process's log level, set once from the arguments (as ripgrep
-/// sets `log`'s maximum level); a normal run prints its result and one
-/// summary line on stderr.
-static VERBOSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-fn verbose() -> bool {
-    VERBOSE.load(std::sync::atomic::Ordering::Relaxed)
-}
-
 /// Runs the command line; returns the exit code.
 pub fn run(cli: Cli) -> u8 {
     if let Command::Check { audit, .. } | Command::Publish { audit, .. } = &cli.command {
-        VERBOSE.store(audit.verbose, std::sync::atomic::Ordering::Relaxed);
+        output::set_verbose(audit.verbose);
     }
     let format = match &cli.command {
         Command::Check { audit, .. } | Command::Publish { audit, .. } => audit.format,
@@ -116,12 +107,6 @@ fn report_error(e: &Error, format: Format) {
             _ => json::error_json(&msg),
         });
     }
-}
-
-fn print_stdout(s: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(s.as_bytes());
-    let _ = out.flush();
 }
 
 async fn dispatch(command: Command) -> Result<u8, Error> {
@@ -218,58 +203,4 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
             Ok(0)
         }
     }
-}
-
-fn engine_options(a: &AuditArgs) -> Result<EngineOptions, Error> {
-    if let Engine::Ballista(_) = &a.engine {
-        if a.memory_limit.is_some() {
-            return Err(Error::Usage(
-                "--memory-limit bounds the local engine only; on Ballista each executor's memory \
-                 is bounded by its own pool (`dqgate ballista executor --memory-pool-size`)"
-                    .into(),
-            ));
-        }
-    }
-    Ok(EngineOptions {
-        threads: a.threads,
-        memory_limit: a.memory_limit,
-        scan_only: a.scan_only,
-        engine: a.engine.clone(),
-        forced_key_strategy: crate::hooks::key_strategy()
-            .and_then(|s| crate::plan::keys::Forced::parse(&s)),
-        fingerprint_bits: crate::hooks::fingerprint_bits(),
-    })
-}
-
-/// With a Ballista engine: the scheduler accepts connections. Checked once
-/// the rule file, run key and staged footers are known good, so those errors
-/// come first, as with the local engine.
-fn reach_engine(a: &AuditArgs) -> Result<(), Error> {
-    match &a.engine {
-        Engine::Local => Ok(()),
-        Engine::Ballista(scheduler) => Ok(crate::exec::ballista::reach(scheduler)?),
-    }
-}
-
-fn emit(v: &Verdict, format: Format, color: ColorWhen) {
-    match format {
-        Format::Json => print_stdout(&json::to_json(v)),
-        Format::Text => print_stdout(&text::render_with(v, color.for_stdout())),
-        Format::Junit => print_stdout(&junit::render(v)),
-        Format::Markdown => print_stdout(&markdown::render(v)),
-    }
-}
-
-/// `--staged` as a location: a directory or an object-store prefix.
-fn location(staged: &std::path::Path, options: &[String]) -> Result<Location, Error> {
-    Ok(Location::parse(staged, options)?)
-}
-
-/// A run key without a rule file (verify, rollback): validated, in the order given.
-fn free_run_key(args: &[String]) -> Result<RunKey, Error> {
-    let keys = args
-        .iter()
-        .map(|a| runkey::parse_pair(a).map(|(k, _)| k))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(RunKey::parse(args, &keys)?)
 }

@@ -9,11 +9,12 @@
 //!                               │
 //!                 plan::AuditPlan::for_rules ──▶ AuditPlan (fused DataFusion plans)
 //!                               │
-//!  staged dir ──exec::StagedInput──▶ exec::observe ──▶ Observations
+//!  staged dir ──staged::StagedInput──▶ exec::observe ──▶ Observations
 //!                               │
 //!                        verdict::judge ──▶ Verdict ──▶ JSON / text / JUnit / Markdown
 //!                               │ (only a PassedVerdict)
-//!                        publish::publish ──▶ atomic swap into ROOT/k=v
+//!          audit::publish::run ──▶ a publish::Target: an atomic swap into
+//!                                       ROOT/k=v (Hive) or one Delta commit
 //! ```
 //!
 //! `report` renders saved verdict JSON and a table's audit records as HTML;
@@ -28,7 +29,8 @@
 //! below it; [docs/architecture.md](../docs/architecture.md) in the
 //! repository draws the module graph,
 //! says where each subcommand enters and which helpers are kept by hand, and
-//! `tests/it/architecture.rs` fails on a cycle.
+//! `tests/it/architecture.rs` and `tests/it/file_graph.rs` fail on a cycle
+//! between modules or between files.
 
 pub mod audit;
 pub mod check;

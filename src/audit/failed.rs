@@ -2,7 +2,8 @@
 //! read besides the staged files (references, the other published
 //! partitions), and each written file named in its check.
 
-use super::{joins, Prepared};
+use super::joins;
+use super::prepare::Prepared;
 use crate::check::Metric;
 use crate::exec::ExecError;
 use crate::failed::{self, FailedRowsError};

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Prepared, Published};
+use super::prepare::{Prepared, Published};
 use crate::error::Error;
 use crate::failed;
 use crate::publish::{PublishError, PublishOutcome, ReadSet, Request, Target};

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::args::AuditArgs;
-use super::{emit, engine_options, location, reach_engine};
+use super::options::{engine_options, location, reach_engine};
+use super::output::emit;
 use crate::audit::{self, RuleSource};
 use crate::error::Error;
 use crate::staged::remote::{is_url, Location};
@@ -98,7 +99,7 @@ pub(super) fn timing(p: &audit::Prepared, started: Instant) {
         started.elapsed().as_secs_f64(),
         count_of(p.plan.scans() as u64, "pass", "passes")
     );
-    if !super::verbose() {
+    if !super::output::verbose() {
         return;
     }
     if let Ok(passes) = p.key_passes.lock() {

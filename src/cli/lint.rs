@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use super::{location, print_stdout, Format};
+use super::args::Format;
+use super::options::location;
+use super::output::print_stdout;
 use crate::audit::{self, RuleSource};
 use crate::engine::EngineOptions;
 use crate::error::Error;

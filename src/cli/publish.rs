@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::args::{AuditArgs, ColorWhen, Format, Target};
 use super::check::timing;
-use super::{emit, engine_options, print_stdout, reach_engine};
+use super::options::{engine_options, reach_engine};
+use super::output::{emit, print_stdout};
 use crate::audit::publish::{Observer, Options, Outcome};
 use crate::audit::{self, Prepared, RuleSource};
 use crate::error::Error;

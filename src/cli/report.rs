@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::print_stdout;
+use super::output::print_stdout;
 use crate::error::Error;
 use crate::staged::remote::is_url;
 
@@ -16,7 +16,7 @@ pub(super) async fn report(
     // Storage options are for a table on an object store only.
     match table {
         Some(root) => crate::publish::choose(None, root).refuse_options(options)?,
-        None => crate::publish::open::no_options(options)?,
+        None => crate::publish::target::no_options(options)?,
     }
     let page = match table {
         // A Delta table's history comes from its snapshot and its log.

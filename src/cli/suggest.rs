@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use super::args::SuggestArgs;
 use super::check::staged_location;
-use super::{free_run_key, print_stdout};
+use super::options::free_run_key;
+use super::output::print_stdout;
 use crate::engine::EngineOptions;
 use crate::error::Error;
 use crate::staged::StagedInput;

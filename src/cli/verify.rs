@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::free_run_key;
+use super::options::free_run_key;
 use crate::error::Error;
 use crate::runkey::RunKey;
 

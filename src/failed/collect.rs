@@ -20,7 +20,13 @@ use datafusion::arrow::compute::{concat_batches, filter_record_batch, take_recor
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 
-use super::{FILE_COLUMN, ROW_COLUMN};
+/// The column naming each row's file, relative to the staged directory.
+pub const FILE_COLUMN: &str = "_dqgate_file";
+/// The column holding each row's 0-based position in its file.
+pub const ROW_COLUMN: &str = "_dqgate_row";
+/// `across published` only: the published partition (`k=v[/k=v]`) that
+/// also holds the row's key (the first by path when several do).
+pub const PARTITION_COLUMN: &str = "_dqgate_partition";
 
 /// Fewer positions than this are never compacted (a sort per batch would
 /// cost more than it saves).
@@ -159,7 +165,7 @@ fn with_positions(
     let extra = schema
         .fields()
         .iter()
-        .filter(|f| f.name() == super::PARTITION_COLUMN)
+        .filter(|f| f.name() == PARTITION_COLUMN)
         .count();
     let staged = schema.fields().len() - extra;
     let mut fields: Vec<Field> = schema.fields()[..staged]

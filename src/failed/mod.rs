@@ -34,16 +34,9 @@ use crate::staged::reference::Dataset;
 use crate::staged::StagedInput;
 use crate::verdict::{FailedRows, Verdict};
 use collect::{Kept, Locations};
+pub use collect::{FILE_COLUMN, PARTITION_COLUMN, ROW_COLUMN};
 pub use request::{requests, Request, Rows};
 pub use write::{file_name, MARK};
-
-/// The column naming each row's file, relative to the staged directory.
-pub const FILE_COLUMN: &str = "_dqgate_file";
-/// The column holding each row's 0-based position in its file.
-pub const ROW_COLUMN: &str = "_dqgate_row";
-/// `across published` only: the published partition (`k=v[/k=v]`) that
-/// also holds the row's key (the first by path when several do).
-pub const PARTITION_COLUMN: &str = "_dqgate_partition";
 
 /// How many rows a check's file holds at most (`--failed-rows-limit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use datafusion::functions_aggregate::count::count_all;
 use datafusion::logical_expr::{cast, Expr};
 use datafusion::prelude::{col, ident, lit};
 
-use super::ROWS;
+use super::columns::ROWS;
 use crate::check::{Metric, RefLookup};
 
 /// The column holding a published partition's `k=v[/k=v]` in the union of

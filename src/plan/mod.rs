@@ -7,6 +7,7 @@
 //! `duplicate_count`) need a grouped aggregate; each distinct key *set* gets one,
 //! shared by every statement over the same columns in any order.
 
+mod columns;
 pub mod fsum;
 pub mod join;
 pub mod keys;
@@ -25,8 +26,7 @@ use datafusion::prelude::{col, ident, lit};
 use crate::check::{CheckedRules, Metric};
 use crate::value::Value;
 
-/// The name of the row count column in grouped plans.
-pub const ROWS: &str = "__dqgate_rows";
+pub use columns::ROWS;
 
 /// One aggregate expression of the fused scan.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

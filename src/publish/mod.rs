@@ -26,9 +26,11 @@ use std::path::PathBuf;
 
 pub use error::PublishError;
 pub use hive::{HiveSnapshot, Table};
-pub use open::{choose, Kind, OpenError};
+pub use open::choose;
 pub use readset::{PartVersion, ReadSet};
-pub use target::{Current, PartSource, Read, Request, RolledBack, Snapshot, Target};
+pub use target::{
+    Current, Kind, OpenError, PartSource, Read, Request, RolledBack, Snapshot, Target,
+};
 
 /// The version of a partition that readers see now.
 #[derive(Debug, Clone, PartialEq, Eq)]

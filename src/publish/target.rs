@@ -7,16 +7,20 @@
 //! The Hive target (`hive/`) and the Delta target (`delta/`) implement both;
 //! the command line, `audit` and the publish loop hold a `dyn Target` and
 //! never ask which one. A new target is a new folder with these two
-//! implementations, and one line in [`super::open`].
+//! implementations and a [`Kind`] (how a command names and opens it), and
+//! one line in [`super::open::KINDS`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
+use super::error::PublishError;
+use super::readset::ReadSet;
 use super::root::Root;
-use super::{PublishError, PublishOutcome, ReadSet, VerifyReport};
+use super::{PublishOptions, PublishOutcome, VerifyReport};
 use crate::runkey::RunKey;
 use crate::staged::{InputError, StagedInput};
+use crate::staged::{Location, LocationError};
 use crate::verdict::history::PastRuns;
 use crate::verdict::PassedVerdict;
 
@@ -142,5 +146,68 @@ impl PartSource {
             PartSource::Dir(dir) => StagedInput::open(dir),
             PartSource::Files { root, files } => root.input_of(files).await,
         }
+    }
+}
+
+/// A kind of publish target.
+#[async_trait]
+pub trait Kind: Sync {
+    /// Its name for `--target`.
+    fn name(&self) -> &'static str;
+
+    /// Whether a `--table` given without `--target` is a table of this kind.
+    fn claims(&self, table: &Path) -> bool;
+
+    /// Refuses `--storage-option`s where this kind reads no object store
+    /// (`verify`, `rollback`, `gc`, `report`).
+    fn refuse_options(&self, _options: &[String]) -> Result<(), OpenError> {
+        Ok(())
+    }
+
+    /// Refuses, before anything is read, a publish this kind cannot make
+    /// atomic (Hive: staged files or a table on an object store, or a table
+    /// of another kind).
+    fn refuse_publish(&self, _table: &Path, _staged: &Path) -> Result<(), OpenError> {
+        Ok(())
+    }
+
+    /// Where a publish into `table` reads the staged files from.
+    fn staged_location(
+        &self,
+        staged: &Path,
+        table: &Path,
+        options: &[String],
+    ) -> Result<Location, LocationError>;
+
+    /// Opens the table; with `publish`, to publish into it (a kind may
+    /// refuse a location it would not create a table in).
+    async fn open(
+        &self,
+        table: &Path,
+        options: &[String],
+        publish: Option<&PublishOptions>,
+    ) -> Result<Box<dyn Target>, OpenError>;
+}
+
+/// Why a target could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The command asks for something the target cannot do (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// The table's location is not usable.
+    #[error(transparent)]
+    Location(#[from] LocationError),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+}
+
+/// `--storage-option` given where no object store is.
+pub(crate) fn no_options(options: &[String]) -> Result<(), OpenError> {
+    match options {
+        [] => Ok(()),
+        _ => Err(OpenError::Usage(
+            LocationError::OptionsWithoutStore.to_string(),
+        )),
     }
 }

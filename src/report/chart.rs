@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use super::escape;
+use super::input::escape;
 use crate::verdict::Outcome;
 
 const W: f64 = 330.0;

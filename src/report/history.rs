@@ -13,8 +13,8 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+use super::error::ReportError;
 use super::model::{self, Doc, VerdictDoc};
-use super::ReportError;
 use crate::publish::hive::layout::{Layout, RECORD};
 
 /// Deeper than any run key a rule file can declare in practice.

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 
 use super::chart::{self, Chart, RunPoint};
 use super::history::run_key_order;
+use super::input::{escape, Input, TableHistory};
 use super::model::{numeric, shown, CheckDoc, Doc, FailedRowsDoc, SampleDoc, VerdictDoc};
-use super::{escape, Input, TableHistory};
 use crate::verdict::human::{self, count_of};
 use crate::verdict::Outcome;
 

@@ -11,66 +11,20 @@
 //! path that was not given).
 
 pub mod chart;
+mod error;
 pub mod history;
 pub mod html;
+mod input;
 pub mod model;
 pub mod rows;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
+pub use error::ReportError;
 pub use history::History;
+pub use input::{escape, Input, TableHistory};
 pub use model::Doc;
-
-/// Why a report could not be made. Exit code 3, like unreadable data.
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    /// A verdict file or an audit record that cannot be read or is not a
-    /// `dqgate.verdict/v1` document.
-    #[error("cannot read {path}: {reason}")]
-    Read { path: String, reason: String },
-    /// The `--table` root cannot be listed.
-    #[error("cannot read the table {path}: {reason}")]
-    Table { path: String, reason: String },
-}
-
-impl ReportError {
-    pub(crate) fn read(path: &Path, reason: &str) -> ReportError {
-        ReportError::Read {
-            path: path.display().to_string(),
-            reason: reason.to_string(),
-        }
-    }
-
-    pub(crate) fn table(path: &Path, reason: &str) -> ReportError {
-        ReportError::Table {
-            path: path.display().to_string(),
-            reason: reason.to_string(),
-        }
-    }
-}
-
-/// Escapes text for HTML content and quoted attributes: the XML escaping of
-/// [`crate::verdict::junit::attr`] is valid HTML too. The page (`html`) and
-/// its charts (`chart`) write every text from outside through it.
-pub fn escape(s: &str) -> String {
-    crate::verdict::junit::attr(s)
-}
-
-/// One verdict file, read.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Input {
-    /// The path as given when relative, else its file name.
-    pub shown: String,
-    pub doc: Doc,
-}
-
-/// A table's history and the name the page shows for its root.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TableHistory {
-    pub shown: String,
-    pub history: History,
-}
 
 /// Reads the verdict files (and the table's history) and renders the page.
 /// With `failed_rows` (the `--failed-rows` directory of the audits), the

@@ -9,8 +9,8 @@ use datafusion::arrow::record_batch::RecordBatchReader as _;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use super::input::Input;
 use super::model::{Doc, Preview};
-use super::Input;
 
 /// Rows of a failed-rows file shown under its check.
 pub const PREVIEW_ROWS: usize = 10;

@@ -8,8 +8,8 @@
 //! `max_retries` and `retry_timeout` for the retry policy). Discovery lists the
 //! prefix once and keeps what the local walk would keep; each footer is read
 //! with ranged GETs and then goes through exactly the checks, the fingerprint
-//! and the schema logic of [`super::input`] (`super::open` assembles them), so the same files give the same
-//! fingerprint wherever they live.
+//! and the schema logic of `staged/input.rs` (`staged/open.rs` assembles
+//! them), so the same files give the same fingerprint wherever they live.
 
 use std::fmt;
 use std::ops::Range;

@@ -19,9 +19,9 @@ use crate::support::repo;
 type Graph = BTreeMap<String, BTreeMap<String, String>>;
 
 /// A source file: its path under `src/` (`exec/input.rs`) and its text.
-struct Source {
-    path: String,
-    text: String,
+pub(crate) struct Source {
+    pub(crate) path: String,
+    pub(crate) text: String,
 }
 
 #[test]
@@ -61,11 +61,31 @@ const LAYERS: &[&[&str]] = &[
     &["engine"],
     &["exec"],
     &["plan"],
+    &["staged"],
     &["check"],
     &["dsl"],
     &["scalar"],
-    &["value", "diagnostic", "runkey", "units"],
+    &["value", "diagnostic", "runkey", "units", "hooks"],
 ];
+
+#[test]
+fn publish_reads_staged_files_and_never_plans() {
+    let graph = module_graph(&sources(&repo().join("src")));
+    let wrong: Vec<String> = ["plan", "exec", "check", "audit"]
+        .iter()
+        .filter_map(|m| {
+            graph["publish"]
+                .get(*m)
+                .map(|at| format!("publish -> {m} ({at})"))
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "publish reads the staged files through `staged` and publishes verdicts; it names no \
+         planning or execution stage:\n  {}",
+        wrong.join("\n  ")
+    );
+}
 
 #[test]
 fn every_edge_points_down_the_layers() {
@@ -219,7 +239,7 @@ fn checker_skips_tests_comments_and_strings() {
 }
 
 /// Every `.rs` file under `dir`, by path relative to it.
-fn sources(dir: &Path) -> Vec<Source> {
+pub(crate) fn sources(dir: &Path) -> Vec<Source> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -242,7 +262,7 @@ fn sources(dir: &Path) -> Vec<Source> {
 
 /// The module path of a file: `exec/input.rs` and `exec/input/mod.rs` are
 /// `[exec, input]`; `lib.rs` and `main.rs` are the crate root (`[]`).
-fn module_path(path: &str) -> Vec<String> {
+pub(crate) fn module_path(path: &str) -> Vec<String> {
     let path = path.strip_suffix(".rs").unwrap_or(path);
     let mut parts: Vec<String> = path.split('/').map(str::to_string).collect();
     if parts.last().is_some_and(|p| p == "mod") || parts == ["lib"] || parts == ["main"] {
@@ -305,7 +325,7 @@ fn is_ident(c: u8) -> bool {
 
 /// The text with comments, string literals and character literals replaced
 /// by spaces (newlines kept, so byte offsets and line numbers stay).
-fn blank(text: &str) -> String {
+pub(crate) fn blank(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = b.to_vec();
     let mut i = 0;
@@ -397,7 +417,7 @@ fn raw_string_start(b: &[u8]) -> Option<(usize, usize)> {
 }
 
 /// The (blanked) code without the items marked `#[cfg(test)]`.
-fn without_test_items(code: &str) -> String {
+pub(crate) fn without_test_items(code: &str) -> String {
     let mut out = code.as_bytes().to_vec();
     let mut from = 0;
     while let Some(p) = code[from..].find("#[cfg(test)]") {
@@ -513,7 +533,7 @@ fn references(code: &str, depth: usize) -> Vec<(usize, String)> {
 
 /// One cycle of the graph (`[a, b, a]`), the first in name order; `None` when
 /// the graph is acyclic.
-fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
+pub(crate) fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
     // Depth-first search; a back edge to a node on the stack closes a cycle.
     fn visit(
         graph: &Graph,

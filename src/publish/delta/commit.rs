@@ -15,11 +15,11 @@ use serde_json::Value as Json;
 
 use super::conflict::check_winning_commits;
 use super::copy::{copy_in, staged_name, token_of};
-use super::schema::{check_compatible, protocol_for, table_schema};
-use super::{
-    app_id, delta_err, handle, load, partition_files, txn_of, txn_version, CurrentFile,
-    CHECKPOINT_INTERVAL, MAX_ATTEMPTS,
+use super::log::{
+    app_id, delta_err, handle, load, partition_files, partition_values, txn_of, txn_version,
+    CurrentFile, CHECKPOINT_INTERVAL, MAX_ATTEMPTS,
 };
+use super::schema::{check_compatible, protocol_for, table_schema};
 use crate::publish::error::PublishError;
 use crate::publish::fsx;
 use crate::publish::readset::ReadSet;
@@ -416,13 +416,6 @@ pub(super) fn add_action(
 /// audited files' footers (never expected: the fingerprints matched).
 pub(super) fn row_stats(rows: i64) -> String {
     serde_json::json!({ "numRecords": rows }).to_string()
-}
-
-pub(super) fn partition_values(key: &RunKey) -> HashMap<String, Option<String>> {
-    key.pairs()
-        .iter()
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
-        .collect()
 }
 
 /// The table's `delta.checkpointInterval` as the commit left it.

@@ -48,7 +48,7 @@ pub(super) async fn check_winning_commits(
         let entry = log
             .read_commit_entry(version)
             .await
-            .map_err(|e| super::table_err(table, e))?;
+            .map_err(|e| super::log::table_err(table, e))?;
         let Some(bytes) = entry else {
             return Err(conflict(
                 read,

@@ -3,7 +3,7 @@
 
 use futures::{StreamExt as _, TryStreamExt as _};
 
-use super::CONCURRENT_COPIES;
+use super::log::CONCURRENT_COPIES;
 use crate::publish::error::PublishError;
 use crate::publish::root::{staged_files, Root};
 use crate::staged::fingerprint_footers;

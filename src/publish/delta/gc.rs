@@ -3,7 +3,7 @@
 
 use serde_json::Value as Json;
 
-use super::{delta_err, load};
+use super::log::{delta_err, load};
 use crate::publish::error::PublishError;
 use crate::publish::root::Root;
 

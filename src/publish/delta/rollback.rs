@@ -9,10 +9,8 @@ use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use futures::TryStreamExt as _;
 use serde_json::Value as Json;
 
-use super::commit::{
-    add_action, checkpoint_if_due, checkpoint_interval, lost_race, partition_values, remove_action,
-};
-use super::{app_id, delta_err, handle, load, partition_files, txn_of};
+use super::commit::{add_action, checkpoint_if_due, checkpoint_interval, lost_race, remove_action};
+use super::log::{app_id, delta_err, handle, load, partition_files, partition_values, txn_of};
 use crate::publish::error::PublishError;
 use crate::publish::record::RECORD;
 use crate::publish::root::Root;

@@ -6,7 +6,7 @@ use deltalake_core::kernel::StructType;
 use deltalake_core::DeltaTable;
 use serde_json::Value as Json;
 
-use super::table_err;
+use super::log::table_err;
 use crate::publish::error::PublishError;
 use crate::runkey::RunKey;
 

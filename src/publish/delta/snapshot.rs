@@ -8,8 +8,8 @@ use sha2::{Digest, Sha256};
 use futures::TryStreamExt as _;
 use serde_json::Value as Json;
 
+use super::log::{load, table_err};
 use super::schema::{check_partitioning, partition_columns};
-use super::{load, table_err};
 use crate::publish::error::PublishError;
 use crate::publish::readset::PartVersion;
 use crate::publish::record::Record;

@@ -4,9 +4,9 @@ use std::path::Path;
 
 use async_trait::async_trait;
 
-use super::Snapshot as DeltaSnapshot;
-use crate::publish::open::OpenError;
+use super::snapshot::Snapshot as DeltaSnapshot;
 use crate::publish::root::Root;
+use crate::publish::target::OpenError;
 use crate::publish::target::{Current, PartSource, Read, Request, RolledBack, Snapshot, Target};
 use crate::publish::{PublishError, PublishOptions, PublishOutcome, ReadSet, VerifyReport};
 use crate::runkey::RunKey;
@@ -24,7 +24,7 @@ impl Target for Delta {
         // The partition's txn before anything is read: the commit must find
         // it unchanged (the snapshot read next is at least as new).
         let txn = if read.to_publish {
-            super::current_txn(&self.root, read.key).await?
+            super::log::current_txn(&self.root, read.key).await?
         } else {
             None
         };
@@ -33,18 +33,18 @@ impl Target for Delta {
     }
 
     async fn verify(&self, key: &RunKey) -> Result<VerifyReport, PublishError> {
-        super::verify(&self.root, key).await
+        super::verify::verify(&self.root, key).await
     }
 
     async fn rollback(&self, key: &RunKey) -> Result<RolledBack, PublishError> {
         Ok(RolledBack {
-            version: super::rollback(&self.root, key).await?,
+            version: super::rollback::rollback(&self.root, key).await?,
             how: Some("a new Delta commit"),
         })
     }
 
     async fn gc(&self, min_age: std::time::Duration) -> Result<Vec<String>, PublishError> {
-        super::gc(&self.root, min_age).await
+        super::gc::gc(&self.root, min_age).await
     }
 }
 
@@ -115,7 +115,7 @@ impl Snapshot for DeltaRead {
     }
 
     async fn publish(&self, r: Request<'_>) -> Result<PublishOutcome, PublishError> {
-        super::publish(
+        super::commit::publish(
             &self.snapshot.root,
             r.key,
             r.partitioned_by,
@@ -133,13 +133,13 @@ impl Snapshot for DeltaRead {
 pub struct Kind;
 
 #[async_trait]
-impl crate::publish::open::Kind for Kind {
+impl crate::publish::target::Kind for Kind {
     fn name(&self) -> &'static str {
         "delta"
     }
 
     fn claims(&self, table: &Path) -> bool {
-        super::is_delta_arg(table)
+        super::log::is_delta_arg(table)
     }
 
     /// The `--storage-option`s belong to whichever of the staged files and

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{app_id, load, partition_files, txn_of, txn_version};
+use super::log::{app_id, load, partition_files, txn_of, txn_version};
 use crate::publish::error::PublishError;
 use crate::publish::record::Record;
 use crate::publish::root::Root;

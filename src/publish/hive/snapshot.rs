@@ -25,7 +25,6 @@ use super::layout::RECORD;
 use crate::publish::error::{IoContext, PublishError};
 use crate::publish::readset::PartVersion;
 use crate::publish::record::Record;
-use crate::publish::Table;
 use crate::verdict::history::PastRuns;
 
 /// One partition directory found by the walk.
@@ -48,14 +47,14 @@ pub struct HiveSnapshot {
     parts: BTreeMap<String, Part>,
 }
 
-impl Table {
+impl HiveSnapshot {
     /// Reads every partition directory named by `keys` (the rule file's
     /// `partitioned by`) and its audit record. A root that does not exist
     /// has no partitions.
-    pub fn snapshot(&self, keys: &[String]) -> Result<HiveSnapshot, PublishError> {
+    pub fn read(root: &Path, keys: &[String]) -> Result<HiveSnapshot, PublishError> {
         let mut found = Vec::new();
         if !keys.is_empty() {
-            walk(&self.root, keys, &mut Vec::new(), &mut found)?;
+            walk(root, keys, &mut Vec::new(), &mut found)?;
         }
         let parts = found
             .into_iter()
@@ -88,15 +87,9 @@ impl Table {
             })
             .collect();
         Ok(HiveSnapshot {
-            root: self.root.clone(),
+            root: root.to_path_buf(),
             parts,
         })
-    }
-
-    /// What the audit records of the table's partitions say, for
-    /// `history(N)`, in directory-name order.
-    pub fn past_runs(&self, keys: &[String]) -> Result<PastRuns, PublishError> {
-        Ok(self.snapshot(keys)?.past_runs())
     }
 }
 

@@ -112,10 +112,7 @@ fn validate(layout: &Layout, read: &ReadSet) -> Result<TableLock, PublishError> 
             .split('/')
             .map(|p| p.split_once('=').map_or(p, |(k, _)| k).to_string())
             .collect();
-        let table = crate::publish::Table {
-            root: layout.root.clone(),
-        };
-        let now = table.snapshot(&keys)?.versions(&layout.rel);
+        let now = super::snapshot::HiveSnapshot::read(&layout.root, &keys)?.versions(&layout.rel);
         phase("compare");
         if let Some(detail) = read.changed(&now) {
             return Err(PublishError::ReadSetChanged {

@@ -5,8 +5,8 @@ use std::path::Path;
 use async_trait::async_trait;
 
 use super::{HiveSnapshot, Table};
-use crate::publish::open::{no_options, OpenError};
 use crate::publish::root::Root;
+use crate::publish::target::{no_options, OpenError};
 use crate::publish::target::{Current, PartSource, Read, Request, RolledBack, Snapshot, Target};
 use crate::publish::{PublishError, PublishOptions, PublishOutcome, ReadSet, VerifyReport};
 use crate::runkey::RunKey;
@@ -139,7 +139,7 @@ impl Snapshot for HiveRead {
 pub struct Kind;
 
 #[async_trait]
-impl crate::publish::open::Kind for Kind {
+impl crate::publish::target::Kind for Kind {
     fn name(&self) -> &'static str {
         "hive"
     }
