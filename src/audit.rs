@@ -21,3 +21,4 @@ mod run;
 pub use prepare::{lint_without_data, prepare, prepare_at, Prepared, Published};
 pub use references::{resolve, References};
 pub use rules::RuleSource;
+pub use run::Telemetry;

@@ -12,13 +12,15 @@ use crate::exec::join::{self, JoinResult, PublishedPart};
 use crate::plan::join::JoinPass;
 use crate::staged::reference::Dataset;
 use crate::value::Value;
-use crate::verdict::{Sample, Status, Verdict};
+use crate::verdict::Sample;
 
 /// What the join passes observed, and which were skipped and why.
 #[derive(Debug, Default)]
 pub(super) struct JoinObservations {
     pub results: HashMap<JoinPass, JoinResult>,
     pub skipped: HashMap<JoinPass, String>,
+    /// What each key engine pass of the joins did and cost.
+    pub passes: Vec<String>,
 }
 
 impl JoinObservations {
@@ -38,32 +40,26 @@ impl JoinObservations {
         self.skipped.get(&JoinPass::of(m)?).cloned()
     }
 
-    /// Puts the samples of failed join statements into the verdict.
-    pub fn attach_samples(&self, rules: &CheckedRules, verdict: &mut Verdict) {
-        for (s, c) in rules.statements.iter().zip(verdict.checks.iter_mut()) {
-            let Some(result) = JoinPass::of(&s.metric).and_then(|p| self.results.get(&p)) else {
-                continue;
-            };
-            if c.status != Status::Fail {
-                continue;
-            }
-            let columns = match &s.metric {
-                Metric::NotInReference(r) => &r.columns,
-                Metric::DuplicateAcrossPublished(k) => k,
-                _ => continue,
-            };
-            c.samples = Some(
-                result
-                    .samples
-                    .iter()
-                    .map(|j| Sample {
-                        key: columns.iter().cloned().zip(j.key.iter().cloned()).collect(),
-                        rows: j.rows,
-                        partition: j.partition.clone(),
-                    })
-                    .collect(),
-            );
-        }
+    /// The samples of a join statement, by its metric: its keys named by
+    /// their columns; `None` for any other statement.
+    pub fn samples_of(&self, metric: &Metric) -> Option<Vec<Sample>> {
+        let result = self.results.get(&JoinPass::of(metric)?)?;
+        let columns = match metric {
+            Metric::NotInReference(r) => &r.columns,
+            Metric::DuplicateAcrossPublished(k) => k,
+            _ => return None,
+        };
+        Some(
+            result
+                .samples
+                .iter()
+                .map(|j| Sample {
+                    key: columns.iter().cloned().zip(j.key.iter().cloned()).collect(),
+                    rows: j.rows,
+                    partition: j.partition.clone(),
+                })
+                .collect(),
+        )
     }
 }
 
@@ -135,7 +131,7 @@ pub(super) async fn observe(p: &Prepared) -> Result<JoinObservations, Error> {
                 }
             }
         };
-        p.key_passes.lock().expect("lock").extend(
+        obs.passes.extend(
             result
                 .passes
                 .iter()

@@ -64,11 +64,6 @@ pub struct Prepared {
     /// ([`crate::publish::ReadSet`]) is exactly what it read. Set it before
     /// [`Prepared::run_with`].
     pub table: Option<Box<dyn Snapshot>>,
-    /// Bytes the last run spilled to disk (reported on stderr).
-    pub spilled_bytes: std::sync::atomic::AtomicU64,
-    /// What each key engine pass did and cost (`exec::keys`), for the
-    /// timing line.
-    pub key_passes: std::sync::Mutex<Vec<String>>,
 }
 
 /// Parses the rule file, validates the run key, reads the staged footers and
@@ -207,8 +202,6 @@ async fn finish(
         spill_distinct: engine_opts.memory_limit.is_some(),
         references,
         table: None,
-        spilled_bytes: Default::default(),
-        key_passes: Default::default(),
     })
 }
 

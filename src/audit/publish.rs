@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use super::prepare::{Prepared, Published};
+use super::run::Telemetry;
 use crate::error::Error;
 use crate::failed;
 use crate::publish::{PublishError, PublishOutcome, ReadSet, Request, Target};
@@ -30,8 +31,9 @@ pub trait Observer {
     /// `took`.
     fn failed_rows(&mut self, opts: &failed::Options, written: &failed::Written, took: Duration);
 
-    /// An audit ended with `verdict`, before anything was published.
-    fn audited(&mut self, prepared: &Prepared, verdict: &Verdict);
+    /// An audit ended with `verdict`, at the cost `telemetry` says, before
+    /// anything was published.
+    fn audited(&mut self, prepared: &Prepared, verdict: &Verdict, telemetry: &Telemetry);
 
     /// The table changed under the audit: `note` says whether it is audited
     /// again or the publish gives up.
@@ -108,14 +110,14 @@ async fn audit(
 ) -> Result<Option<(PassedVerdict, Published, ReadSet)>, Error> {
     let published = prepared.published().await?;
     let past = prepared.past_runs().await?;
-    let mut verdict = prepared.run_with(&published, past.as_ref()).await?;
+    let (mut verdict, telemetry) = prepared.run_with(&published, past.as_ref()).await?;
     if let Some(failed) = opts.failed_rows {
         let started = Instant::now();
         let written = prepared.write_failed_rows(&mut verdict, failed).await;
         observer.failed_rows(failed, &written, started.elapsed());
     }
     let read = prepared.read_set(&published);
-    observer.audited(prepared, &verdict);
+    observer.audited(prepared, &verdict, &telemetry);
     let Ok(passed) = verdict.into_passed() else {
         return Ok(None);
     };

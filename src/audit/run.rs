@@ -1,7 +1,7 @@
 //! A prepared audit run: the fused passes, the join passes, the published
 //! version's metrics, the judge, and the samples the verdict shows.
 
-use crate::check::{Metric, SampleSpec};
+use crate::check::Metric;
 use crate::error::Error;
 use crate::exec::{self, Observations};
 use crate::plan::{self, Atom, AuditPlan};
@@ -9,8 +9,9 @@ use crate::publish::Current;
 use crate::staged::StagedInput;
 use crate::value::Value;
 use crate::verdict::history::{History, PastRun, PastRuns};
+use crate::verdict::judge::SampleRequest;
 use crate::verdict::judge::{self, Extra, Measurements, MetricValues, RunInfo};
-use crate::verdict::{InputFile, InputSummary, Sample, Source, Status, Verdict};
+use crate::verdict::{InputFile, InputSummary, Sample, Source, Verdict};
 
 use super::joins;
 use super::prepare::{read_failed, Prepared, Published};
@@ -18,22 +19,18 @@ use super::prepare::{read_failed, Prepared, Published};
 impl Prepared {
     /// Runs the plans and judges. `published` says what `published.*` refers to.
     pub async fn run(&self, published: &Published) -> Result<Verdict, Error> {
-        self.run_with(published, None).await
+        Ok(self.run_with(published, None).await?.0)
     }
 
     /// [`run`](Self::run), with the table's published partitions for
-    /// `history(N)` (`None`: no `--table`, history checks are skipped).
+    /// `history(N)` (`None`: no `--table`, history checks are skipped); the
+    /// verdict, and what the run cost.
     pub async fn run_with(
         &self,
         published: &Published,
         past: Option<&PastRuns>,
-    ) -> Result<Verdict, Error> {
+    ) -> Result<(Verdict, Telemetry), Error> {
         let obs = exec::observe(&self.ctx, &self.input, &self.plan).await?;
-        self.spilled_bytes
-            .store(obs.spilled_bytes, std::sync::atomic::Ordering::Relaxed);
-        if let Ok(mut passes) = self.key_passes.lock() {
-            passes.clone_from(&obs.key_passes);
-        }
         let (published_schema, schema_from) = self.published_schema(published).await?;
         let baseline = past.map(|p| self.baseline(p));
         let dups_nulls_equal = |keys: &[String]| {
@@ -47,6 +44,7 @@ impl Prepared {
             published_schema: published_schema.as_ref().map_err(|why| *why),
             duplicates_nulls_equal: &dups_nulls_equal,
             history: baseline.as_ref().map_or(History::NotGiven, History::Runs),
+            schema_from: schema_from.as_deref(),
         };
         let joined = joins::observe(self).await?;
         let mut staged = metric_values(
@@ -81,86 +79,59 @@ impl Prepared {
             duplicates: &duplicates,
             source: &source,
             skipped: &|m: &Metric| joined.skip_reason(m),
+            joined: &|m: &Metric| joined.samples_of(m),
             extra,
         };
-        let mut verdict = judge::judge(
+        let judged = judge::judge(
             &self.checked,
             &measurements,
             self.run_info(compared_against),
         );
-        for (i, spec) in judge::row_sample_requests(&self.checked, &verdict) {
-            if let SampleSpec::Rows { filter, columns } = spec {
-                let rows = exec::row_samples(&self.ctx, &self.input, filter, columns).await?;
-                verdict.checks[i].samples = Some(
-                    rows.into_iter()
-                        .map(|(values, rows)| Sample {
-                            key: columns.iter().cloned().zip(values).collect(),
-                            rows,
-                            partition: None,
-                        })
-                        .collect(),
-                );
-            }
-        }
-        self.sample_null_keys(&obs, &mut verdict).await?;
-        joined.attach_samples(&self.checked, &mut verdict);
-        if let Some(rel) = schema_from {
-            for (s, c) in self
-                .checked
-                .statements
-                .iter()
-                .zip(verdict.checks.iter_mut())
-            {
-                if s.metric == Metric::SchemaDrift && c.status != Status::Skipped {
-                    c.note = Some(format!(
-                        "nothing is published for this run key: compared with the table's current schema, \
-                         that of partition {rel}"
-                    ));
-                    c.compared_with = Some(rel.clone());
+        let samples = self.read_samples(&judged, &obs).await?;
+        let mut key_passes = obs.key_passes.clone();
+        key_passes.extend(joined.passes.iter().cloned());
+        let telemetry = Telemetry {
+            spilled_bytes: obs.spilled_bytes,
+            key_passes,
+        };
+        Ok((judged.complete(samples), telemetry))
+    }
+
+    /// The rows of the staged files the failed checks show as samples: a
+    /// check whose samples are rows; and a failing `primary_key` whose
+    /// duplicated keys leave room among the samples shows its keys with a
+    /// null part, most frequent first.
+    async fn read_samples(
+        &self,
+        judged: &judge::Judged,
+        obs: &Observations,
+    ) -> Result<Vec<(usize, Vec<Sample>)>, Error> {
+        let mut out = Vec::new();
+        for request in judged.requests(&self.checked) {
+            match request {
+                SampleRequest::Rows {
+                    check,
+                    filter,
+                    columns,
+                } => {
+                    let rows = exec::row_samples(&self.ctx, &self.input, filter, columns).await?;
+                    out.push((check, samples_of(columns, rows, usize::MAX)));
+                }
+                SampleRequest::NullKeys { check, keys, shown } => {
+                    let null_keys = crate::plan::any_null(keys);
+                    let has_nulls = matches!(
+                        obs.atoms.get(&crate::plan::Atom::CountIf(null_keys.clone())),
+                        Some(crate::value::Value::Int(n)) if *n > 0
+                    );
+                    if shown >= exec::SAMPLES || !has_nulls {
+                        continue;
+                    }
+                    let rows = exec::row_samples(&self.ctx, &self.input, &null_keys, keys).await?;
+                    out.push((check, samples_of(keys, rows, exec::SAMPLES - shown)));
                 }
             }
         }
-        Ok(verdict)
-    }
-
-    /// A failing `primary_key` whose duplicated keys leave room among the
-    /// samples also shows its keys with a null part, most frequent first.
-    async fn sample_null_keys(
-        &self,
-        obs: &Observations,
-        verdict: &mut Verdict,
-    ) -> Result<(), Error> {
-        for (s, check) in self
-            .checked
-            .statements
-            .iter()
-            .zip(verdict.checks.iter_mut())
-        {
-            let Metric::PrimaryKeyViolations(keys) = &s.metric else {
-                continue;
-            };
-            let shown = check.samples.as_ref().map_or(0, Vec::len);
-            let null_keys = crate::plan::any_null(keys);
-            let has_nulls = matches!(
-                obs.atoms.get(&crate::plan::Atom::CountIf(null_keys.clone())),
-                Some(crate::value::Value::Int(n)) if *n > 0
-            );
-            if check.status != Status::Fail || shown >= exec::SAMPLES || !has_nulls {
-                continue;
-            }
-            let rows = exec::row_samples(&self.ctx, &self.input, &null_keys, keys).await?;
-            let samples = check.samples.get_or_insert_with(Vec::new);
-            samples.extend(
-                rows.into_iter()
-                    .take(exec::SAMPLES - shown)
-                    .map(|(values, rows)| Sample {
-                        key: keys.iter().cloned().zip(values).collect(),
-                        rows,
-                        partition: None,
-                    }),
-            );
-        }
-        Ok(())
+        Ok(out)
     }
 
     async fn published_values(
@@ -362,4 +333,25 @@ fn compare_keys(a: &[Value], b: &[Value]) -> std::cmp::Ordering {
         }
     }
     a.len().cmp(&b.len())
+}
+
+/// What a run cost, for the timing line: bytes spilled to disk, and what
+/// each key engine pass did.
+#[derive(Debug, Clone, Default)]
+pub struct Telemetry {
+    pub spilled_bytes: u64,
+    pub key_passes: Vec<String>,
+}
+
+/// Row samples as the verdict shows them: the first `limit` groups, each
+/// key named by its columns.
+fn samples_of(columns: &[String], rows: Vec<(Vec<Value>, u64)>, limit: usize) -> Vec<Sample> {
+    rows.into_iter()
+        .take(limit)
+        .map(|(values, rows)| Sample {
+            key: columns.iter().cloned().zip(values).collect(),
+            rows,
+            partition: None,
+        })
+        .collect()
 }

@@ -31,10 +31,10 @@ pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Er
     }
     let published = prepared.published().await?;
     let past = prepared.past_runs().await?;
-    let mut verdict = prepared.run_with(&published, past.as_ref()).await?;
+    let (mut verdict, telemetry) = prepared.run_with(&published, past.as_ref()).await?;
     super::failed_rows::write(&prepared, &mut verdict, failed.as_ref()).await;
     emit(&verdict, a.format, a.color);
-    timing(&prepared, started);
+    timing(&prepared, &telemetry, started);
     Ok(if verdict.passed() { 0 } else { 1 })
 }
 
@@ -71,8 +71,8 @@ pub(super) async fn compare_with(
     prepared.compare_with(target.as_ref()).await
 }
 
-pub(super) fn timing(p: &audit::Prepared, started: Instant) {
-    let spilled = p.spilled_bytes.load(std::sync::atomic::Ordering::Relaxed);
+pub(super) fn timing(p: &audit::Prepared, telemetry: &audit::Telemetry, started: Instant) {
+    let spilled = telemetry.spilled_bytes;
     let spill = if spilled > 0 {
         format!(
             ", spilled {:.1} MiB to disk",
@@ -102,9 +102,7 @@ pub(super) fn timing(p: &audit::Prepared, started: Instant) {
     if !super::output::verbose() {
         return;
     }
-    if let Ok(passes) = p.key_passes.lock() {
-        for pass in passes.iter() {
-            eprintln!("dqgate:   keys {pass}");
-        }
+    for pass in &telemetry.key_passes {
+        eprintln!("dqgate:   keys {pass}");
     }
 }

@@ -10,7 +10,7 @@ use super::check::timing;
 use super::options::{engine_options, reach_engine};
 use super::output::{emit, print_stdout};
 use crate::audit::publish::{Observer, Options, Outcome};
-use crate::audit::{self, Prepared, RuleSource};
+use crate::audit::{self, Prepared, RuleSource, Telemetry};
 use crate::error::Error;
 use crate::publish::{PublishOptions, PublishOutcome};
 use crate::runkey::RunKey;
@@ -83,12 +83,12 @@ impl Observer for Shown {
         super::failed_rows::report(opts, written, took);
     }
 
-    fn audited(&mut self, prepared: &Prepared, verdict: &Verdict) {
+    fn audited(&mut self, prepared: &Prepared, verdict: &Verdict, telemetry: &Telemetry) {
         let (format, color) = self.output;
         if !verdict.passed() {
             emit(verdict, format, color);
         }
-        timing(prepared, self.started);
+        timing(prepared, telemetry, self.started);
         if !verdict.passed() {
             eprintln!("dqgate: verdict failed; nothing was published");
         }

@@ -44,6 +44,9 @@ pub struct Measurements<'a> {
     /// Why a statement's metric could not be observed (it is `skipped`),
     /// e.g. `across published` without `--table`.
     pub skipped: &'a dyn Fn(&Metric) -> Option<String>,
+    /// The samples of a join statement (`values ... in`, `across
+    /// published`), shown when it fails.
+    pub joined: &'a dyn Fn(&Metric) -> Option<Vec<Sample>>,
     /// What schema, history and `nulls not distinct` checks read.
     pub extra: Extra<'a>,
 }
@@ -58,12 +61,18 @@ pub struct Extra<'a> {
     pub duplicates_nulls_equal: &'a dyn Fn(&[String]) -> RankedKeys,
     /// Earlier published partitions, for `history(N)`.
     pub history: History<'a>,
+    /// The other partition (`k=v`) `schema matches published` read, for a
+    /// run key with nothing published yet.
+    pub schema_from: Option<&'a str>,
 }
 
-/// Judges every statement, in file order.
-pub fn judge(rules: &CheckedRules, m: &Measurements<'_>, info: RunInfo) -> Verdict {
+/// Judges every statement, in file order. What the verdict still needs is
+/// the rows of the staged files some failed checks show as samples
+/// ([`Judged::requests`]); [`Judged::complete`] adds them and returns the
+/// verdict, whole.
+pub fn judge(rules: &CheckedRules, m: &Measurements<'_>, info: RunInfo) -> Judged {
     let checks = rules.statements.iter().map(|s| judge_one(s, m)).collect();
-    Verdict {
+    Judged(Verdict {
         table: rules.table.clone(),
         partition: info.partition,
         rules_path: info.rules_path,
@@ -71,11 +80,89 @@ pub fn judge(rules: &CheckedRules, m: &Measurements<'_>, info: RunInfo) -> Verdi
         input: info.input,
         checks,
         compared_against: info.compared_against,
+    })
+}
+
+/// A verdict whose statuses are known, before the samples that must be
+/// read from the staged files for the checks that failed.
+#[derive(Debug)]
+pub struct Judged(Verdict);
+
+/// Rows of the staged files a failed check shows as samples.
+#[derive(Debug)]
+pub enum SampleRequest<'r> {
+    /// The rows matching `filter` (a check whose samples are rows), grouped
+    /// by `columns`.
+    Rows {
+        check: usize,
+        filter: &'r datafusion::prelude::Expr,
+        columns: &'r [String],
+    },
+    /// A failed `primary_key`: its keys with a null part, after the `shown`
+    /// duplicated keys.
+    NullKeys {
+        check: usize,
+        keys: &'r [String],
+        shown: usize,
+    },
+}
+
+impl Judged {
+    /// The samples still to read, in file order.
+    pub fn requests<'r>(&self, rules: &'r CheckedRules) -> Vec<SampleRequest<'r>> {
+        let mut out = Vec::new();
+        for (i, (s, c)) in rules.statements.iter().zip(&self.0.checks).enumerate() {
+            if c.status != Status::Fail {
+                continue;
+            }
+            if let Some(SampleSpec::Rows { filter, columns }) = &s.samples {
+                out.push(SampleRequest::Rows {
+                    check: i,
+                    filter,
+                    columns,
+                });
+            }
+        }
+        for (i, (s, c)) in rules.statements.iter().zip(&self.0.checks).enumerate() {
+            if let (Metric::PrimaryKeyViolations(keys), Status::Fail) = (&s.metric, c.status) {
+                out.push(SampleRequest::NullKeys {
+                    check: i,
+                    keys,
+                    shown: c.samples.as_ref().map_or(0, Vec::len),
+                });
+            }
+        }
+        out
+    }
+
+    /// The verdict, with the samples read for the requests (by check
+    /// index; a check's samples follow those it has).
+    pub fn complete(mut self, samples: Vec<(usize, Vec<Sample>)>) -> Verdict {
+        for (i, more) in samples {
+            if let Some(c) = self.0.checks.get_mut(i) {
+                c.samples.get_or_insert_with(Vec::new).extend(more);
+            }
+        }
+        self.0
     }
 }
 
 fn judge_one(s: &CheckedStatement, m: &Measurements<'_>) -> CheckResult {
     let mut result = judge_thresholded(s, m);
+    if result.status == Status::Fail {
+        if let Some(samples) = (m.joined)(&s.metric) {
+            result.samples = Some(samples);
+        }
+    }
+    if let Some(rel) = m.extra.schema_from {
+        if s.metric == Metric::SchemaDrift && result.status != Status::Skipped {
+            result.note = Some(format!(
+                "nothing is published for this run key: compared with the table's current schema, \
+                 that of partition {rel}"
+            ));
+            result.compared_with = Some(rel.to_string());
+        }
+    }
     if let Some(SampleSpec::DuplicateKeysNulls(keys, nulls)) = &s.samples {
         result.nulls = Some(*nulls);
         if result.status == Status::Fail {
@@ -268,21 +355,4 @@ fn describe_source(t: &Threshold) -> String {
         Threshold::Op(op, o) => format!("{} {}", op.symbol(), text(o)),
         Threshold::Between(lo, hi) => format!("between {} and {}", text(lo), text(hi)),
     }
-}
-
-/// The statements that failed and collect row samples, with their filters.
-pub fn row_sample_requests<'r>(
-    rules: &'r CheckedRules,
-    v: &Verdict,
-) -> Vec<(usize, &'r SampleSpec)> {
-    rules
-        .statements
-        .iter()
-        .zip(&v.checks)
-        .enumerate()
-        .filter(|(_, (s, c))| {
-            c.status == Status::Fail && matches!(s.samples, Some(SampleSpec::Rows { .. }))
-        })
-        .filter_map(|(i, (s, _))| s.samples.as_ref().map(|spec| (i, spec)))
-        .collect()
 }
