@@ -37,6 +37,12 @@ pub enum Error {
     /// Publish refused or failed; carries its own exit code.
     #[error(transparent)]
     Publish(#[from] crate::publish::PublishError),
+    /// The execution stage stopped; carries its own exit code.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// A report could not be made (exit 3, like unreadable data).
+    #[error(transparent)]
+    Report(#[from] ReportError),
 }
 
 impl Error {
@@ -46,6 +52,8 @@ impl Error {
             Error::Usage(_) | Error::RunKey(_) | Error::Rules { .. } => 2,
             Error::Input(_) | Error::Engine { .. } | Error::Audit(_) => 3,
             Error::Publish(e) => e.exit_code(),
+            Error::Exec(e) => e.exit_code(),
+            Error::Report(_) => 3,
         }
     }
 
@@ -53,26 +61,6 @@ impl Error {
         Error::Engine {
             context: context.into(),
             source,
-        }
-    }
-}
-
-/// A report that cannot be rendered stops the command like an audit (exit 3).
-impl From<ReportError> for Error {
-    fn from(e: ReportError) -> Self {
-        Error::Audit(e.to_string())
-    }
-}
-
-/// The execution stage's error, variant for variant: the same message and
-/// the same exit code.
-impl From<ExecError> for Error {
-    fn from(e: ExecError) -> Self {
-        match e {
-            ExecError::Usage(m) => Error::Usage(m),
-            ExecError::Input(e) => Error::Input(e),
-            ExecError::Engine { context, source } => Error::Engine { context, source },
-            ExecError::Audit(m) => Error::Audit(m),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The execution stage's error: what stopped the plans from running over the
-//! staged files. The library's error type wraps it, variant for variant, so
+//! staged files. The library's error type wraps it whole (`Error::Exec`), so
 //! messages and exit codes are those of the stage that failed.
 
 use datafusion::error::DataFusionError;
@@ -28,6 +28,14 @@ pub enum ExecError {
 }
 
 impl ExecError {
+    /// The exit code of the contract: 2 for a bad setting, else 3.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ExecError::Usage(_) => 2,
+            ExecError::Input(_) | ExecError::Engine { .. } | ExecError::Audit(_) => 3,
+        }
+    }
+
     /// An engine failure while doing `context` ("planning the scan").
     pub fn engine(context: impl Into<String>, source: DataFusionError) -> Self {
         ExecError::Engine {
