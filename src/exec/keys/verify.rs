@@ -36,7 +36,8 @@ use datafusion::prelude::SessionContext;
 use super::count::Table;
 use super::retain::Retainer;
 use super::{encode, key_types, rank, scan, streams};
-use crate::exec::{Duplicates, ExecError as Error};
+use crate::exec::Duplicates;
+use crate::exec::ExecError as Error;
 use crate::plan::keys::KeyJob;
 use crate::staged::StagedInput;
 
