@@ -29,11 +29,13 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::SessionContext;
 
 use super::count::{self, each_partition, visit, words_of, Table};
+use super::encode;
 use super::key::Key;
 use super::store::{self, LocalStore};
-use super::{encode, frame_streams, scan, threads, SAMPLES};
+use super::tasks::{frame_streams, scan, threads};
 use crate::exec::progress;
 use crate::exec::ExecError as Error;
+use crate::exec::SAMPLES;
 use crate::plan::keys::{KeyJob, Packing, PartKind};
 use crate::staged::StagedInput;
 use crate::value::Value;

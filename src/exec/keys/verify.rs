@@ -34,8 +34,10 @@ use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::prelude::SessionContext;
 
 use super::count::Table;
+use super::encode;
+use super::found::{key_types, rank};
 use super::retain::Retainer;
-use super::{encode, key_types, rank, scan, streams};
+use super::tasks::{scan, streams};
 use crate::exec::Duplicates;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::KeyJob;
