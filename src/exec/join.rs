@@ -24,6 +24,8 @@ use crate::staged::reference::Dataset;
 use crate::staged::StagedInput;
 use crate::value::Value;
 
+pub use super::published::PublishedPart;
+
 /// One offending key: its staged values, how many staged rows carry it, and
 /// (for `across published`) the published partition where it also lives.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,14 +44,6 @@ pub struct JoinResult {
     /// What each pass of the key engine did and cost (empty when the join
     /// ran as a DataFusion plan).
     pub passes: Vec<String>,
-}
-
-/// A published partition other than the one being replaced, opened.
-#[derive(Debug, Clone)]
-pub struct PublishedPart {
-    /// `k=v[/k=v]`.
-    pub rel: String,
-    pub input: StagedInput,
 }
 
 /// The reference's key parts, cast, as [`other_key`] columns.

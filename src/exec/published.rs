@@ -41,11 +41,18 @@ use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::{ident, lit, SessionContext};
 use futures::{StreamExt, TryStreamExt};
 
-use super::join::PublishedPart;
 use super::ExecError as Error;
 use crate::plan::join::{other_key, PARTITION};
 use crate::staged::remote::Location;
 use crate::staged::{StagedFile, StagedInput};
+
+/// A published partition other than the one being replaced, opened.
+#[derive(Debug, Clone)]
+pub struct PublishedPart {
+    /// `k=v[/k=v]`.
+    pub rel: String,
+    pub input: StagedInput,
+}
 
 /// Staged values kept for pruning, in bytes of the row format a key
 /// column: beyond it, only the column's range is kept.
