@@ -43,9 +43,9 @@ impl Pruned {
         shares.into_iter().map(|(_, s)| s).collect()
     }
 
-    /// The key columns of every item and, last, [`PART`] (the index in
-    /// the `parts` planned of the part each batch comes from: a batch never
-    /// spans two files), in `n` streams.
+    /// The key columns of every item and, last, [`PART`](super::PART) (the
+    /// index in the `parts` planned of the part each batch comes from: a
+    /// batch never spans two files), in `n` streams.
     pub fn streams(&self, n: usize) -> Vec<SendableRecordBatchStream> {
         let all: Vec<usize> = (0..self.items.len()).collect();
         let this = Arc::new(self.clone());
@@ -118,7 +118,7 @@ impl PartitionStream for Share {
     }
 }
 
-/// Reads `items` of `pruned` one after another (`numbered`: with [`PART`]).
+/// Reads `items` of `pruned` one after another (`numbered`: with [`PART`](super::PART)).
 fn read(pruned: Arc<Pruned>, items: Vec<usize>, numbered: bool) -> SendableRecordBatchStream {
     let schema = if numbered {
         pruned.with_part.clone()
@@ -164,7 +164,7 @@ impl Pruned {
     }
 
     /// A batch as read, in key order, cast to the compared types (and
-    /// with [`PART`] when `part` is given).
+    /// with [`PART`](super::PART) when `part` is given).
     fn shape(
         &self,
         batch: &RecordBatch,
