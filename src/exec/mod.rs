@@ -8,6 +8,7 @@
 
 pub mod ballista;
 pub mod dense;
+mod duplicates;
 mod error;
 pub mod explain;
 pub mod join;
@@ -18,6 +19,7 @@ pub mod scan;
 pub mod stats;
 pub mod topk;
 
+pub use duplicates::{Duplicates, SAMPLES};
 pub use error::ExecError;
 
 use std::collections::HashMap;
@@ -38,18 +40,6 @@ use crate::staged::StagedInput;
 use crate::value::Value;
 use error::ExecError as Error;
 use topk::TopK;
-
-/// How many samples a failed check shows.
-pub const SAMPLES: usize = 5;
-
-/// The result of a key set's grouped pass.
-#[derive(Debug, Clone, Default)]
-pub struct Duplicates {
-    /// Distinct keys occurring in more than one row.
-    pub keys: u64,
-    /// The most frequent duplicated keys, values in key-set (sorted) order.
-    pub samples: Vec<(Vec<Value>, u64)>,
-}
 
 /// Metric ingredients observed over one partition.
 #[derive(Debug, Clone, Default)]

@@ -19,43 +19,34 @@
 
 mod count;
 mod encode;
+mod found;
 pub mod join;
 mod key;
 mod ordered;
 mod retain;
 mod store;
+mod tasks;
 mod text;
 mod verify;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::arrow::row::{OwnedRow, RowConverter};
-use datafusion::execution::SendableRecordBatchStream;
-use datafusion::prelude::{ident, SessionContext};
-use futures::StreamExt;
+use datafusion::arrow::array::ArrayRef;
+use datafusion::prelude::SessionContext;
 
-use super::topk::TopK;
-use super::{progress, Duplicates, SAMPLES};
+use crate::exec::Duplicates;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
 use crate::staged::StagedInput;
-use crate::value::Value;
+use found::{key_types, rank_words};
 use key::Key;
 use store::{LocalStore, Narrow, Split, Whole};
+use tasks::{scan, Sidecar};
 
-/// What a key check found, and what it cost.
-#[derive(Debug, Clone, Default)]
-pub struct Found {
-    pub duplicates: Duplicates,
-    /// Distinct keys among the counted rows.
-    pub distinct: u64,
-    pub spilled_bytes: u64,
-    /// One line a pass: what it did and how long it took.
-    pub passes: Vec<String>,
-}
+pub use found::Found;
+pub(crate) use tasks::streams;
+pub(crate) use tasks::threads;
 
 /// Runs `strategy` for `job` (never [`KeyStrategy::Grouped`], which the
 /// caller runs as a DataFusion plan).
@@ -135,101 +126,10 @@ async fn fall_back(
     Ok(found)
 }
 
-/// The key columns' streams, one per scan partition, with a progress bar.
-pub(super) async fn streams(
-    ctx: &SessionContext,
-    input: &StagedInput,
-    columns: &[String],
-    label: &str,
-) -> Result<(Vec<SendableRecordBatchStream>, progress::Progress), Error> {
-    let frame = super::scan::table_of_views(ctx, input)?
-        .select(columns.iter().map(ident).collect::<Vec<_>>())
-        .map_err(|e| Error::engine("planning a key check", e))?;
-    frame_streams(frame, label, input.row_count()).await
-}
-
-/// The streams of `frame`, one per partition of its physical plan, with a
-/// progress bar over `rows` rows.
-async fn frame_streams(
-    frame: datafusion::dataframe::DataFrame,
-    label: &str,
-    rows: u64,
-) -> Result<(Vec<SendableRecordBatchStream>, progress::Progress), Error> {
-    let task = Arc::new(frame.task_ctx());
-    let physical = frame
-        .create_physical_plan()
-        .await
-        .map_err(|e| Error::engine(format!("planning {label}"), e))?;
-    let bar = progress::Progress::start(label, physical.clone(), rows);
-    let n = physical
-        .properties()
-        .output_partitioning()
-        .partition_count();
-    let streams = (0..n)
-        .map(|p| {
-            physical
-                .execute(p, task.clone())
-                .map_err(|e| Error::engine(format!("running {label}"), e))
-        })
-        .collect::<Result<_, _>>()?;
-    Ok((streams, bar))
-}
-
-/// Feeds every batch of every stream to `step`, one task per stream, and
-/// returns each task's state, in stream order. The first error stops every
-/// task (dropping the set aborts them), so a strategy that gives up does
-/// not leave scans running beside its fallback.
-async fn scan<S, F>(
-    streams: Vec<SendableRecordBatchStream>,
-    init: impl Fn() -> S,
-    step: F,
-) -> Result<Vec<S>, Error>
-where
-    S: Send + 'static,
-    F: Fn(&mut S, &[ArrayRef]) -> Result<(), Error> + Send + Sync + 'static,
-{
-    let step = Arc::new(step);
-    let mut tasks = tokio::task::JoinSet::new();
-    let n = streams.len();
-    for (i, mut stream) in streams.into_iter().enumerate() {
-        let step = step.clone();
-        let mut state = init();
-        tasks.spawn(async move {
-            while let Some(batch) = stream.next().await {
-                let batch = batch.map_err(|e| Error::engine("running a key check", e))?;
-                step(&mut state, batch.columns())?;
-            }
-            Ok::<(usize, S), Error>((i, state))
-        });
-    }
-    let mut states: Vec<Option<S>> = (0..n).map(|_| None).collect();
-    while let Some(done) = tasks.join_next().await {
-        let (i, state) =
-            done.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??;
-        states[i] = Some(state);
-    }
-    Ok(states.into_iter().flatten().collect())
-}
-
 /// The partitions for the staged rows, each word kept whole.
 fn whole(input: &StagedInput) -> (usize, Whole) {
     let partitions = store::partitions_for(input.row_count());
     (partitions, Whole::new(partitions))
-}
-
-pub(crate) fn threads(ctx: &SessionContext) -> usize {
-    ctx.state().config().target_partitions()
-}
-
-/// What a scan task keeps beside its store: nothing, or (for fingerprints)
-/// the decoded key columns for the verification pass.
-trait Sidecar<K>: Send + 'static {
-    /// Called with each batch after its words are encoded.
-    fn keep(&mut self, columns: &[ArrayRef], words: &[K]);
-}
-
-impl<K> Sidecar<K> for () {
-    fn keep(&mut self, _: &[ArrayRef], _: &[K]) {}
 }
 
 /// Radix-partitions every counted row's word (in `partitions` partitions,
@@ -376,29 +276,6 @@ async fn text_packed(
     }))
 }
 
-/// The number of repeated packed words and the top samples, each word
-/// decoded by `decode` into the key's values: packed words order like their
-/// keys, so ranking needs no decoding.
-fn rank_words<K: Key>(mut repeated: Vec<(K, u64)>, decode: impl Fn(K) -> Vec<Value>) -> Duplicates {
-    let keys = repeated.len() as u64;
-    count::rank_top(&mut repeated, SAMPLES);
-    let samples = repeated.into_iter().map(|(w, n)| (decode(w), n)).collect();
-    Duplicates { keys, samples }
-}
-
-fn key_types(input: &StagedInput, job: &KeyJob) -> Result<Vec<DataType>, Error> {
-    job.keys
-        .iter()
-        .map(|k| {
-            input
-                .schema
-                .field_with_name(k)
-                .map(|f| f.data_type().clone())
-                .map_err(|e| Error::Audit(format!("key column `{k}`: {e}")))
-        })
-        .collect()
-}
-
 /// Wide keys: count 64-bit fingerprints, then verify the repeated ones
 /// against the exact keys (only when there are any): from the decoded key
 /// columns the scan kept, when they fit the budget, else by reading them
@@ -457,40 +334,5 @@ async fn fingerprinted(
         distinct,
         spilled_bytes: spilled,
         passes,
-    })
-}
-
-/// The number of repeated keys and the top samples, ranked as the grouped
-/// pass ranks them.
-fn rank(
-    converter: &RowConverter,
-    names: &[String],
-    repeated: Vec<(OwnedRow, u64)>,
-) -> Result<Duplicates, Error> {
-    if repeated.is_empty() {
-        return Ok(Duplicates::default());
-    }
-    let audit = |e: datafusion::arrow::error::ArrowError| Error::Audit(e.to_string());
-    let mut columns = converter
-        .convert_rows(repeated.iter().map(|(r, _)| r.row()))
-        .map_err(audit)?;
-    // Dictionary keys come back as their values.
-    let mut fields: Vec<Field> = names
-        .iter()
-        .zip(&columns)
-        .map(|(n, c)| Field::new(n, c.data_type().clone(), true))
-        .collect();
-    fields.push(Field::new(crate::plan::ROWS, DataType::Int64, false));
-    let schema = Arc::new(Schema::new(fields));
-    columns.push(Arc::new(Int64Array::from_iter_values(
-        repeated.iter().map(|(_, n)| *n as i64),
-    )));
-    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(audit)?;
-    let mut top = TopK::new(&schema, names.len(), SAMPLES).map_err(audit)?;
-    top.push(&batch).map_err(audit)?;
-    let top = top.finish().map_err(audit)?;
-    Ok(Duplicates {
-        keys: top.groups,
-        samples: top.best,
     })
 }

@@ -20,8 +20,9 @@ use datafusion::arrow::array::ArrayRef;
 use datafusion::prelude::SessionContext;
 
 use super::encode;
+use super::found::{key_types, rank_words, Found};
 use super::key::Key;
-use super::{key_types, rank_words, scan, streams, Found};
+use super::tasks::{scan, streams};
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing};
 use crate::staged::StagedInput;

@@ -24,7 +24,7 @@ use datafusion::execution::memory_pool::{
 };
 use datafusion::prelude::SessionContext;
 
-use super::Sidecar;
+use super::tasks::Sidecar;
 use crate::staged::StagedInput;
 
 /// The bytes every scan task together may keep.

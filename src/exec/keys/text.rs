@@ -264,7 +264,8 @@ fn hex_each<const L: usize>(
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{hex_each, uuid_value, TextForm, Values};
+    use crate::exec::keys::text::{hex_each, uuid_value, Values};
+    use crate::plan::keys::TextForm;
 
     /// The word of the first 32 bytes of `v` and whether they are hex.
     #[target_feature(enable = "avx2")]

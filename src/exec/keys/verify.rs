@@ -34,9 +34,12 @@ use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::prelude::SessionContext;
 
 use super::count::Table;
+use super::encode;
+use super::found::{key_types, rank};
 use super::retain::Retainer;
-use super::{encode, key_types, rank, scan, streams};
-use crate::exec::{Duplicates, ExecError as Error};
+use super::tasks::{scan, streams};
+use crate::exec::Duplicates;
+use crate::exec::ExecError as Error;
 use crate::plan::keys::KeyJob;
 use crate::staged::StagedInput;
 

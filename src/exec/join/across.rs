@@ -1,11 +1,8 @@
-//! Runs the join passes of `plan::join`: the staged keys against a
-//! reference table, and against the other published partitions.
-//!
-//! The other side is a union of its parts (a reference's Hive parts, the
-//! published partitions), each projected to the key columns only and cast to
-//! the comparison type. For `across published`, published files whose footers
-//! prove that their integer key range misses the staged range are not read at
-//! all, and a range filter on the key lets the scan skip row groups too.
+//! `unique(k) across published`: the distinct staged keys that also occur
+//! in another published partition, with the partition where each sample
+//! lives. The published side is read only where its footers admit a staged
+//! key (see `exec::published`), or, where that reader cannot go, the files
+//! outside the staged integer key range are skipped.
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::DataType;
@@ -15,166 +12,14 @@ use datafusion::logical_expr::{cast, Expr};
 use datafusion::prelude::{ident, lit, SessionContext};
 use futures::TryStreamExt;
 
-use super::published;
-use super::ExecError;
-use super::{grouped_top, keys, stats, table};
-use crate::check::{common_key_type, RefLookup};
+use super::{on_engine, union_all, JoinResult, JoinSample, PublishedPart};
+use crate::check::common_key_type;
+use crate::exec::published;
+use crate::exec::ExecError;
+use crate::exec::{grouped_top, keys, stats, table};
 use crate::plan::join::{self as pj, other_key, PARTITION};
-use crate::staged::reference::Dataset;
 use crate::staged::StagedInput;
 use crate::value::Value;
-
-/// One offending key: its staged values, how many staged rows carry it, and
-/// (for `across published`) the published partition where it also lives.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JoinSample {
-    pub key: Vec<Value>,
-    pub rows: u64,
-    pub partition: Option<String>,
-}
-
-/// What a join pass observed.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct JoinResult {
-    /// Violating staged rows (reference) or clashing distinct keys (across).
-    pub value: u64,
-    pub samples: Vec<JoinSample>,
-    /// What each pass of the key engine did and cost (empty when the join
-    /// ran as a DataFusion plan).
-    pub passes: Vec<String>,
-}
-
-/// A published partition other than the one being replaced, opened.
-#[derive(Debug, Clone)]
-pub struct PublishedPart {
-    /// `k=v[/k=v]`.
-    pub rel: String,
-    pub input: StagedInput,
-}
-
-/// The reference's key parts, cast, as [`other_key`] columns.
-pub fn reference_keys(
-    ctx: &SessionContext,
-    reference: &Dataset,
-    lookup: &RefLookup,
-) -> Result<DataFrame, ExecError> {
-    let mut frames = Vec::new();
-    for part in &reference.parts {
-        let mut exprs = Vec::new();
-        for (i, (rc, ty)) in lookup.ref_columns.iter().zip(&lookup.key_types).enumerate() {
-            let in_file = part.input.schema.field_with_name(rc).is_ok();
-            let e = match part.hive.iter().find(|(k, _)| k == rc) {
-                Some((_, v)) if !in_file => cast(lit(v.clone()), ty.clone()),
-                _ if in_file => cast(ident(rc), ty.clone()),
-                _ => {
-                    return Err(ExecError::Audit(format!(
-                        "reference `{}`: the files of `{}` have no column `{rc}`",
-                        lookup.reference,
-                        part_name(&part.hive)
-                    )))
-                }
-            };
-            exprs.push(e.alias(other_key(i)));
-        }
-        frames.push(table(ctx, &part.input)?.select(exprs));
-    }
-    union_all(frames, "planning the reference")?
-        .ok_or_else(|| ExecError::Audit(format!("reference `{}` has no files", lookup.reference)))
-}
-
-/// `UNION ALL` of the frames; `None` when there are none.
-fn union_all(
-    frames: Vec<datafusion::error::Result<DataFrame>>,
-    context: &str,
-) -> Result<Option<DataFrame>, ExecError> {
-    let mut union: Option<DataFrame> = None;
-    for frame in frames {
-        let frame = frame.map_err(|e| ExecError::engine(context, e))?;
-        union = Some(match union {
-            None => frame,
-            Some(u) => u.union(frame).map_err(|e| ExecError::engine(context, e))?,
-        });
-    }
-    Ok(union)
-}
-
-fn part_name(hive: &[(String, String)]) -> String {
-    if hive.is_empty() {
-        return ".".into();
-    }
-    hive.iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
-/// The anti-join frame of a reference lookup (also rendered by `explain`).
-pub fn not_in_reference_frame(
-    ctx: &SessionContext,
-    staged: &StagedInput,
-    reference: &Dataset,
-    lookup: &RefLookup,
-) -> Result<DataFrame, ExecError> {
-    let other = reference_keys(ctx, reference, lookup)?;
-    pj::not_in_reference_frame(table(ctx, staged)?, other, lookup)
-        .map_err(|e| ExecError::engine("planning the reference lookup", e))
-}
-
-/// The staged key columns, in key order.
-fn staged_side(
-    ctx: &SessionContext,
-    staged: &StagedInput,
-    columns: &[String],
-) -> Result<keys::join::Side, ExecError> {
-    let frame = table(ctx, staged)?
-        .select(columns.iter().map(ident).collect::<Vec<_>>())
-        .map_err(|e| ExecError::engine("planning a join", e))?;
-    Ok(keys::join::Side {
-        input: keys::join::SideInput::Frame(frame),
-        rows: staged.row_count(),
-    })
-}
-
-fn staged_types(staged: &StagedInput, columns: &[String]) -> Result<Vec<DataType>, ExecError> {
-    columns
-        .iter()
-        .map(|c| {
-            staged
-                .schema
-                .field_with_name(c)
-                .map(|f| f.data_type().clone())
-                .map_err(|e| ExecError::Audit(e.to_string()))
-        })
-        .collect()
-}
-
-/// The key engine's join, when `engine` and the key packs exactly; `None`
-/// otherwise (the join then runs as a DataFusion plan).
-async fn on_engine(
-    ctx: &SessionContext,
-    staged: &StagedInput,
-    columns: &[String],
-    compared: &[DataType],
-    other: impl FnOnce() -> Result<keys::join::Side, ExecError>,
-    want: keys::join::Want,
-    label: &str,
-) -> Result<Option<keys::join::Joined>, ExecError> {
-    let Some(packing) = keys::join::packing_for(staged, columns, compared) else {
-        return Ok(None);
-    };
-    let types = staged_types(staged, columns)?;
-    let staged_side = staged_side(ctx, staged, columns)?;
-    keys::join::run(ctx, staged_side, other()?, &packing, &types, want, label)
-        .await
-        .map(Some)
-}
-
-/// How a reference lookup runs on the key engine, for `explain`; `None`:
-/// as a DataFusion plan.
-pub fn reference_on_engine(staged: &StagedInput, lookup: &RefLookup) -> Option<String> {
-    keys::join::packing_for(staged, &lookup.columns, &lookup.key_types)
-        .map(|p| keys::join::describe(&p))
-}
 
 /// How `across published` runs on the key engine, for `explain`; `None`:
 /// as a DataFusion plan.
@@ -185,59 +30,6 @@ pub fn across_on_engine(
 ) -> Result<Option<String>, ExecError> {
     let types = across_types(staged, parts, keys)?;
     Ok(keys::join::packing_for(staged, keys, &types).map(|p| keys::join::describe(&p)))
-}
-
-/// Staged rows whose key is absent from the reference, and the top keys.
-/// With `engine`, the key engine runs it when the key packs exactly.
-pub async fn not_in_reference(
-    ctx: &SessionContext,
-    staged: &StagedInput,
-    reference: &Dataset,
-    lookup: &RefLookup,
-    engine: bool,
-    label: &str,
-) -> Result<JoinResult, ExecError> {
-    let mut joined = None;
-    if engine {
-        let other = || {
-            Ok(keys::join::Side {
-                input: keys::join::SideInput::Frame(reference_keys(ctx, reference, lookup)?),
-                rows: reference.parts.iter().map(|p| p.input.row_count()).sum(),
-            })
-        };
-        let want = keys::join::Want::Missing;
-        joined = on_engine(
-            ctx,
-            staged,
-            &lookup.columns,
-            &lookup.key_types,
-            other,
-            want,
-            label,
-        )
-        .await?
-        .map(|j| (j.value, j.samples, j.passes));
-    }
-    let (value, best, passes) = match joined {
-        Some(j) => j,
-        None => {
-            let frame = not_in_reference_frame(ctx, staged, reference, lookup)?;
-            let top = grouped_top(frame, lookup.columns.len(), label, staged.row_count()).await?;
-            (top.rows, top.best, Vec::new())
-        }
-    };
-    Ok(JoinResult {
-        value,
-        samples: best
-            .into_iter()
-            .map(|(key, rows)| JoinSample {
-                key,
-                rows,
-                partition: None,
-            })
-            .collect(),
-        passes,
-    })
 }
 
 /// The type each key part is compared in: the staged type, widened to
@@ -372,7 +164,7 @@ pub async fn published_side(
     let types = across_types(staged, parts, keys)?;
     // On Ballista the published side stays a plan of files, which the
     // cluster can be sent: the files outside the staged range are skipped.
-    let pruned = if super::ballista::is_client(ctx) {
+    let pruned = if crate::exec::ballista::is_client(ctx) {
         None
     } else {
         let values = published::StagedValues::read(ctx, staged, keys, &types).await?;
@@ -542,7 +334,7 @@ pub async fn across_published(
             });
         }
     }
-    samples.truncate(super::SAMPLES);
+    samples.truncate(crate::exec::SAMPLES);
     Ok(JoinResult {
         value,
         samples,

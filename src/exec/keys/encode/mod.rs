@@ -5,16 +5,27 @@
 //! and part. Codes order like Arrow's row format (ascending, nulls first),
 //! so packed words order like the keys they stand for, and a packed word
 //! decodes back to the key's values for samples.
+//!
+//! Beside this file: `float` (float codes in total order, and `-0.0` folded
+//! into `+0.0`), `unpack` (a packed word back to its key's values) and
+//! `fingerprint` (the 64-bit fingerprints of wide keys).
+
+mod fingerprint;
+mod float;
+mod unpack;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, PrimitiveArray};
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::datatypes::*;
-use datafusion::common::hash_utils::{create_hashes, RandomState};
 use datafusion::common::ScalarValue;
 
 use super::key::Key;
 use crate::plan::keys::{Packing, Part, PartKind};
-use crate::value::Value;
+use float::{total_order32, total_order64, zero, zero32};
+
+pub use fingerprint::fingerprints;
+pub use float::fold_zeros;
+pub use unpack::unpack;
 
 /// The rows whose key counts: in `nulls distinct` mode, rows without a null
 /// key part (`None`: all rows).
@@ -491,157 +502,6 @@ fn for_each_code(
     Ok(())
 }
 
-/// `-0.0` as `+0.0`: the grouped pass (DataFusion's group values) folds
-/// them into one group, and keeps NaN payloads apart; so do packed codes.
-fn zero(v: f64) -> f64 {
-    if v == 0.0 {
-        0.0
-    } else {
-        v
-    }
-}
-
-fn zero32(v: f32) -> f32 {
-    if v == 0.0 {
-        0.0
-    } else {
-        v
-    }
-}
-
-/// Float columns with `-0.0` folded into `+0.0`, for exact comparison of
-/// keys in Arrow's row format (which would tell them apart).
-pub fn fold_zeros(columns: &[ArrayRef]) -> Vec<ArrayRef> {
-    columns
-        .iter()
-        .map(|c| -> ArrayRef {
-            match c.data_type() {
-                DataType::Float64 => {
-                    let a: &PrimitiveArray<Float64Type> = c.as_primitive();
-                    std::sync::Arc::new(a.unary::<_, Float64Type>(zero))
-                }
-                DataType::Float32 => {
-                    let a: &PrimitiveArray<Float32Type> = c.as_primitive();
-                    std::sync::Arc::new(a.unary::<_, Float32Type>(zero32))
-                }
-                _ => c.clone(),
-            }
-        })
-        .collect()
-}
-
-/// The bits of `v` as an unsigned integer that orders like `f64::total_cmp`
-/// (which is how Arrow's row format and the grouped pass tell floats apart).
-fn total_order64(v: f64) -> u64 {
-    let s = v.to_bits() as i64;
-    let t = s ^ ((((s >> 63) as u64) >> 1) as i64);
-    (t as u64) ^ (1 << 63)
-}
-
-fn total_order32(v: f32) -> u32 {
-    let s = v.to_bits() as i32;
-    let t = s ^ ((((s >> 31) as u32) >> 1) as i32);
-    (t as u32) ^ (1 << 31)
-}
-
-fn from_total_order64(code: u64) -> f64 {
-    let t = (code ^ (1 << 63)) as i64;
-    let s = t ^ ((((t >> 63) as u64) >> 1) as i64);
-    f64::from_bits(s as u64)
-}
-
-fn from_total_order32(code: u32) -> f32 {
-    let t = (code ^ (1 << 31)) as i32;
-    let s = t ^ ((((t >> 31) as u32) >> 1) as i32);
-    f32::from_bits(s as u32)
-}
-
-/// The key values a packed word stands for, in packing order.
-pub fn unpack<K: Key>(packing: &Packing, types: &[DataType], word: K) -> Vec<Value> {
-    let mut shift = packing.bits();
-    packing
-        .parts
-        .iter()
-        .zip(types)
-        .map(|(part, ty)| {
-            shift -= part.bits;
-            let mut code = word.field(shift, part.bits);
-            if part.null_code {
-                if code == 0 {
-                    return Value::Null;
-                }
-                code -= 1;
-            }
-            let s = scalar(part, ty, code);
-            crate::scalar::from_scalar(&s).unwrap_or_else(|| Value::Text(s.to_string()))
-        })
-        .collect()
-}
-
-fn scalar(part: &Part, ty: &DataType, code: u128) -> ScalarValue {
-    use DataType as T;
-    use ScalarValue as S;
-    let v = part.offset + code as i128;
-    match ty {
-        T::Boolean => S::Boolean(Some(code != 0)),
-        T::Int8 => S::Int8(Some(v as i8)),
-        T::Int16 => S::Int16(Some(v as i16)),
-        T::Int32 => S::Int32(Some(v as i32)),
-        T::Int64 => S::Int64(Some(v as i64)),
-        T::UInt8 => S::UInt8(Some(v as u8)),
-        T::UInt16 => S::UInt16(Some(v as u16)),
-        T::UInt32 => S::UInt32(Some(v as u32)),
-        T::UInt64 => S::UInt64(Some(v as u64)),
-        T::Date32 => S::Date32(Some(v as i32)),
-        T::Date64 => S::Date64(Some(v as i64)),
-        T::Time32(TimeUnit::Second) => S::Time32Second(Some(v as i32)),
-        T::Time32(_) => S::Time32Millisecond(Some(v as i32)),
-        T::Time64(TimeUnit::Microsecond) => S::Time64Microsecond(Some(v as i64)),
-        T::Time64(_) => S::Time64Nanosecond(Some(v as i64)),
-        T::Timestamp(TimeUnit::Second, tz) => S::TimestampSecond(Some(v as i64), tz.clone()),
-        T::Timestamp(TimeUnit::Millisecond, tz) => {
-            S::TimestampMillisecond(Some(v as i64), tz.clone())
-        }
-        T::Timestamp(TimeUnit::Microsecond, tz) => {
-            S::TimestampMicrosecond(Some(v as i64), tz.clone())
-        }
-        T::Timestamp(TimeUnit::Nanosecond, tz) => {
-            S::TimestampNanosecond(Some(v as i64), tz.clone())
-        }
-        T::Duration(TimeUnit::Second) => S::DurationSecond(Some(v as i64)),
-        T::Duration(TimeUnit::Millisecond) => S::DurationMillisecond(Some(v as i64)),
-        T::Duration(TimeUnit::Microsecond) => S::DurationMicrosecond(Some(v as i64)),
-        T::Duration(TimeUnit::Nanosecond) => S::DurationNanosecond(Some(v as i64)),
-        T::Decimal32(p, s) => S::Decimal32(Some(v as i32), *p, *s),
-        T::Decimal64(p, s) => S::Decimal64(Some(v as i64), *p, *s),
-        T::Decimal128(p, s) => S::Decimal128(Some(v), *p, *s),
-        T::Float64 => S::Float64(Some(from_total_order64(code as u64))),
-        T::Float32 => S::Float32(Some(from_total_order32(code as u32))),
-        other => S::try_from(other).unwrap_or(S::Null),
-    }
-}
-
-/// The fingerprint seed: fixed, so runs are reproducible.
-const SEED: u64 = 0x6471_6761_7465_6b65;
-
-/// One 64-bit fingerprint a row of `columns`. With `bits` (the test-only
-/// collision switch) only the low `bits` bits are kept.
-pub fn fingerprints(
-    columns: &[ArrayRef],
-    bits: Option<u32>,
-    out: &mut Vec<u64>,
-) -> Result<(), String> {
-    let rows = columns.first().map_or(0, |c| c.len());
-    out.clear();
-    out.resize(rows, 0);
-    create_hashes(columns, &RandomState::with_seed(SEED), out).map_err(|e| e.to_string())?;
-    if let Some(b) = bits {
-        let mask = if b >= 64 { u64::MAX } else { (1u64 << b) - 1 };
-        out.iter_mut().for_each(|h| *h &= mask);
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -703,33 +563,6 @@ mod tests {
                     );
                 }
             }
-        }
-    }
-
-    #[test]
-    fn float_codes_order_like_total_cmp_and_decode() {
-        let mut vals = [
-            f64::NAN,
-            -0.0,
-            0.0,
-            -1.5,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            3.25,
-            -f64::NAN,
-        ];
-        let mut by_code = vals;
-        by_code.sort_by_key(|v| total_order64(*v));
-        vals.sort_by(f64::total_cmp);
-        assert_eq!(
-            vals.map(f64::to_bits),
-            by_code.map(f64::to_bits),
-            "codes order like total_cmp"
-        );
-        for v in vals {
-            assert_eq!(from_total_order64(total_order64(v)).to_bits(), v.to_bits());
-            let w = v as f32;
-            assert_eq!(from_total_order32(total_order32(w)).to_bits(), w.to_bits());
         }
     }
 }

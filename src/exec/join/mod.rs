@@ -1,0 +1,122 @@
+//! Runs the join passes of `plan::join`: the staged keys against a
+//! reference table, and against the other published partitions.
+//!
+//! The other side is a union of its parts (a reference's Hive parts, the
+//! published partitions), each projected to the key columns only and cast to
+//! the comparison type. For `across published`, published files whose footers
+//! prove that their integer key range misses the staged range are not read at
+//! all, and a range filter on the key lets the scan skip row groups too.
+//!
+//! - `reference`: `values(k) in REF(k)`, the staged keys against a reference.
+//! - `across`: `unique(k) across published`, the staged keys against the
+//!   other published partitions.
+//!
+//! This file holds what both share: the result of a pass, the union of the
+//! other side's parts, and the dispatch to the key engine.
+
+mod across;
+mod reference;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::dataframe::DataFrame;
+use datafusion::prelude::{ident, SessionContext};
+
+use crate::exec::keys;
+use crate::exec::table;
+use crate::exec::ExecError;
+use crate::staged::StagedInput;
+use crate::value::Value;
+
+pub use crate::exec::published::PublishedPart;
+pub use across::{
+    across_on_engine, across_published, across_published_frames, published_keys_frame,
+    published_side, PublishedSide,
+};
+pub use reference::{
+    not_in_reference, not_in_reference_frame, reference_keys, reference_on_engine,
+};
+
+/// One offending key: its staged values, how many staged rows carry it, and
+/// (for `across published`) the published partition where it also lives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinSample {
+    pub key: Vec<Value>,
+    pub rows: u64,
+    pub partition: Option<String>,
+}
+
+/// What a join pass observed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JoinResult {
+    /// Violating staged rows (reference) or clashing distinct keys (across).
+    pub value: u64,
+    pub samples: Vec<JoinSample>,
+    /// What each pass of the key engine did and cost (empty when the join
+    /// ran as a DataFusion plan).
+    pub passes: Vec<String>,
+}
+
+/// `UNION ALL` of the frames; `None` when there are none.
+fn union_all(
+    frames: Vec<datafusion::error::Result<DataFrame>>,
+    context: &str,
+) -> Result<Option<DataFrame>, ExecError> {
+    let mut union: Option<DataFrame> = None;
+    for frame in frames {
+        let frame = frame.map_err(|e| ExecError::engine(context, e))?;
+        union = Some(match union {
+            None => frame,
+            Some(u) => u.union(frame).map_err(|e| ExecError::engine(context, e))?,
+        });
+    }
+    Ok(union)
+}
+
+/// The staged key columns, in key order.
+fn staged_side(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    columns: &[String],
+) -> Result<keys::join::Side, ExecError> {
+    let frame = table(ctx, staged)?
+        .select(columns.iter().map(ident).collect::<Vec<_>>())
+        .map_err(|e| ExecError::engine("planning a join", e))?;
+    Ok(keys::join::Side {
+        input: keys::join::SideInput::Frame(frame),
+        rows: staged.row_count(),
+    })
+}
+
+fn staged_types(staged: &StagedInput, columns: &[String]) -> Result<Vec<DataType>, ExecError> {
+    columns
+        .iter()
+        .map(|c| {
+            staged
+                .schema
+                .field_with_name(c)
+                .map(|f| f.data_type().clone())
+                .map_err(|e| ExecError::Audit(e.to_string()))
+        })
+        .collect()
+}
+
+/// The key engine's join, when `engine` and the key packs exactly; `None`
+/// otherwise (the join then runs as a DataFusion plan).
+async fn on_engine(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    columns: &[String],
+    compared: &[DataType],
+    other: impl FnOnce() -> Result<keys::join::Side, ExecError>,
+    want: keys::join::Want,
+    label: &str,
+) -> Result<Option<keys::join::Joined>, ExecError> {
+    let Some(packing) = keys::join::packing_for(staged, columns, compared) else {
+        return Ok(None);
+    };
+    let types = staged_types(staged, columns)?;
+    let staged_side = staged_side(ctx, staged, columns)?;
+    keys::join::run(ctx, staged_side, other()?, &packing, &types, want, label)
+        .await
+        .map(Some)
+}

@@ -1,0 +1,91 @@
+//! What a key check found, and how repeated keys become [`Duplicates`]:
+//! ranked as the grouped pass ranks them, from packed words or from rows,
+//! with the key columns' types to decode them.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::row::{OwnedRow, RowConverter};
+
+use super::count;
+use super::key::Key;
+use crate::exec::topk::TopK;
+use crate::exec::Duplicates;
+use crate::exec::ExecError as Error;
+use crate::exec::SAMPLES;
+use crate::plan::keys::KeyJob;
+use crate::staged::StagedInput;
+use crate::value::Value;
+
+/// What a key check found, and what it cost.
+#[derive(Debug, Clone, Default)]
+pub struct Found {
+    pub duplicates: Duplicates,
+    /// Distinct keys among the counted rows.
+    pub distinct: u64,
+    pub spilled_bytes: u64,
+    /// One line a pass: what it did and how long it took.
+    pub passes: Vec<String>,
+}
+
+/// The number of repeated packed words and the top samples, each word
+/// decoded by `decode` into the key's values: packed words order like their
+/// keys, so ranking needs no decoding.
+pub(super) fn rank_words<K: Key>(
+    mut repeated: Vec<(K, u64)>,
+    decode: impl Fn(K) -> Vec<Value>,
+) -> Duplicates {
+    let keys = repeated.len() as u64;
+    count::rank_top(&mut repeated, SAMPLES);
+    let samples = repeated.into_iter().map(|(w, n)| (decode(w), n)).collect();
+    Duplicates { keys, samples }
+}
+
+pub(super) fn key_types(input: &StagedInput, job: &KeyJob) -> Result<Vec<DataType>, Error> {
+    job.keys
+        .iter()
+        .map(|k| {
+            input
+                .schema
+                .field_with_name(k)
+                .map(|f| f.data_type().clone())
+                .map_err(|e| Error::Audit(format!("key column `{k}`: {e}")))
+        })
+        .collect()
+}
+
+/// The number of repeated keys and the top samples, ranked as the grouped
+/// pass ranks them.
+pub(super) fn rank(
+    converter: &RowConverter,
+    names: &[String],
+    repeated: Vec<(OwnedRow, u64)>,
+) -> Result<Duplicates, Error> {
+    if repeated.is_empty() {
+        return Ok(Duplicates::default());
+    }
+    let audit = |e: datafusion::arrow::error::ArrowError| Error::Audit(e.to_string());
+    let mut columns = converter
+        .convert_rows(repeated.iter().map(|(r, _)| r.row()))
+        .map_err(audit)?;
+    // Dictionary keys come back as their values.
+    let mut fields: Vec<Field> = names
+        .iter()
+        .zip(&columns)
+        .map(|(n, c)| Field::new(n, c.data_type().clone(), true))
+        .collect();
+    fields.push(Field::new(crate::plan::ROWS, DataType::Int64, false));
+    let schema = Arc::new(Schema::new(fields));
+    columns.push(Arc::new(Int64Array::from_iter_values(
+        repeated.iter().map(|(_, n)| *n as i64),
+    )));
+    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(audit)?;
+    let mut top = TopK::new(&schema, names.len(), SAMPLES).map_err(audit)?;
+    top.push(&batch).map_err(audit)?;
+    let top = top.finish().map_err(audit)?;
+    Ok(Duplicates {
+        keys: top.groups,
+        samples: top.best,
+    })
+}
