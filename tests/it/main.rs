@@ -11,6 +11,7 @@ mod bounds;
 mod determinism;
 mod failed_rows;
 mod fastpath;
+mod file_graph;
 mod fuzz_corpus;
 mod golden;
 mod hostile;
