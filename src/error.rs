@@ -40,6 +40,9 @@ pub enum Error {
     /// The execution stage stopped; carries its own exit code.
     #[error(transparent)]
     Exec(#[from] ExecError),
+    /// `--failed-rows` refused (exit 2).
+    #[error(transparent)]
+    FailedRows(#[from] crate::failed::OptionError),
     /// A report could not be made (exit 3, like unreadable data).
     #[error(transparent)]
     Report(#[from] ReportError),
@@ -49,7 +52,7 @@ impl Error {
     /// The exit code of the contract (`cli-and-verdict.md`).
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Usage(_) | Error::RunKey(_) | Error::Rules { .. } => 2,
+            Error::Usage(_) | Error::RunKey(_) | Error::Rules { .. } | Error::FailedRows(_) => 2,
             Error::Input(_) | Error::Engine { .. } | Error::Audit(_) => 3,
             Error::Publish(e) => e.exit_code(),
             Error::Exec(e) => e.exit_code(),

@@ -82,9 +82,17 @@ pub fn to_scalar(v: &Value) -> ScalarValue {
     }
 }
 
+/// A run-key value that is not a value of its column's type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{value}` is not a valid {ty}")]
+pub struct NotOfType {
+    pub value: String,
+    pub ty: DataType,
+}
+
 /// Parses a run-key value as the type of column `ty` (text when the cast is
 /// not possible is an error the caller reports).
-pub fn parse_as(value: &str, ty: &DataType) -> Result<Value, String> {
+pub fn parse_as(value: &str, ty: &DataType) -> Result<Value, NotOfType> {
     let target = match ty {
         DataType::Dictionary(_, inner) => inner.as_ref(),
         other => other,
@@ -97,7 +105,10 @@ pub fn parse_as(value: &str, ty: &DataType) -> Result<Value, String> {
             .filter(|s| !s.is_null())
             .and_then(|s| from_scalar(&s)),
     };
-    parsed.ok_or_else(|| format!("`{value}` is not a valid {target}"))
+    parsed.ok_or_else(|| NotOfType {
+        value: value.to_string(),
+        ty: target.clone(),
+    })
 }
 
 #[cfg(test)]

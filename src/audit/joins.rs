@@ -63,14 +63,22 @@ impl JoinObservations {
     }
 }
 
+/// Why an audit has no other published partition to compare with (the
+/// `across published` checks are skipped, with this note).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(super) enum NoOthers {
+    #[error("no --table given, so the published partitions cannot be read")]
+    NoTable,
+    #[error("no other partition of the table is published yet")]
+    NonePublished,
+}
+
 /// The other published partitions, or why there are none to compare with.
 pub(super) async fn other_partitions(
     p: &Prepared,
-) -> Result<Result<Vec<PublishedPart>, String>, Error> {
+) -> Result<Result<Vec<PublishedPart>, NoOthers>, Error> {
     let Some(table) = &p.table else {
-        return Ok(Err(
-            "no --table given, so the published partitions cannot be read".into(),
-        ));
+        return Ok(Err(NoOthers::NoTable));
     };
     let sources = table.others(&p.own_rel())?;
     crate::hooks::phase("read-others");
@@ -83,9 +91,7 @@ pub(super) async fn other_partitions(
         parts.push(PublishedPart { rel, input });
     }
     if parts.is_empty() {
-        return Ok(Err(
-            "no other partition of the table is published yet".into()
-        ));
+        return Ok(Err(NoOthers::NonePublished));
     }
     Ok(Ok(parts))
 }
@@ -106,7 +112,7 @@ pub(super) async fn observe(p: &Prepared) -> Result<JoinObservations, Error> {
     }
     let first = first_join_pass(p);
     let total = p.plan.scans();
-    let mut others: Option<Result<Vec<PublishedPart>, String>> = None;
+    let mut others: Option<Result<Vec<PublishedPart>, NoOthers>> = None;
     for (i, pass) in p.plan.joins.iter().enumerate() {
         let label = format!("pass {}/{total}: {}", first + i, pass.describe());
         let result = match pass {
@@ -120,7 +126,7 @@ pub(super) async fn observe(p: &Prepared) -> Result<JoinObservations, Error> {
                 }
                 match others.as_ref().expect("set above") {
                     Err(why) => {
-                        obs.skipped.insert(pass.clone(), why.clone());
+                        obs.skipped.insert(pass.clone(), why.to_string());
                         continue;
                     }
                     Ok(parts) => {

@@ -3,8 +3,21 @@
 use crate::dsl::ast::Literal;
 use crate::value::{parse_date, parse_timestamp, Value};
 
-/// Converts a literal; the error text says what is wrong with it.
-pub fn literal_value(lit: &Literal) -> Result<Value, String> {
+/// What is wrong with a literal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LiteralError {
+    #[error("`{0}` is not a date of the form YYYY-MM-DD")]
+    Date(String),
+    #[error("`{0}` is not a timestamp of the form YYYY-MM-DD HH:MM:SS[.fraction][Z|+HH:MM]")]
+    Timestamp(String),
+    #[error("`{0}` is not a number")]
+    Number(String),
+    #[error("`{0}` is not a number or is too large")]
+    Integer(String),
+}
+
+/// Converts a literal; the error says what is wrong with it.
+pub fn literal_value(lit: &Literal) -> Result<Value, LiteralError> {
     match lit {
         Literal::Number { text, percent } => {
             let v = number(text)?;
@@ -13,19 +26,19 @@ pub fn literal_value(lit: &Literal) -> Result<Value, String> {
         Literal::String(s) => Ok(Value::Text(s.clone())),
         Literal::Date(s) => parse_date(s)
             .map(Value::Date)
-            .ok_or_else(|| format!("`{s}` is not a date of the form YYYY-MM-DD")),
-        Literal::Timestamp(s) => parse_timestamp(s).ok_or_else(|| {
-            format!("`{s}` is not a timestamp of the form YYYY-MM-DD HH:MM:SS[.fraction][Z|+HH:MM]")
-        }),
+            .ok_or_else(|| LiteralError::Date(s.clone())),
+        Literal::Timestamp(s) => {
+            parse_timestamp(s).ok_or_else(|| LiteralError::Timestamp(s.clone()))
+        }
     }
 }
 
-fn number(text: &str) -> Result<Value, String> {
+fn number(text: &str) -> Result<Value, LiteralError> {
     if text.contains(['e', 'E']) {
         return text
             .parse::<f64>()
             .map(Value::Float)
-            .map_err(|_| format!("`{text}` is not a number"));
+            .map_err(|_| LiteralError::Number(text.to_string()));
     }
     if let Some((int, frac)) = text.split_once('.') {
         let digits = format!("{int}{frac}");
@@ -40,11 +53,11 @@ fn number(text: &str) -> Result<Value, String> {
         return text
             .parse::<f64>()
             .map(Value::Float)
-            .map_err(|_| format!("`{text}` is not a number"));
+            .map_err(|_| LiteralError::Number(text.to_string()));
     }
     text.parse::<i128>()
         .map(Value::Int)
-        .map_err(|_| format!("`{text}` is not a number or is too large"))
+        .map_err(|_| LiteralError::Integer(text.to_string()))
 }
 
 fn percent_of(v: Value) -> Value {

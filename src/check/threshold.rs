@@ -60,7 +60,7 @@ impl Checker<'_> {
                     Some((ValueTree::Const(v), k))
                 }
                 Err(msg) => {
-                    self.error(codes::LITERAL, e.span, msg);
+                    self.error(codes::LITERAL, e.span, msg.to_string());
                     None
                 }
             },

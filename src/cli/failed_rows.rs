@@ -36,11 +36,9 @@ pub(super) fn options(a: &AuditArgs, table: Option<&Path>) -> Result<Option<Opti
         limit: a.failed_rows_limit,
     };
     if let Some(root) = table {
-        opts.refuse_inside(root, "table root")
-            .map_err(Error::Usage)?;
+        opts.refuse_inside(root, "table root")?;
     }
-    opts.refuse_inside(&a.staged, "staged directory")
-        .map_err(Error::Usage)?;
+    opts.refuse_inside(&a.staged, "staged directory")?;
     Ok(Some(opts))
 }
 

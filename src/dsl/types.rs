@@ -78,24 +78,43 @@ pub fn is_type_name(name: &str) -> bool {
     names().any(|n| n == name)
 }
 
+/// What is wrong with a declared type, for a diagnostic at its name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TypeError {
+    #[error("the type `{0}` takes no arguments")]
+    NoArguments(String),
+    #[error("unknown type `{0}`")]
+    Unknown(String),
+    #[error("`{0}` needs a precision and a scale, e.g. `{0}(12, 2)`")]
+    DecimalUsage(String),
+    #[error("decimal precision must be between 1 and {MAX_PRECISION}, not {0}")]
+    Precision(u32),
+    #[error("decimal scale {scale} is larger than the precision {precision}")]
+    Scale { scale: u32, precision: u32 },
+    #[error(
+        "write `timestamp`, `timestamp(UNIT)` or `timestamp(UNIT, 'ZONE')` with UNIT one of s, ms, us, ns"
+    )]
+    TimestampUsage,
+}
+
 /// Resolves a type name and its arguments (`None`: no parentheses written).
 /// The error says what is wrong, for a diagnostic at the name.
-pub fn resolve(name: &str, args: Option<&[TypeArg]>) -> Result<DeclaredType, String> {
+pub fn resolve(name: &str, args: Option<&[TypeArg]>) -> Result<DeclaredType, TypeError> {
     if let Some((_, ty)) = SIMPLE.iter().find(|(n, _)| *n == name) {
         return match args {
             None => Ok(ty.clone()),
-            Some(_) => Err(format!("the type `{name}` takes no arguments")),
+            Some(_) => Err(TypeError::NoArguments(name.to_string())),
         };
     }
     match name {
         "decimal" | "numeric" => decimal(name, args),
         "timestamp" => timestamp(args.unwrap_or_default()),
-        _ => Err(format!("unknown type `{name}`")),
+        _ => Err(TypeError::Unknown(name.to_string())),
     }
 }
 
-fn decimal(name: &str, args: Option<&[TypeArg]>) -> Result<DeclaredType, String> {
-    let usage = format!("`{name}` needs a precision and a scale, e.g. `{name}(12, 2)`");
+fn decimal(name: &str, args: Option<&[TypeArg]>) -> Result<DeclaredType, TypeError> {
+    let usage = || TypeError::DecimalUsage(name.to_string());
     let number = |a: &TypeArg| match a {
         TypeArg::Number(t) => t.parse::<u32>().ok(),
         _ => None,
@@ -103,20 +122,16 @@ fn decimal(name: &str, args: Option<&[TypeArg]>) -> Result<DeclaredType, String>
     let (p, s) = match args.unwrap_or_default() {
         [p] => (number(p), Some(0)),
         [p, s] => (number(p), number(s)),
-        _ => return Err(usage),
+        _ => return Err(usage()),
     };
     let (Some(precision), Some(scale)) = (p, s) else {
-        return Err(usage);
+        return Err(usage());
     };
     if precision == 0 || precision > MAX_PRECISION {
-        return Err(format!(
-            "decimal precision must be between 1 and {MAX_PRECISION}, not {precision}"
-        ));
+        return Err(TypeError::Precision(precision));
     }
     if scale > precision {
-        return Err(format!(
-            "decimal scale {scale} is larger than the precision {precision}"
-        ));
+        return Err(TypeError::Scale { scale, precision });
     }
     Ok(DeclaredType::Decimal {
         precision: precision as u8,
@@ -124,8 +139,8 @@ fn decimal(name: &str, args: Option<&[TypeArg]>) -> Result<DeclaredType, String>
     })
 }
 
-fn timestamp(args: &[TypeArg]) -> Result<DeclaredType, String> {
-    let usage = "write `timestamp`, `timestamp(UNIT)` or `timestamp(UNIT, 'ZONE')` with UNIT one of s, ms, us, ns";
+fn timestamp(args: &[TypeArg]) -> Result<DeclaredType, TypeError> {
+    let usage = TypeError::TimestampUsage;
     let unit = |a: &TypeArg| match a {
         TypeArg::Word(w) => UNITS
             .iter()
@@ -139,14 +154,14 @@ fn timestamp(args: &[TypeArg]) -> Result<DeclaredType, String> {
             tz: None,
         }),
         [u] => Ok(DeclaredType::Timestamp {
-            unit: Some(unit(u).ok_or(usage)?),
+            unit: Some(unit(u).ok_or(TypeError::TimestampUsage)?),
             tz: None,
         }),
         [u, TypeArg::Str(tz)] if !tz.is_empty() => Ok(DeclaredType::Timestamp {
-            unit: Some(unit(u).ok_or(usage)?),
+            unit: Some(unit(u).ok_or(TypeError::TimestampUsage)?),
             tz: Some(tz.clone()),
         }),
-        _ => Err(usage.to_string()),
+        _ => Err(usage),
     }
 }
 
@@ -217,19 +232,29 @@ mod tests {
 
     #[test]
     fn bad_types_say_why() {
-        assert_eq!(resolve("strin", None).unwrap_err(), "unknown type `strin`");
-        assert!(resolve("decimal", None).unwrap_err().contains("precision"));
+        assert_eq!(
+            resolve("strin", None).unwrap_err().to_string(),
+            "unknown type `strin`"
+        );
+        assert!(resolve("decimal", None)
+            .unwrap_err()
+            .to_string()
+            .contains("precision"));
         assert!(resolve("decimal", Some(&[n("80"), n("2")]))
             .unwrap_err()
+            .to_string()
             .contains("between 1 and 76"));
         assert!(resolve("decimal", Some(&[n("4"), n("6")]))
             .unwrap_err()
+            .to_string()
             .contains("larger than the precision"));
         assert!(resolve("int", Some(&[n("4")]))
             .unwrap_err()
+            .to_string()
             .contains("no arguments"));
         assert!(resolve("timestamp", Some(&[TypeArg::Word("hours".into())]))
             .unwrap_err()
+            .to_string()
             .contains("UNIT"));
     }
 }

@@ -20,6 +20,25 @@ use datafusion::arrow::compute::{concat_batches, filter_record_batch, take_recor
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 
+/// Why a failed-rows pass's rows could not be routed to their checks.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error("the pass has no column `{0}`")]
+    NoColumn(String),
+    #[error("row positions are not 64-bit integers")]
+    RowPositions,
+    #[error("a flag column is not boolean")]
+    FlagNotBoolean,
+    #[error("file locations are not text")]
+    LocationsNotText,
+    #[error("a row without its file")]
+    NoFile,
+    #[error("a row came from `{0}`, which is not a staged file")]
+    NotStaged(String),
+    #[error(transparent)]
+    Arrow(#[from] ArrowError),
+}
+
 /// The column naming each row's file, relative to the staged directory.
 pub const FILE_COLUMN: &str = "_dqgate_file";
 /// The column holding each row's 0-based position in its file.
@@ -203,17 +222,16 @@ impl Locations {
 
     /// The index of each row's file; an error names a location that is no
     /// staged file.
-    pub fn indexes(&self, locations: &dyn Array) -> Result<UInt32Array, String> {
-        let strings = datafusion::arrow::compute::cast(locations, &DataType::Utf8)
-            .map_err(|e| e.to_string())?;
+    pub fn indexes(&self, locations: &dyn Array) -> Result<UInt32Array, RouteError> {
+        let strings = datafusion::arrow::compute::cast(locations, &DataType::Utf8)?;
         let strings = strings
             .as_any()
             .downcast_ref::<StringArray>()
-            .ok_or("file locations are not text")?;
+            .ok_or(RouteError::LocationsNotText)?;
         let mut last: Option<(&str, u32)> = None;
         let mut out = Vec::with_capacity(strings.len());
         for s in strings.iter() {
-            let s = s.ok_or("a row without its file")?;
+            let s = s.ok_or(RouteError::NoFile)?;
             let i = match last {
                 Some((l, i)) if l == s => i,
                 _ => {
@@ -227,7 +245,7 @@ impl Locations {
         Ok(UInt32Array::from(out))
     }
 
-    fn index(&self, location: &str) -> Result<u32, String> {
+    fn index(&self, location: &str) -> Result<u32, RouteError> {
         if let Some(i) = self.by_location.get(location) {
             return Ok(*i);
         }
@@ -239,6 +257,6 @@ impl Locations {
             .filter(|(_, r)| location == *r || location.ends_with(&format!("/{r}")))
             .max_by_key(|(_, r)| r.len())
             .map(|(i, _)| i as u32)
-            .ok_or_else(|| format!("a row came from `{location}`, which is not a staged file"))
+            .ok_or_else(|| RouteError::NotStaged(location.to_string()))
     }
 }

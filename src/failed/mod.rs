@@ -33,7 +33,7 @@ use crate::exec::ExecError;
 use crate::staged::reference::Dataset;
 use crate::staged::StagedInput;
 use crate::verdict::{FailedRows, Verdict};
-use collect::{Kept, Locations};
+use collect::{Kept, Locations, RouteError};
 pub use collect::{FILE_COLUMN, PARTITION_COLUMN, ROW_COLUMN};
 pub use request::{requests, Request, Rows};
 pub use write::{file_name, MARK};
@@ -52,14 +52,14 @@ impl Limit {
     pub const DEFAULT: Limit = Limit::Rows(10_000);
 
     /// `N` (at least 1) or `all`.
-    pub fn parse(s: &str) -> Result<Limit, String> {
+    pub fn parse(s: &str) -> Result<Limit, OptionError> {
         if s == "all" {
             return Ok(Limit::All);
         }
         match s.replace('_', "").parse::<usize>() {
-            Ok(0) => Err("the limit must be at least 1 row (or `all`)".into()),
+            Ok(0) => Err(OptionError::ZeroLimit),
             Ok(n) => Ok(Limit::Rows(n)),
-            Err(_) => Err(format!("`{s}` is neither a row count nor `all`")),
+            Err(_) => Err(OptionError::NotALimit(s.to_string())),
         }
     }
 
@@ -69,6 +69,28 @@ impl Limit {
             Limit::All => None,
         }
     }
+}
+
+/// Why `--failed-rows` or `--failed-rows-limit` is refused (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionError {
+    #[error("the limit must be at least 1 row (or `all`)")]
+    ZeroLimit,
+    #[error("`{0}` is neither a row count nor `all`")]
+    NotALimit(String),
+    #[error("--failed-rows takes a local directory, not `{}`", .0.display())]
+    NotLocal(PathBuf),
+    #[error(
+        "--failed-rows `{}` is inside the {what} `{}`: its files would be read as data there; \
+         choose a directory outside it",
+        .dir.display(),
+        .root.display()
+    )]
+    Inside {
+        dir: PathBuf,
+        what: &'static str,
+        root: PathBuf,
+    },
 }
 
 /// Where the files go and how many rows each holds.
@@ -83,25 +105,21 @@ impl Options {
     /// directory): files written there would be read as the table's or the
     /// partition's data. Both are compared as absolute paths with symlinks
     /// resolved as far as they exist.
-    pub fn refuse_inside(&self, root: &Path, what: &str) -> Result<(), String> {
+    pub fn refuse_inside(&self, root: &Path, what: &'static str) -> Result<(), OptionError> {
         let as_text = |p: &Path| p.to_str().is_some_and(crate::staged::remote::is_url);
         if as_text(&self.dir) {
-            return Err(format!(
-                "--failed-rows takes a local directory, not `{}`",
-                self.dir.display()
-            ));
+            return Err(OptionError::NotLocal(self.dir.clone()));
         }
         if as_text(root) {
             return Ok(());
         }
         let (dir, root_abs) = (resolved(&self.dir), resolved(root));
         if dir.starts_with(&root_abs) {
-            return Err(format!(
-                "--failed-rows `{}` is inside the {what} `{}`: its files would be read as data there; \
-                 choose a directory outside it",
-                self.dir.display(),
-                root.display()
-            ));
+            return Err(OptionError::Inside {
+                dir: self.dir.clone(),
+                what,
+                root: root.to_path_buf(),
+            });
         }
         Ok(())
     }
@@ -448,12 +466,12 @@ impl Pass {
         batch: &RecordBatch,
         locations: &Locations,
         kept: &mut HashMap<usize, Kept>,
-    ) -> Result<(), String> {
+    ) -> Result<(), RouteError> {
         let schema = batch.schema();
         let index = |name: &str| {
             schema
                 .index_of(name)
-                .map_err(|_| format!("the pass has no column `{name}`"))
+                .map_err(|_| RouteError::NoColumn(name.to_string()))
         };
         let (file_at, row_at) = (index(select::FILE_LOCATION)?, index(ROW_COLUMN)?);
         let files = locations.indexes(batch.column(file_at).as_ref())?;
@@ -461,7 +479,7 @@ impl Pass {
             .column(row_at)
             .as_any()
             .downcast_ref::<Int64Array>()
-            .ok_or("row positions are not 64-bit integers")?;
+            .ok_or(RouteError::RowPositions)?;
         let flag_names: Vec<&str> = match &self.targets {
             Targets::Flags(f) => f.iter().map(|(n, _)| n.as_str()).collect(),
             Targets::One(_) => Vec::new(),
@@ -470,12 +488,11 @@ impl Pass {
             .filter(|&i| i != file_at && i != row_at)
             .filter(|&i| !flag_names.contains(&schema.field(i).name().as_str()))
             .collect();
-        let rows_only = batch.project(&payload).map_err(|e| e.to_string())?;
+        let rows_only = batch.project(&payload)?;
         match &self.targets {
             Targets::One(check) => {
                 if let Some(k) = kept.get_mut(check) {
-                    k.push(&rows_only, &files, rows, None)
-                        .map_err(|e| e.to_string())?;
+                    k.push(&rows_only, &files, rows, None)?;
                 }
             }
             Targets::Flags(flags) => {
@@ -484,14 +501,13 @@ impl Pass {
                         .column(index(name)?)
                         .as_any()
                         .downcast_ref::<BooleanArray>()
-                        .ok_or("a flag column is not boolean")?
+                        .ok_or(RouteError::FlagNotBoolean)?
                         .clone();
                     if mask.true_count() == 0 {
                         continue;
                     }
                     if let Some(k) = kept.get_mut(check) {
-                        k.push(&rows_only, &files, rows, Some(&mask))
-                            .map_err(|e| e.to_string())?;
+                        k.push(&rows_only, &files, rows, Some(&mask))?;
                     }
                 }
             }

@@ -333,9 +333,9 @@ pub fn footer_rows(shown: &str, footer: &[u8]) -> Result<i64, PublishError> {
         .map(|n| crate::staged::footer::decode(&footer[..n]));
     match metadata {
         Some(Ok(m)) => Ok(m.file_metadata().num_rows()),
-        Some(Err(reason)) => Err(InputError::Corrupt {
+        Some(Err(e)) => Err(InputError::Corrupt {
             path: shown.to_string(),
-            reason,
+            reason: e.to_string(),
         }
         .into()),
         None => Err(InputError::Corrupt {

@@ -101,7 +101,7 @@ fn partition(root: &Path, dir: &Path, rel: &str) -> Result<PublishedPartition, R
 }
 
 fn parse_record(text: &str, path: &Path) -> Result<VerdictDoc, ReportError> {
-    match model::parse(text).map_err(|e| ReportError::read(path, &e))? {
+    match model::parse(text).map_err(|e| ReportError::read(path, &e.to_string()))? {
         Doc::Verdict(v) => Ok(v),
         Doc::Error { .. } => Err(ReportError::read(path, "an audit record is never an error")),
     }

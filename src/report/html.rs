@@ -219,7 +219,7 @@ fn failed_rows(f: &FailedRowsDoc) -> String {
             return format!(
                 "<div class=\"note failed-rows\">{}: {}</div>",
                 escape(&title),
-                escape(why)
+                escape(&why.to_string())
             )
         }
         Some(Ok(p)) => p,

@@ -65,7 +65,7 @@ pub fn render_with(
 /// The documents of one file (a verdict, maybe followed by an error record).
 fn read_inputs(path: &Path) -> Result<Vec<Input>, ReportError> {
     let text = fs::read_to_string(path).map_err(|e| ReportError::read(path, &e.to_string()))?;
-    let docs = model::parse_all(&text).map_err(|e| ReportError::read(path, &e))?;
+    let docs = model::parse_all(&text).map_err(|e| ReportError::read(path, &e.to_string()))?;
     Ok(docs
         .into_iter()
         .map(|doc| Input {

@@ -68,7 +68,18 @@ pub struct FailedRowsDoc {
     /// The first rows, or why they could not be read; `None` when no
     /// directory was given.
     #[serde(skip)]
-    pub preview: Option<Result<Preview, String>>,
+    pub preview: Option<Result<Preview, PreviewError>>,
+}
+
+/// Why a failed-rows file's first rows could not be shown.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PreviewError {
+    #[error("cannot open {path}: {reason}")]
+    Open { path: String, reason: String },
+    #[error("cannot read {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("{0}")]
+    Format(String),
 }
 
 /// Column names and the first rows of a file, as text.
@@ -199,39 +210,54 @@ fn status<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Status, D::Error> {
 /// Parses a verdict file's text: one document, or several in a row (`publish
 /// --format json` prints the verdict and then an error record when the
 /// publish itself fails). The error says what is wrong and where.
-pub fn parse_all(text: &str) -> Result<Vec<Doc>, String> {
+pub fn parse_all(text: &str) -> Result<Vec<Doc>, DocError> {
     let mut docs = Vec::new();
     for raw in serde_json::Deserializer::from_str(text).into_iter::<Raw>() {
-        docs.push(doc(raw.map_err(|e| e.to_string())?)?);
+        docs.push(doc(raw?)?);
     }
     if docs.is_empty() {
-        return Err("no verdict in the file".into());
+        return Err(DocError::Empty);
     }
     Ok(docs)
 }
 
 /// Parses exactly one document (an audit record).
-pub fn parse(text: &str) -> Result<Doc, String> {
-    doc(serde_json::from_str(text).map_err(|e| e.to_string())?)
+pub fn parse(text: &str) -> Result<Doc, DocError> {
+    doc(serde_json::from_str(text)?)
 }
 
-fn doc(raw: Raw) -> Result<Doc, String> {
+/// Why a file is not a verdict (or audit record) document.
+#[derive(Debug, thiserror::Error)]
+pub enum DocError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("no verdict in the file")]
+    Empty,
+    #[error("`format` is `{0}`, expected `{FORMAT}`")]
+    Format(String),
+    #[error("`verdict` is `{0}`, not `pass`, `fail` or `error`")]
+    Verdict(String),
+    #[error("`{0}` is missing")]
+    Missing(&'static str),
+    #[error("`verdict` is `{said}` but {failed} check(s) failed")]
+    Disagrees { said: String, failed: usize },
+}
+
+fn doc(raw: Raw) -> Result<Doc, DocError> {
     if raw.format != FORMAT {
-        return Err(format!("`format` is `{}`, expected `{FORMAT}`", raw.format));
+        return Err(DocError::Format(raw.format));
     }
     match raw.verdict.as_str() {
         "error" => Ok(Doc::Error {
             message: raw.error.unwrap_or_default(),
         }),
         "pass" | "fail" => verdict(raw).map(Doc::Verdict),
-        other => Err(format!(
-            "`verdict` is `{other}`, not `pass`, `fail` or `error`"
-        )),
+        other => Err(DocError::Verdict(other.to_string())),
     }
 }
 
-fn verdict(raw: Raw) -> Result<VerdictDoc, String> {
-    let missing = |k: &str| format!("`{k}` is missing");
+fn verdict(raw: Raw) -> Result<VerdictDoc, DocError> {
+    let missing = DocError::Missing;
     let rules = raw.rules.ok_or_else(|| missing("rules"))?;
     let input = raw.input.ok_or_else(|| missing("input"))?;
     let doc = VerdictDoc {
@@ -253,11 +279,10 @@ fn verdict(raw: Raw) -> Result<VerdictDoc, String> {
     };
     let said_pass = raw.verdict == "pass";
     if said_pass != doc.passed() {
-        return Err(format!(
-            "`verdict` is `{}` but {} check(s) failed",
-            raw.verdict,
-            doc.summary().failed
-        ));
+        return Err(DocError::Disagrees {
+            said: raw.verdict,
+            failed: doc.summary().failed,
+        });
     }
     Ok(doc)
 }
@@ -277,25 +302,24 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_verdict() {
-        assert!(parse("{}").unwrap_err().contains("missing field `format`"));
+        let why = |text: &str| parse(text).unwrap_err().to_string();
+        assert!(why("{}").contains("missing field `format`"));
         let other = r#"{"format": "x", "verdict": "pass"}"#;
-        assert!(parse(other)
-            .unwrap_err()
-            .contains("expected `dqgate.verdict/v1`"));
+        assert!(why(other).contains("expected `dqgate.verdict/v1`"));
         let err = r#"{"format": "dqgate.verdict/v1", "verdict": "error", "error": "boom"}"#;
         assert_eq!(
-            parse(err),
-            Ok(Doc::Error {
+            parse(err).unwrap(),
+            Doc::Error {
                 message: "boom".into()
-            })
+            }
         );
         let bad = r#"{"format": "dqgate.verdict/v1", "verdict": "pass", "table": "t",
             "partition": {}, "rules": {"path": "r", "sha256": "s"},
             "input": {"row_count": 0, "files": [], "fingerprint": "f"},
             "checks": [{"line": 1, "name": "n", "severity": "check", "metric": "m",
                         "value": 1, "expected": "= 0", "status": "fail"}]}"#;
-        assert!(parse(bad).unwrap_err().contains("1 check(s) failed"));
+        assert!(why(bad).contains("1 check(s) failed"));
         let sev = bad.replace("\"check\", \"metric", "\"fatal\", \"metric");
-        assert!(parse(&sev).unwrap_err().contains("`severity` is `fatal`"));
+        assert!(why(&sev).contains("`severity` is `fatal`"));
     }
 }

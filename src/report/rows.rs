@@ -10,7 +10,7 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::input::Input;
-use super::model::{Doc, Preview};
+use super::model::{Doc, Preview, PreviewError};
 
 /// Rows of a failed-rows file shown under its check.
 pub const PREVIEW_ROWS: usize = 10;
@@ -31,15 +31,22 @@ pub fn attach(inputs: &mut [Input], dir: &Path) {
 }
 
 /// The column names and the first rows of a Parquet file, as text.
-fn preview(path: &Path) -> Result<Preview, String> {
-    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+fn preview(path: &Path) -> Result<Preview, PreviewError> {
+    let shown = || path.display().to_string();
+    let file = File::open(path).map_err(|e| PreviewError::Open {
+        path: shown(),
+        reason: e.to_string(),
+    })?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .and_then(|b| {
             b.with_batch_size(PREVIEW_ROWS)
                 .with_limit(PREVIEW_ROWS)
                 .build()
         })
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|e| PreviewError::Read {
+            path: shown(),
+            reason: e.to_string(),
+        })?;
     let columns: Vec<String> = reader
         .schema()
         .fields()
@@ -49,13 +56,16 @@ fn preview(path: &Path) -> Result<Preview, String> {
     let options = FormatOptions::default().with_null("null");
     let mut rows = Vec::new();
     for batch in reader {
-        let batch = batch.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let batch = batch.map_err(|e| PreviewError::Read {
+            path: shown(),
+            reason: e.to_string(),
+        })?;
         let formatters = batch
             .columns()
             .iter()
             .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| PreviewError::Format(e.to_string()))?;
         for i in 0..batch.num_rows() {
             rows.push(formatters.iter().map(|f| f.value(i).to_string()).collect());
         }

@@ -20,6 +20,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
+use datafusion::parquet::errors::ParquetError;
 use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use super::error::{corrupt, InputError};
@@ -35,10 +36,10 @@ const STRUCT: u8 = 12;
 /// Decodes the Thrift `FileMetaData` (the footer without its 8-byte
 /// trailer), correcting fastparquet's empty-list header if that is what
 /// stops it.
-pub fn decode(metadata: &[u8]) -> Result<ParquetMetaData, String> {
+pub fn decode(metadata: &[u8]) -> Result<ParquetMetaData, ParquetError> {
     let first = match ParquetMetaDataReader::decode_metadata(metadata) {
         Ok(md) => return Ok(md),
-        Err(e) => e.to_string(),
+        Err(e) => e,
     };
     let Some(fixed) = corrected(metadata) else {
         return Err(first);
@@ -276,7 +277,7 @@ mod tests {
     fn other_faults_keep_their_error() {
         // A truncated footer: the walk fails, the decoder's error stays.
         let err = decode(&EMPTY[..20]).unwrap_err();
-        assert!(!err.is_empty());
+        assert!(!err.to_string().is_empty());
         // Nothing to correct in a footer that walks but does not decode.
         assert!(corrected(&[0x15, 0x02, 0x00]).is_none());
         // A non-empty list is never touched.

@@ -218,20 +218,60 @@ fn fingerprint_entry(hasher: &mut Sha256, rel: &str, bytes: u64, footer: &[u8]) 
     hasher.update(footer);
 }
 
+/// Why a footer is not trusted (`InputError::Corrupt` shows it as the reason).
+#[derive(Debug, thiserror::Error)]
+pub enum FooterFault {
+    #[error("the footer declares {0} rows")]
+    NegativeRows(i64),
+    #[error("row group {group} declares {rows} rows")]
+    NegativeGroupRows { group: usize, rows: i64 },
+    #[error(
+        "column chunk {chunk} of row group {group} lies outside the file's data (offset {start}, length {len}, data ends at {data_end})"
+    )]
+    ChunkOutside {
+        chunk: usize,
+        group: usize,
+        start: i64,
+        len: i64,
+        data_end: u64,
+    },
+    #[error("column chunk {chunk} of row group {group} declares {values} values")]
+    NegativeValues {
+        chunk: usize,
+        group: usize,
+        values: i64,
+    },
+    #[error(
+        "row group {group} declares {rows} rows but its column `{column}` holds {values} values"
+    )]
+    ValuesNotRows {
+        group: usize,
+        rows: i64,
+        column: String,
+        values: i64,
+    },
+    #[error("the footer declares {declared} rows but its row groups hold {total}")]
+    RowsDisagree { declared: i64, total: i64 },
+}
+
 /// Consistency checks a footer must pass before any reader trusts it: row
 /// counts that add up, and column chunks that lie inside the data region of
 /// the file. A footer that fails them was corrupted or forged.
-fn validate_footer(md: &ParquetMetaData, file_size: u64, footer_len: u64) -> Result<(), String> {
+fn validate_footer(
+    md: &ParquetMetaData,
+    file_size: u64,
+    footer_len: u64,
+) -> Result<(), FooterFault> {
     let data_end = file_size.saturating_sub(footer_len);
     let declared = md.file_metadata().num_rows();
     if declared < 0 {
-        return Err(format!("the footer declares {declared} rows"));
+        return Err(FooterFault::NegativeRows(declared));
     }
     let mut total: i64 = 0;
     for (g, rg) in md.row_groups().iter().enumerate() {
         let rows = rg.num_rows();
         if rows < 0 {
-            return Err(format!("row group {g} declares {rows} rows"));
+            return Err(FooterFault::NegativeGroupRows { group: g, rows });
         }
         total = total.saturating_add(rows);
         for (c, col) in rg.columns().iter().enumerate() {
@@ -246,32 +286,36 @@ fn validate_footer(md: &ParquetMetaData, file_size: u64, footer_len: u64) -> Res
             let inside =
                 start >= 4 && len >= 0 && (start as u64).saturating_add(len as u64) <= data_end;
             if !inside && !empty {
-                return Err(format!(
-                    "column chunk {c} of row group {g} lies outside the file's data (offset {start}, length {len}, data ends at {data_end})"
-                ));
+                return Err(FooterFault::ChunkOutside {
+                    chunk: c,
+                    group: g,
+                    start,
+                    len,
+                    data_end,
+                });
             }
             if col.num_values() < 0 {
-                return Err(format!(
-                    "column chunk {c} of row group {g} declares {} values",
-                    col.num_values()
-                ));
+                return Err(FooterFault::NegativeValues {
+                    chunk: c,
+                    group: g,
+                    values: col.num_values(),
+                });
             }
             // A column that is not repeated holds one value (or null) per
             // row: a row count that disagrees with it is forged or corrupt,
             // and would make footer-answered metrics wrong.
             if col.column_descr().max_rep_level() == 0 && col.num_values() != rows {
-                return Err(format!(
-                    "row group {g} declares {rows} rows but its column `{}` holds {} values",
-                    col.column_descr().path().string(),
-                    col.num_values()
-                ));
+                return Err(FooterFault::ValuesNotRows {
+                    group: g,
+                    rows,
+                    column: col.column_descr().path().string(),
+                    values: col.num_values(),
+                });
             }
         }
     }
     if total != declared {
-        return Err(format!(
-            "the footer declares {declared} rows but its row groups hold {total}"
-        ));
+        return Err(FooterFault::RowsDisagree { declared, total });
     }
     Ok(())
 }

@@ -16,10 +16,29 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
+use super::error::InputError;
 use super::files::list_parquet_files;
 use super::hive;
 use super::input::StagedInput;
-use super::remote::Remote;
+use super::remote::{LocationError, Remote};
+
+/// Why a `reference` table cannot be read. It does not name the table's
+/// path: the caller does.
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("no such file or directory")]
+    Missing,
+    #[error("{0}")]
+    Io(std::io::Error),
+    #[error("not a file name")]
+    NotAFileName,
+    #[error("no Parquet files in it (names starting with `_` or `.` are ignored)")]
+    NoFiles,
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Location(#[from] LocationError),
+}
 
 /// `key=value` pairs of a file's directories.
 type Hive = Vec<(String, String)>;
@@ -48,28 +67,28 @@ pub struct Dataset {
 impl Dataset {
     /// Lists the files under `path` and reads their footers. The error says
     /// what is wrong, without naming `path` (the caller does).
-    pub fn open(path: &Path) -> Result<Dataset, String> {
+    pub fn open(path: &Path) -> Result<Dataset, ReferenceError> {
         let meta = fs::metadata(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => "no such file or directory".to_string(),
-            _ => e.to_string(),
+            std::io::ErrorKind::NotFound => ReferenceError::Missing,
+            _ => ReferenceError::Io(e),
         })?;
         let (root, files) = if meta.is_file() {
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
-                .ok_or("not a file name")?;
+                .ok_or(ReferenceError::NotAFileName)?;
             let parent = match path.parent() {
                 Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
                 _ => PathBuf::from("."),
             };
             (parent, vec![(name, path.to_path_buf())])
         } else {
-            let files = list_parquet_files(path).map_err(|e| e.to_string())?;
+            let files = list_parquet_files(path)?;
             (path.to_path_buf(), files)
         };
         let mut parts = Vec::new();
         for (hive, files) in group(files)? {
-            let input = StagedInput::from_listed(&root, files).map_err(|e| e.to_string())?;
+            let input = StagedInput::from_listed(&root, files)?;
             parts.push(Part { hive, input });
         }
         Ok(Dataset::of_parts(parts))
@@ -78,18 +97,17 @@ impl Dataset {
     /// [`Dataset::open`] for an object-store URL: a prefix (listed like
     /// staged files) or one `.parquet` object. The store is configured from
     /// the environment, as for `--staged`.
-    pub async fn open_remote(url: &str) -> Result<Dataset, String> {
+    pub async fn open_remote(url: &str) -> Result<Dataset, ReferenceError> {
         let (prefix, single) = match url.rsplit_once('/') {
             Some((dir, name)) if name.ends_with(".parquet") => (format!("{dir}/"), Some(name)),
             _ => (url.to_string(), None),
         };
-        let remote = Remote::open(&prefix, &[]).map_err(|e| e.to_string())?;
+        let remote = Remote::open(&prefix, &[])?;
         let files = match single {
             Some(name) => vec![(name.to_string(), ())],
             None => remote
                 .list_files()
-                .await
-                .map_err(|e| e.to_string())?
+                .await?
                 .into_iter()
                 .map(|(rel, _)| (rel, ()))
                 .collect(),
@@ -97,9 +115,7 @@ impl Dataset {
         let mut parts = Vec::new();
         for (hive, files) in group(files)? {
             let rels: Vec<String> = files.into_iter().map(|(rel, ())| rel).collect();
-            let input = StagedInput::open_files(&remote, &rels)
-                .await
-                .map_err(|e| e.to_string())?;
+            let input = StagedInput::open_files(&remote, &rels).await?;
             parts.push(Part { hive, input });
         }
         Ok(Dataset::of_parts(parts))
@@ -135,9 +151,9 @@ impl Dataset {
 
 /// The listed files (path relative to the root, sorted, and where each is)
 /// grouped by the Hive values of the keys they all share, sorted by them.
-fn group<T>(files: Vec<(String, T)>) -> Result<Vec<Group<T>>, String> {
+fn group<T>(files: Vec<(String, T)>) -> Result<Vec<Group<T>>, ReferenceError> {
     if files.is_empty() {
-        return Err("no Parquet files in it (names starting with `_` or `.` are ignored)".into());
+        return Err(ReferenceError::NoFiles);
     }
     let keys = hive::common_keys(&files);
     let mut groups: Vec<Group<T>> = Vec::new();

@@ -109,6 +109,15 @@ pub enum LocationError {
     },
 }
 
+/// Why a staged file's URL could not be made for a scan.
+#[derive(Debug, thiserror::Error)]
+pub enum FileUrlError {
+    #[error("{0}: not a hierarchical URL")]
+    NotHierarchical(Url),
+    #[error(transparent)]
+    Listing(#[from] datafusion::error::DataFusionError),
+}
+
 /// An object-store prefix and the store that holds it.
 #[derive(Debug, Clone)]
 pub struct Remote {
@@ -195,13 +204,13 @@ impl Remote {
 
     /// The URL of staged file `rel` (a `/`-separated path below the prefix),
     /// as DataFusion's listing table takes it.
-    pub fn file_url(&self, rel: &str) -> Result<ListingTableUrl, String> {
+    pub fn file_url(&self, rel: &str) -> Result<ListingTableUrl, FileUrlError> {
         let mut url = self.url.clone();
         url.path_segments_mut()
-            .map_err(|()| format!("{}: not a hierarchical URL", self.url))?
+            .map_err(|()| FileUrlError::NotHierarchical(self.url.clone()))?
             .pop_if_empty()
             .extend(rel.split('/'));
-        ListingTableUrl::try_new(url, None).map_err(|e| e.to_string())
+        Ok(ListingTableUrl::try_new(url, None)?)
     }
 
     /// The data files below the prefix as the local walk would keep them

@@ -152,8 +152,11 @@ impl Parser<'_> {
             Ok(ty) => Ok(TypeSpec { ty, span }),
             Err(msg) => {
                 let unknown = !types::is_type_name(name);
-                let mut d =
-                    Diagnostic::new(codes::SYNTAX, if unknown { tok.span } else { span }, msg);
+                let mut d = Diagnostic::new(
+                    codes::SYNTAX,
+                    if unknown { tok.span } else { span },
+                    msg.to_string(),
+                );
                 if unknown {
                     d = d.with_help(match suggest(name, types::names()) {
                         Some(s) => format!("did you mean `{s}`?"),
