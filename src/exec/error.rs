@@ -4,6 +4,7 @@
 
 use datafusion::error::DataFusionError;
 
+use super::keys::StoreError;
 use crate::staged::InputError;
 
 /// Why execution stopped.
@@ -22,6 +23,9 @@ pub enum ExecError {
         #[source]
         source: DataFusionError,
     },
+    /// The key engine could not spill its words or read them back (exit 3).
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// Something else stopped execution (exit 3).
     #[error("{0}")]
     Audit(String),
@@ -32,7 +36,10 @@ impl ExecError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ExecError::Usage(_) => 2,
-            ExecError::Input(_) | ExecError::Engine { .. } | ExecError::Audit(_) => 3,
+            ExecError::Input(_)
+            | ExecError::Engine { .. }
+            | ExecError::Store(_)
+            | ExecError::Audit(_) => 3,
         }
     }
 

@@ -45,6 +45,7 @@ use store::{LocalStore, Narrow, Split, Whole};
 use tasks::{scan, Sidecar};
 
 pub use found::Found;
+pub use store::StoreError;
 pub(crate) use tasks::streams;
 pub(crate) use tasks::threads;
 
@@ -181,7 +182,7 @@ async fn partition_keep_count<K: Key, R: Split<K>, S: Sidecar<K>>(
                     store.extend_split(valid.valid_indices().map(|i| split.split(words[i])))
                 }
             }
-            .map_err(Error::Audit)
+            .map_err(Error::from)
         },
     )
     .await?;
@@ -198,7 +199,7 @@ async fn partition_keep_count<K: Key, R: Split<K>, S: Sidecar<K>>(
     })
     .await
     .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
-    let counted = counted.map_err(Error::Audit)?;
+    let counted = counted?;
     drop(stores);
     let mut passes = vec![format!(
         "scan and radix-partition {words} key words into {partitions} partitions ({} bytes a word): {:.2} s{}",

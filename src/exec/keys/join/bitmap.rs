@@ -112,8 +112,7 @@ pub(super) async fn by_bitmap(
             f.1.extend(table.top(SAMPLES));
             Ok(())
         },
-    )
-    .map_err(Error::Audit)?;
+    )?;
     let (value, best) = found.into_inner().expect("lock");
     let what = match want {
         Want::Missing => "missing from",

@@ -102,7 +102,7 @@ pub(super) async fn partitioned<K: Key>(
                     let bit = w.mix() >> shift;
                     !filtered || filter[(bit >> 6) as usize] & (1 << (bit & 63)) != 0
                 }))
-                .map_err(Error::Audit)
+                .map_err(Error::from)
         },
     )
     .await?;
@@ -157,8 +157,7 @@ pub(super) async fn partitioned<K: Key>(
             f.1.extend(best);
             Ok(())
         },
-    )
-    .map_err(Error::Audit)?;
+    )?;
     let (value, best) = found.into_inner().expect("lock");
     Ok(Joined {
         value,
