@@ -4,7 +4,7 @@
 
 use datafusion::error::DataFusionError;
 
-use super::keys::StoreError;
+use super::keys::{PackError, StoreError};
 use crate::staged::InputError;
 
 /// Why execution stopped.
@@ -26,6 +26,12 @@ pub enum ExecError {
     /// The key engine could not spill its words or read them back (exit 3).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Key columns could not be packed as planned (exit 3).
+    #[error(transparent)]
+    Pack(#[from] PackError),
+    /// Key columns could not be hashed into fingerprints (exit 3).
+    #[error(transparent)]
+    Fingerprint(DataFusionError),
     /// Something else stopped execution (exit 3).
     #[error("{0}")]
     Audit(String),
@@ -39,6 +45,8 @@ impl ExecError {
             ExecError::Input(_)
             | ExecError::Engine { .. }
             | ExecError::Store(_)
+            | ExecError::Pack(_)
+            | ExecError::Fingerprint(_)
             | ExecError::Audit(_) => 3,
         }
     }

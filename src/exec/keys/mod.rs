@@ -44,6 +44,7 @@ use key::Key;
 use store::{LocalStore, Narrow, Split, Whole};
 use tasks::{scan, Sidecar};
 
+pub use encode::PackError;
 pub use found::Found;
 pub use store::StoreError;
 pub(crate) use tasks::streams;
@@ -231,7 +232,7 @@ async fn packed<K: Key, R: Split<K>>(
     let nulls_equal = job.nulls_equal;
     let (counted, spilled, passes) =
         partition_and_count::<K, R>(ctx, input, job, label, split, move |c, out| {
-            encode::pack(&encoding, c, nulls_equal, out).map_err(|e| Error::Audit(e.to_string()))
+            encode::pack(&encoding, c, nulls_equal, out).map_err(Error::from)
         })
         .await?;
     let types = key_types(input, job)?;
@@ -296,7 +297,7 @@ async fn fingerprinted(
         label,
         whole(input),
         || budget.retainer(),
-        move |c, out| encode::fingerprints(c, bits, out).map_err(Error::Audit),
+        move |c, out| encode::fingerprints(c, bits, out).map_err(Error::Fingerprint),
     )
     .await?;
     if counted.repeated.is_empty() {

@@ -150,11 +150,9 @@ impl<K: Key> Stream<K> {
         nulls_equal: bool,
         columns: &[ArrayRef],
     ) -> Result<(), Error> {
-        encode::pack(packing, columns, nulls_equal, &mut self.words)
-            .map_err(|e| Error::Audit(e.to_string()))?;
+        encode::pack(packing, columns, nulls_equal, &mut self.words)?;
         let mut codes = std::mem::take(&mut self.codes);
-        encode::codes_into(&packing.parts[lead], &columns[lead], u128::MAX, &mut codes)
-            .map_err(|e| Error::Audit(e.to_string()))?;
+        encode::codes_into(&packing.parts[lead], &columns[lead], u128::MAX, &mut codes)?;
         let counted = encode::counted_rows(columns, nulls_equal);
         let words = std::mem::take(&mut self.words);
         let result = match &counted {

@@ -212,7 +212,7 @@ async fn file_keys(
         streams,
         || (Filed::new(), Vec::new(), Vec::new()),
         move |(filed, hashes, hit): &mut (Filed, Vec<u64>, Vec<u32>), columns| {
-            encode::fingerprints(columns, bits, hashes).map_err(Error::Audit)?;
+            encode::fingerprints(columns, bits, hashes).map_err(Error::Fingerprint)?;
             file_batch(
                 filed,
                 (columns, hashes.as_slice()),

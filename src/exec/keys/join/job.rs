@@ -82,10 +82,6 @@ pub(super) async fn side_streams(
     }
 }
 
-pub(super) fn pack_error(e: encode::PackError) -> Error {
-    Error::Audit(e.to_string())
-}
-
 /// Staged words of the rows without a null key part.
 pub(super) fn staged_words<K: Key>(
     packing: &Packing,
@@ -93,7 +89,7 @@ pub(super) fn staged_words<K: Key>(
     words: &mut Vec<K>,
     mut f: impl FnMut(K) -> Result<(), StoreError>,
 ) -> Result<(), Error> {
-    encode::pack(packing, columns, false, words).map_err(pack_error)?;
+    encode::pack(packing, columns, false, words)?;
     match encode::counted_rows(columns, false) {
         None => words.iter().try_for_each(|w| f(*w)),
         Some(valid) => valid.valid_indices().try_for_each(|i| f(words[i])),
