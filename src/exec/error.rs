@@ -2,6 +2,7 @@
 //! staged files. The library's error type wraps it whole (`Error::Exec`), so
 //! messages and exit codes are those of the stage that failed.
 
+use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 
 use super::keys::{PackError, StoreError};
@@ -26,6 +27,9 @@ pub enum ExecError {
     /// The key engine could not spill its words or read them back (exit 3).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Arrow failed on batches or rows (exit 3).
+    #[error(transparent)]
+    Arrow(#[from] ArrowError),
     /// Key columns could not be packed as planned (exit 3).
     #[error(transparent)]
     Pack(#[from] PackError),
@@ -44,6 +48,7 @@ impl ExecError {
             ExecError::Usage(_) => 2,
             ExecError::Input(_)
             | ExecError::Engine { .. }
+            | ExecError::Arrow(_)
             | ExecError::Store(_)
             | ExecError::Pack(_)
             | ExecError::Fingerprint(_)
