@@ -5,7 +5,7 @@
 use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 
-use super::keys::{PackError, StoreError};
+use super::keys::{GaveUp, PackError, StoreError};
 use crate::staged::InputError;
 
 /// Why execution stopped.
@@ -36,6 +36,10 @@ pub enum ExecError {
     /// Key columns could not be hashed into fingerprints (exit 3).
     #[error(transparent)]
     Fingerprint(DataFusionError),
+    /// A key strategy gave up on the input: its caller runs the fallback,
+    /// so this is never shown (exit 3 if it were).
+    #[error(transparent)]
+    GaveUp(#[from] GaveUp),
     /// Something else stopped execution (exit 3).
     #[error("{0}")]
     Audit(String),
@@ -52,6 +56,7 @@ impl ExecError {
             | ExecError::Store(_)
             | ExecError::Pack(_)
             | ExecError::Fingerprint(_)
+            | ExecError::GaveUp(_)
             | ExecError::Audit(_) => 3,
         }
     }

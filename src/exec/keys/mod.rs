@@ -20,6 +20,7 @@
 mod count;
 mod encode;
 mod found;
+mod gave_up;
 pub mod join;
 mod key;
 mod ordered;
@@ -46,6 +47,7 @@ use tasks::{scan, Sidecar};
 
 pub use encode::PackError;
 pub use found::Found;
+pub use gave_up::GaveUp;
 pub use store::StoreError;
 pub(crate) use tasks::streams;
 pub(crate) use tasks::threads;
@@ -244,10 +246,6 @@ async fn packed<K: Key, R: Split<K>>(
     })
 }
 
-/// The error text by which an encoder stops the scan at a text value that
-/// does not fit; the value follows it.
-const MISFIT: &str = "\u{0}text misfit: ";
-
 /// A single text key whose values pack exactly: counted as packed words,
 /// or the first value that does not fit.
 async fn text_packed(
@@ -257,17 +255,15 @@ async fn text_packed(
     form: TextForm,
     null_code: bool,
     label: &str,
-) -> Result<Result<Found, String>, Error> {
+) -> Result<Result<Found, text::Misfit>, Error> {
     let nulls_equal = job.nulls_equal;
     let run = partition_and_count(ctx, input, job, label, whole(input), move |c, out| {
         text::pack(form, null_code, nulls_equal, &c[0], out)
-            .map_err(|m| Error::Audit(format!("{MISFIT}{}", m.0)))
+            .map_err(|m| Error::GaveUp(GaveUp::Misfit(m)))
     })
     .await;
     let (counted, spilled, passes) = match run {
-        Err(Error::Audit(m)) if m.starts_with(MISFIT) => {
-            return Ok(Err(m[MISFIT.len()..].to_string()))
-        }
+        Err(Error::GaveUp(GaveUp::Misfit(m))) => return Ok(Err(m)),
         r => r?,
     };
     Ok(Ok(Found {
