@@ -2,8 +2,10 @@
 //! staged files. The library's error type wraps it whole (`Error::Exec`), so
 //! messages and exit codes are those of the stage that failed.
 
+use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 
+use super::keys::{GaveUp, PackError, StoreError};
 use crate::staged::InputError;
 
 /// Why execution stopped.
@@ -22,6 +24,22 @@ pub enum ExecError {
         #[source]
         source: DataFusionError,
     },
+    /// The key engine could not spill its words or read them back (exit 3).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Arrow failed on batches or rows (exit 3).
+    #[error(transparent)]
+    Arrow(#[from] ArrowError),
+    /// Key columns could not be packed as planned (exit 3).
+    #[error(transparent)]
+    Pack(#[from] PackError),
+    /// Key columns could not be hashed into fingerprints (exit 3).
+    #[error(transparent)]
+    Fingerprint(DataFusionError),
+    /// A key strategy gave up on the input: its caller runs the fallback,
+    /// so this is never shown (exit 3 if it were).
+    #[error(transparent)]
+    GaveUp(#[from] GaveUp),
     /// Something else stopped execution (exit 3).
     #[error("{0}")]
     Audit(String),
@@ -32,7 +50,14 @@ impl ExecError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ExecError::Usage(_) => 2,
-            ExecError::Input(_) | ExecError::Engine { .. } | ExecError::Audit(_) => 3,
+            ExecError::Input(_)
+            | ExecError::Engine { .. }
+            | ExecError::Arrow(_)
+            | ExecError::Store(_)
+            | ExecError::Pack(_)
+            | ExecError::Fingerprint(_)
+            | ExecError::GaveUp(_)
+            | ExecError::Audit(_) => 3,
         }
     }
 

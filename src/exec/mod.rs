@@ -261,15 +261,14 @@ async fn grouped_top(
     rows: u64,
 ) -> Result<topk::Top, Error> {
     let schema: Schema = frame.schema().as_arrow().clone();
-    let mut top =
-        TopK::new(&schema, key_columns, SAMPLES).map_err(|e| Error::Audit(e.to_string()))?;
+    let mut top = TopK::new(&schema, key_columns, SAMPLES)?;
     let (mut stream, progress) = execute(frame, label, rows).await?;
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(|e| Error::engine("running a grouped check", e))?;
-        let batch = ballista::conform(batch, &schema).map_err(|e| Error::Audit(e.to_string()))?;
-        top.push(&batch).map_err(|e| Error::Audit(e.to_string()))?;
+        let batch = ballista::conform(batch, &schema)?;
+        top.push(&batch)?;
     }
-    let mut done = top.finish().map_err(|e| Error::Audit(e.to_string()))?;
+    let mut done = top.finish()?;
     done.spilled_bytes = progress.spilled_bytes();
     Ok(done)
 }

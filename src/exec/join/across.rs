@@ -41,12 +41,7 @@ fn across_types(
 ) -> Result<Vec<DataType>, ExecError> {
     let mut types = Vec::new();
     for k in keys {
-        let mut t = staged
-            .schema
-            .field_with_name(k)
-            .map_err(|e| ExecError::Audit(e.to_string()))?
-            .data_type()
-            .clone();
+        let mut t = staged.schema.field_with_name(k)?.data_type().clone();
         for p in parts {
             let theirs = p.input.schema.field_with_name(k).map_err(|_| {
                 ExecError::Audit(format!(

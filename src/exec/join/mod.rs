@@ -95,7 +95,7 @@ fn staged_types(staged: &StagedInput, columns: &[String]) -> Result<Vec<DataType
                 .schema
                 .field_with_name(c)
                 .map(|f| f.data_type().clone())
-                .map_err(|e| ExecError::Audit(e.to_string()))
+                .map_err(ExecError::from)
         })
         .collect()
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::key::Key;
-use super::store::LocalStore;
+use super::store::{LocalStore, StoreError};
 
 /// What counting found over all partitions.
 pub struct Counted<K> {
@@ -28,7 +28,7 @@ pub fn count<K: Key, W: Send>(
     stores: &[LocalStore<K>],
     threads: usize,
     join: impl Fn(usize, K) -> W + Sync,
-) -> Result<Counted<W>, String> {
+) -> Result<Counted<W>, StoreError> {
     let partitions = stores.first().map_or(0, LocalStore::partitions);
     let found = Mutex::new(Counted {
         repeated: Vec::new(),
@@ -144,10 +144,10 @@ pub fn each_partition<S>(
     partitions: usize,
     threads: usize,
     init: impl Fn() -> S + Sync,
-    job: impl Fn(&mut S, usize, &mut Vec<u8>) -> Result<(), String> + Sync,
-) -> Result<(), String> {
+    job: impl Fn(&mut S, usize, &mut Vec<u8>) -> Result<(), StoreError> + Sync,
+) -> Result<(), StoreError> {
     let next = AtomicUsize::new(0);
-    let failed: Mutex<Option<String>> = Mutex::new(None);
+    let failed: Mutex<Option<StoreError>> = Mutex::new(None);
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
@@ -184,7 +184,7 @@ pub fn visit<K: Key>(
     p: usize,
     buf: &mut Vec<u8>,
     mut f: impl FnMut(K),
-) -> Result<(), String> {
+) -> Result<(), StoreError> {
     for s in stores {
         for chunk in s.in_memory(p) {
             chunk.iter().for_each(|w| f(*w));

@@ -65,10 +65,7 @@ pub(super) fn rank(
     if repeated.is_empty() {
         return Ok(Duplicates::default());
     }
-    let audit = |e: datafusion::arrow::error::ArrowError| Error::Audit(e.to_string());
-    let mut columns = converter
-        .convert_rows(repeated.iter().map(|(r, _)| r.row()))
-        .map_err(audit)?;
+    let mut columns = converter.convert_rows(repeated.iter().map(|(r, _)| r.row()))?;
     // Dictionary keys come back as their values.
     let mut fields: Vec<Field> = names
         .iter()
@@ -80,10 +77,10 @@ pub(super) fn rank(
     columns.push(Arc::new(Int64Array::from_iter_values(
         repeated.iter().map(|(_, n)| *n as i64),
     )));
-    let batch = RecordBatch::try_new(schema.clone(), columns).map_err(audit)?;
-    let mut top = TopK::new(&schema, names.len(), SAMPLES).map_err(audit)?;
-    top.push(&batch).map_err(audit)?;
-    let top = top.finish().map_err(audit)?;
+    let batch = RecordBatch::try_new(schema.clone(), columns)?;
+    let mut top = TopK::new(&schema, names.len(), SAMPLES)?;
+    top.push(&batch)?;
+    let top = top.finish()?;
     Ok(Duplicates {
         keys: top.groups,
         samples: top.best,

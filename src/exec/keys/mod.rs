@@ -20,6 +20,7 @@
 mod count;
 mod encode;
 mod found;
+mod gave_up;
 pub mod join;
 mod key;
 mod ordered;
@@ -44,7 +45,10 @@ use key::Key;
 use store::{LocalStore, Narrow, Split, Whole};
 use tasks::{scan, Sidecar};
 
+pub use encode::PackError;
 pub use found::Found;
+pub use gave_up::GaveUp;
+pub use store::StoreError;
 pub(crate) use tasks::streams;
 pub(crate) use tasks::threads;
 
@@ -181,7 +185,7 @@ async fn partition_keep_count<K: Key, R: Split<K>, S: Sidecar<K>>(
                     store.extend_split(valid.valid_indices().map(|i| split.split(words[i])))
                 }
             }
-            .map_err(Error::Audit)
+            .map_err(Error::from)
         },
     )
     .await?;
@@ -198,7 +202,7 @@ async fn partition_keep_count<K: Key, R: Split<K>, S: Sidecar<K>>(
     })
     .await
     .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
-    let counted = counted.map_err(Error::Audit)?;
+    let counted = counted?;
     drop(stores);
     let mut passes = vec![format!(
         "scan and radix-partition {words} key words into {partitions} partitions ({} bytes a word): {:.2} s{}",
@@ -230,7 +234,7 @@ async fn packed<K: Key, R: Split<K>>(
     let nulls_equal = job.nulls_equal;
     let (counted, spilled, passes) =
         partition_and_count::<K, R>(ctx, input, job, label, split, move |c, out| {
-            encode::pack(&encoding, c, nulls_equal, out).map_err(|e| Error::Audit(e.to_string()))
+            encode::pack(&encoding, c, nulls_equal, out).map_err(Error::from)
         })
         .await?;
     let types = key_types(input, job)?;
@@ -242,10 +246,6 @@ async fn packed<K: Key, R: Split<K>>(
     })
 }
 
-/// The error text by which an encoder stops the scan at a text value that
-/// does not fit; the value follows it.
-const MISFIT: &str = "\u{0}text misfit: ";
-
 /// A single text key whose values pack exactly: counted as packed words,
 /// or the first value that does not fit.
 async fn text_packed(
@@ -255,17 +255,15 @@ async fn text_packed(
     form: TextForm,
     null_code: bool,
     label: &str,
-) -> Result<Result<Found, String>, Error> {
+) -> Result<Result<Found, text::Misfit>, Error> {
     let nulls_equal = job.nulls_equal;
     let run = partition_and_count(ctx, input, job, label, whole(input), move |c, out| {
         text::pack(form, null_code, nulls_equal, &c[0], out)
-            .map_err(|m| Error::Audit(format!("{MISFIT}{}", m.0)))
+            .map_err(|m| Error::GaveUp(GaveUp::Misfit(m)))
     })
     .await;
     let (counted, spilled, passes) = match run {
-        Err(Error::Audit(m)) if m.starts_with(MISFIT) => {
-            return Ok(Err(m[MISFIT.len()..].to_string()))
-        }
+        Err(Error::GaveUp(GaveUp::Misfit(m))) => return Ok(Err(m)),
         r => r?,
     };
     Ok(Ok(Found {
@@ -295,7 +293,7 @@ async fn fingerprinted(
         label,
         whole(input),
         || budget.retainer(),
-        move |c, out| encode::fingerprints(c, bits, out).map_err(Error::Audit),
+        move |c, out| encode::fingerprints(c, bits, out).map_err(Error::Fingerprint),
     )
     .await?;
     if counted.repeated.is_empty() {

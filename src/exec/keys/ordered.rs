@@ -21,6 +21,7 @@ use datafusion::prelude::SessionContext;
 
 use super::encode;
 use super::found::{key_types, rank_words, Found};
+use super::gave_up::GaveUp;
 use super::key::Key;
 use super::tasks::{scan, streams};
 use crate::exec::ExecError as Error;
@@ -29,9 +30,6 @@ use crate::staged::StagedInput;
 
 /// The longest run of one leading value kept in memory (16 MiB of u128).
 pub const MAX_RUN: usize = 1 << 20;
-
-/// What stops a stream: its leading values went back, or a run grew too long.
-const BROKEN: &str = "\u{0}order broken";
 
 /// Counts `job`'s duplicates in one pass over input ordered by `leading`;
 /// `None` when the input turned out not to be ordered.
@@ -76,7 +74,7 @@ async fn find_words<K: Key>(
     .await;
     let streams = match result {
         Ok(s) => s,
-        Err(Error::Audit(m)) if m == BROKEN => return Ok(None),
+        Err(Error::GaveUp(GaveUp::OutOfOrder)) => return Ok(None),
         Err(e) => return Err(e),
     };
     let Some(mut counted) = merge(streams) else {
@@ -150,11 +148,9 @@ impl<K: Key> Stream<K> {
         nulls_equal: bool,
         columns: &[ArrayRef],
     ) -> Result<(), Error> {
-        encode::pack(packing, columns, nulls_equal, &mut self.words)
-            .map_err(|e| Error::Audit(e.to_string()))?;
+        encode::pack(packing, columns, nulls_equal, &mut self.words)?;
         let mut codes = std::mem::take(&mut self.codes);
-        encode::codes_into(&packing.parts[lead], &columns[lead], u128::MAX, &mut codes)
-            .map_err(|e| Error::Audit(e.to_string()))?;
+        encode::codes_into(&packing.parts[lead], &columns[lead], u128::MAX, &mut codes)?;
         let counted = encode::counted_rows(columns, nulls_equal);
         let words = std::mem::take(&mut self.words);
         let result = match &counted {
@@ -177,7 +173,7 @@ impl<K: Key> Stream<K> {
         };
         let before = self.code.is_some_and(|c| c > u128::from(first));
         if before || codes.windows(2).any(|w| w[1] < w[0]) {
-            return Err(Error::Audit(BROKEN.into()));
+            return Err(GaveUp::OutOfOrder.into());
         }
         let mut i = 0;
         while i < codes.len() {
@@ -188,7 +184,7 @@ impl<K: Key> Stream<K> {
                 self.code = Some(u128::from(code));
             }
             if self.run.len() + (end - i) > MAX_RUN {
-                return Err(Error::Audit(BROKEN.into()));
+                return Err(GaveUp::OutOfOrder.into());
             }
             self.run.extend_from_slice(&words[i..end]);
             i = end;
@@ -214,11 +210,11 @@ impl<K: Key> Stream<K> {
         match self.code {
             Some(c) if c == code => {
                 if self.run.len() >= MAX_RUN {
-                    return Err(Error::Audit(BROKEN.into()));
+                    return Err(GaveUp::OutOfOrder.into());
                 }
                 self.run.push(w);
             }
-            Some(c) if c > code => return Err(Error::Audit(BROKEN.into())),
+            Some(c) if c > code => return Err(GaveUp::OutOfOrder.into()),
             Some(_) => {
                 self.close_run();
                 self.run.push(w);

@@ -23,6 +23,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::Arc;
 
+use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::spill_file::SpillFile;
@@ -260,6 +261,21 @@ fn fence() {
     };
 }
 
+/// Why the words could not be spilled to disk or read back.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("creating a spill file: {0}")]
+    Create(#[source] DataFusionError),
+    #[error("opening a spill file: {0}")]
+    Open(#[source] std::io::Error),
+    #[error("writing a spill file: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("reading a spill file: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("the key engine spills to a local temporary directory, and none is configured")]
+    NoTempDir,
+}
+
 /// No open chunk: the chunk index of a partition before its first line.
 const NONE: u32 = u32::MAX;
 
@@ -337,12 +353,12 @@ impl<K: Key> LocalStore<K> {
 
     /// Pushes every word of `words`, ready to be read by any thread.
     #[cfg(test)]
-    pub fn push_all(&mut self, words: &[K]) -> Result<(), String> {
+    pub fn push_all(&mut self, words: &[K]) -> Result<(), StoreError> {
         self.extend(words.iter().copied())
     }
 
     /// Pushes every word of `words`, ready to be read by any thread.
-    pub fn extend(&mut self, words: impl IntoIterator<Item = K>) -> Result<(), String> {
+    pub fn extend(&mut self, words: impl IntoIterator<Item = K>) -> Result<(), StoreError> {
         let whole = self.whole;
         self.extend_split(words.into_iter().map(|w| whole.split(w)))
     }
@@ -353,7 +369,7 @@ impl<K: Key> LocalStore<K> {
     pub fn extend_split(
         &mut self,
         words: impl IntoIterator<Item = (usize, K)>,
-    ) -> Result<(), String> {
+    ) -> Result<(), StoreError> {
         let mask = self.mask;
         let lines = &mut self.lines[..=mask];
         let fill = &mut self.fill[..=mask];
@@ -370,7 +386,7 @@ impl<K: Key> LocalStore<K> {
     /// Pushes one word. Call [`LocalStore::seal`] before another thread
     /// reads the store.
     #[inline]
-    pub fn push(&mut self, word: K) -> Result<(), String> {
+    pub fn push(&mut self, word: K) -> Result<(), StoreError> {
         self.words += 1;
         push_word(
             Split::<K>::split(self.whole, word).0 & self.mask,
@@ -410,18 +426,21 @@ impl<K: Key> LocalStore<K> {
     }
 
     /// Reads partition `p`'s spilled words and calls `f` on them.
-    pub fn spilled(&self, p: usize, buf: &mut Vec<u8>, mut f: impl FnMut(K)) -> Result<(), String> {
+    pub fn spilled(
+        &self,
+        p: usize,
+        buf: &mut Vec<u8>,
+        mut f: impl FnMut(K),
+    ) -> Result<(), StoreError> {
         use std::os::unix::fs::FileExt;
         for spill in &self.chunks.spills {
-            let file = File::open(spill_path(&spill.file)?)
-                .map_err(|e| format!("reading a spill file: {e}"))?;
+            let file = File::open(spill_path(&spill.file)?).map_err(StoreError::Read)?;
             for &(part, offset, words) in &spill.segments {
                 if part as usize != p {
                     continue;
                 }
                 buf.resize(words as usize * K::BYTES, 0);
-                file.read_exact_at(buf, offset)
-                    .map_err(|e| format!("reading a spill file: {e}"))?;
+                file.read_exact_at(buf, offset).map_err(StoreError::Read)?;
                 buf.chunks_exact(K::BYTES).for_each(|b| f(K::read_le(b)));
             }
         }
@@ -438,7 +457,7 @@ fn push_word<K: Key>(
     fill: &mut [u32],
     chunks: &mut Chunks<K>,
     word: K,
-) -> Result<(), String> {
+) -> Result<(), StoreError> {
     let f = fill[p] as usize;
     if f + 1 < line_words::<K>() {
         lines[p].as_mut()[f] = word;
@@ -462,7 +481,7 @@ impl<K: Key> Chunks<K> {
     }
 
     /// Writes partition `p`'s full line into its open chunk.
-    fn flush_line(&mut self, p: usize, line: &K::Line) -> Result<(), String> {
+    fn flush_line(&mut self, p: usize, line: &K::Line) -> Result<(), StoreError> {
         let n = line_words::<K>();
         if self.open[p].1 as usize == chunk_words::<K>() || self.open[p].0 == NONE {
             if self.open[p].0 != NONE {
@@ -496,7 +515,7 @@ impl<K: Key> Chunks<K> {
     /// The next free chunk: from the slabs held, else from a new slab, else
     /// (the memory pool refuses one) from the slabs held after every chunk
     /// is spilled.
-    fn take_chunk(&mut self) -> Result<u32, String> {
+    fn take_chunk(&mut self) -> Result<u32, StoreError> {
         if self.taken == self.slabs.len() * self.per_slab {
             let words = self.per_slab * chunk_words::<K>();
             let bytes = words * K::BYTES;
@@ -516,19 +535,19 @@ impl<K: Key> Chunks<K> {
     }
 
     /// Writes every chunk to a new spill file, so that all slabs are free.
-    fn spill(&mut self) -> Result<(), String> {
+    fn spill(&mut self) -> Result<(), StoreError> {
         self.seal();
         let file = self
             .runtime
             .disk_manager
             .create_tmp_file("dqgate key words")
-            .map_err(|e| format!("creating a spill file: {e}"))?;
+            .map_err(StoreError::Create)?;
         let path = spill_path(&file)?;
         let mut out = BufWriter::new(
             File::options()
                 .append(true)
                 .open(path)
-                .map_err(|e| format!("opening a spill file: {e}"))?,
+                .map_err(StoreError::Open)?,
         );
         let mut segments = Vec::new();
         let mut offset = 0u64;
@@ -538,8 +557,7 @@ impl<K: Key> Chunks<K> {
             for chunk in self.of(p) {
                 bytes.clear();
                 chunk.iter().for_each(|w| w.write_le(&mut bytes));
-                out.write_all(&bytes)
-                    .map_err(|e| format!("writing a spill file: {e}"))?;
+                out.write_all(&bytes).map_err(StoreError::Write)?;
                 words += chunk.len();
             }
             if words > 0 {
@@ -549,8 +567,7 @@ impl<K: Key> Chunks<K> {
             self.full[p].clear();
             self.open[p] = (NONE, 0);
         }
-        out.flush()
-            .map_err(|e| format!("writing a spill file: {e}"))?;
+        out.flush().map_err(StoreError::Write)?;
         self.taken = 0;
         self.spilled_bytes += offset;
         if offset > 0 {
@@ -572,10 +589,8 @@ impl<K: Key> Chunks<K> {
     }
 }
 
-fn spill_path(file: &Arc<dyn SpillFile>) -> Result<&std::path::Path, String> {
-    file.path().ok_or_else(|| {
-        "the key engine spills to a local temporary directory, and none is configured".to_string()
-    })
+fn spill_path(file: &Arc<dyn SpillFile>) -> Result<&std::path::Path, StoreError> {
+    file.path().ok_or(StoreError::NoTempDir)
 }
 
 #[cfg(test)]

@@ -17,6 +17,12 @@ use crate::value::Value;
 #[derive(Debug, PartialEq, Eq)]
 pub struct Misfit(pub String);
 
+impl std::fmt::Display for Misfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 

@@ -212,7 +212,7 @@ async fn file_keys(
         streams,
         || (Filed::new(), Vec::new(), Vec::new()),
         move |(filed, hashes, hit): &mut (Filed, Vec<u64>, Vec<u32>), columns| {
-            encode::fingerprints(columns, bits, hashes).map_err(Error::Audit)?;
+            encode::fingerprints(columns, bits, hashes).map_err(Error::Fingerprint)?;
             file_batch(
                 filed,
                 (columns, hashes.as_slice()),
@@ -347,11 +347,8 @@ fn file_rows(
     let taken = encode::fold_zeros(columns)
         .iter()
         .map(|c| take(c.as_ref(), &idx, None))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Error::Audit(e.to_string()))?;
-    let rows = converter
-        .convert_columns(&taken)
-        .map_err(|e| Error::Audit(e.to_string()))?;
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows = converter.convert_columns(&taken)?;
     for (j, row) in rows.iter().enumerate() {
         file(filed, hashes[hit[j] as usize], 1, row.as_ref(), 1);
     }
@@ -360,7 +357,7 @@ fn file_rows(
 
 fn converter(types: &[DataType]) -> Result<RowConverter, Error> {
     RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())
-        .map_err(|e| Error::Audit(e.to_string()))
+        .map_err(Error::from)
 }
 
 /// The repeated exact keys as rows of `converter`, for ranking.
@@ -369,7 +366,6 @@ fn owned_rows(
     types: &[DataType],
     keys: Vec<(Box<[u8]>, u64)>,
 ) -> Result<Vec<(OwnedRow, u64)>, Error> {
-    let audit = |e: datafusion::arrow::error::ArrowError| Error::Audit(e.to_string());
     let [t @ (DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)] = types else {
         let parser = converter.parser();
         return Ok(keys
@@ -385,8 +381,8 @@ fn owned_rows(
         })
         .collect::<Result<StringViewArray, _>>()
         .map_err(|e| Error::Audit(format!("a text key is not UTF-8: {e}")))?;
-    let column = cast(&values, t).map_err(audit)?;
-    let rows = converter.convert_columns(&[column]).map_err(audit)?;
+    let column = cast(&values, t)?;
+    let rows = converter.convert_columns(&[column])?;
     Ok(rows
         .iter()
         .zip(&keys)

@@ -2,6 +2,7 @@
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::common::hash_utils::{create_hashes, RandomState};
+use datafusion::error::DataFusionError;
 
 /// The fingerprint seed: fixed, so runs are reproducible.
 const SEED: u64 = 0x6471_6761_7465_6b65;
@@ -12,11 +13,11 @@ pub fn fingerprints(
     columns: &[ArrayRef],
     bits: Option<u32>,
     out: &mut Vec<u64>,
-) -> Result<(), String> {
+) -> Result<(), DataFusionError> {
     let rows = columns.first().map_or(0, |c| c.len());
     out.clear();
     out.resize(rows, 0);
-    create_hashes(columns, &RandomState::with_seed(SEED), out).map_err(|e| e.to_string())?;
+    create_hashes(columns, &RandomState::with_seed(SEED), out)?;
     if let Some(b) = bits {
         let mask = if b >= 64 { u64::MAX } else { (1u64 << b) - 1 };
         out.iter_mut().for_each(|h| *h &= mask);

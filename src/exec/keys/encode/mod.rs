@@ -39,39 +39,16 @@ pub fn counted_rows(columns: &[ArrayRef], nulls_equal: bool) -> Option<NullBuffe
 }
 
 /// Why a batch could not be packed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum PackError {
     /// A value lies outside the range the footers declared.
-    OutOfRange {
-        column: String,
-        value: String,
-    },
+    #[error("key value {value} of `{column}` lies outside the range that the Parquet statistics declare: the files are inconsistent")]
+    OutOfRange { column: String, value: String },
     /// A null where the footers declared none (`nulls not distinct`).
-    UnexpectedNull {
-        column: String,
-    },
-    Type {
-        column: String,
-        found: DataType,
-    },
-}
-
-impl std::fmt::Display for PackError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PackError::OutOfRange { column, value } => write!(
-                f,
-                "key value {value} of `{column}` lies outside the range that the Parquet statistics declare: the files are inconsistent"
-            ),
-            PackError::UnexpectedNull { column } => write!(
-                f,
-                "`{column}` holds a null that the Parquet statistics say it does not hold: the files are inconsistent"
-            ),
-            PackError::Type { column, found } => {
-                write!(f, "key column `{column}` arrived as {found}, which the packing did not plan for")
-            }
-        }
-    }
+    #[error("`{column}` holds a null that the Parquet statistics say it does not hold: the files are inconsistent")]
+    UnexpectedNull { column: String },
+    #[error("key column `{column}` arrived as {found}, which the packing did not plan for")]
+    Type { column: String, found: DataType },
 }
 
 /// Packs every row of `columns` (in packing order) into `out`.

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use datafusion::prelude::SessionContext;
 
-use super::job::{pack_error, samples, side_streams, staged_words, Job, Joined, Side, Want};
+use super::job::{samples, side_streams, staged_words, Job, Joined, Side, Want};
 use crate::exec::keys::count::{each_partition, visit, words_of, Table};
 use crate::exec::keys::encode;
 use crate::exec::keys::store::{self, LocalStore};
@@ -46,7 +46,7 @@ pub(super) async fn by_bitmap(
         streams,
         move || (vec![0u64; words], Vec::<u64>::new()),
         move |(map, scratch): &mut (Vec<u64>, Vec<u64>), columns| {
-            encode::pack_in_range(&encoding, columns, scratch).map_err(pack_error)?;
+            encode::pack_in_range(&encoding, columns, scratch)?;
             scratch
                 .iter()
                 .for_each(|w| map[(*w >> 6) as usize] |= 1 << (*w & 63));
@@ -112,8 +112,7 @@ pub(super) async fn by_bitmap(
             f.1.extend(table.top(SAMPLES));
             Ok(())
         },
-    )
-    .map_err(Error::Audit)?;
+    )?;
     let (value, best) = found.into_inner().expect("lock");
     let what = match want {
         Want::Missing => "missing from",

@@ -11,6 +11,7 @@ use datafusion::execution::SendableRecordBatchStream;
 use crate::exec::keys::count;
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
+use crate::exec::keys::store::StoreError;
 use crate::exec::keys::tasks::frame_streams;
 use crate::exec::progress;
 use crate::exec::ExecError as Error;
@@ -81,23 +82,19 @@ pub(super) async fn side_streams(
     }
 }
 
-pub(super) fn pack_error(e: encode::PackError) -> Error {
-    Error::Audit(e.to_string())
-}
-
 /// Staged words of the rows without a null key part.
 pub(super) fn staged_words<K: Key>(
     packing: &Packing,
     columns: &[ArrayRef],
     words: &mut Vec<K>,
-    mut f: impl FnMut(K) -> Result<(), String>,
+    mut f: impl FnMut(K) -> Result<(), StoreError>,
 ) -> Result<(), Error> {
-    encode::pack(packing, columns, false, words).map_err(pack_error)?;
+    encode::pack(packing, columns, false, words)?;
     match encode::counted_rows(columns, false) {
         None => words.iter().try_for_each(|w| f(*w)),
         Some(valid) => valid.valid_indices().try_for_each(|i| f(words[i])),
     }
-    .map_err(Error::Audit)
+    .map_err(Error::from)
 }
 
 /// The best keys over all partitions, decoded.

@@ -8,7 +8,7 @@ use std::time::Instant;
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::prelude::SessionContext;
 
-use super::job::{pack_error, samples, side_streams, staged_words, Job, Joined, Side, Want};
+use super::job::{samples, side_streams, staged_words, Job, Joined, Side, Want};
 use crate::exec::keys::count::{self, each_partition, visit, words_of, Table};
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
@@ -96,13 +96,13 @@ pub(super) async fn partitioned<K: Key>(
         streams,
         new_store,
         move |(store, scratch): &mut (LocalStore<K>, Vec<K>), columns| {
-            encode::pack_in_range(&encoding, columns, scratch).map_err(pack_error)?;
+            encode::pack_in_range(&encoding, columns, scratch)?;
             store
                 .extend(scratch.iter().copied().filter(|w| {
                     let bit = w.mix() >> shift;
                     !filtered || filter[(bit >> 6) as usize] & (1 << (bit & 63)) != 0
                 }))
-                .map_err(Error::Audit)
+                .map_err(Error::from)
         },
     )
     .await?;
@@ -157,8 +157,7 @@ pub(super) async fn partitioned<K: Key>(
             f.1.extend(best);
             Ok(())
         },
-    )
-    .map_err(Error::Audit)?;
+    )?;
     let (value, best) = found.into_inner().expect("lock");
     Ok(Joined {
         value,

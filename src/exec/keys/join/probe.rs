@@ -8,7 +8,7 @@ use std::time::Instant;
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::UInt32Type;
 
-use super::job::{pack_error, samples, side_streams, staged_words, Job, Joined, Side};
+use super::job::{samples, side_streams, staged_words, Job, Joined, Side};
 use crate::exec::keys::count::{self, Table};
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
@@ -114,7 +114,7 @@ pub(super) async fn probed<K: Key>(
                 located,
                 ..
             } = probe;
-            encode::pack_in_range(&encoding, columns, scratch).map_err(pack_error)?;
+            encode::pack_in_range(&encoding, columns, scratch)?;
             // A chunk's filter words are loaded first, with nothing
             // between the loads, so their cache misses overlap; then
             // tested.

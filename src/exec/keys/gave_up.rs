@@ -1,0 +1,18 @@
+//! Why a key strategy gave up on the input, so that its caller runs the
+//! strategy's fallback instead. It travels as an execution error, since the
+//! first error stops every scan task, and is caught before it is shown;
+//! its texts are those of the error strings that carried it before.
+
+use super::text::Misfit;
+
+/// Why a key strategy gave up on the input.
+#[derive(Debug, thiserror::Error)]
+pub enum GaveUp {
+    /// The ordered scan saw the leading values go back, or a run of one
+    /// leading value grow too long to keep.
+    #[error("\u{0}order broken")]
+    OutOfOrder,
+    /// The text packing met a value (or a null) that its form does not fit.
+    #[error("\u{0}text misfit: {0}")]
+    Misfit(Misfit),
+}
