@@ -45,7 +45,7 @@ pub enum Engine {
 
 impl Engine {
     /// Parses `local` or `ballista://HOST:PORT`.
-    pub fn parse(s: &str) -> Result<Engine, String> {
+    pub fn parse(s: &str) -> Result<Engine, crate::exec::ballista::EngineError> {
         if s == "local" {
             return Ok(Engine::Local);
         }

@@ -59,28 +59,46 @@ pub fn functions() -> Vec<Arc<AggregateUDF>> {
     vec![Arc::new(ExactSum::udaf())]
 }
 
+/// Why `--engine` names no engine; each says the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("unknown engine `{0}`: use `local` or `ballista://HOST:PORT`")]
+    Unknown(String),
+    #[error("engine `{spec}`: {reason}; use `local` or `ballista://HOST:PORT`")]
+    BadAddress {
+        spec: String,
+        reason: url::ParseError,
+    },
+    #[error("engine `{0}` names no host; use `local` or `ballista://HOST:PORT`")]
+    NoHost(String),
+    #[error(
+        "engine `{0}`: only a host and a port are allowed; use `local` or `ballista://HOST:PORT`"
+    )]
+    MoreThanAddress(String),
+}
+
 /// `ballista://HOST[:PORT]` → `HOST:PORT` (the port defaults to Ballista's
 /// 50050). Any other engine name is an error naming the accepted forms.
-pub fn scheduler_address(spec: &str) -> Result<String, String> {
-    let usage = "use `local` or `ballista://HOST:PORT`";
+pub fn scheduler_address(spec: &str) -> Result<String, EngineError> {
     let Some(rest) = spec.strip_prefix("ballista://") else {
-        return Err(format!("unknown engine `{spec}`: {usage}"));
+        return Err(EngineError::Unknown(spec.to_string()));
     };
-    let url = url::Url::parse(&format!("http://{rest}"))
-        .map_err(|e| format!("engine `{spec}`: {e}; {usage}"))?;
+    let url =
+        url::Url::parse(&format!("http://{rest}")).map_err(|reason| EngineError::BadAddress {
+            spec: spec.to_string(),
+            reason,
+        })?;
     let host = url
         .host_str()
         .filter(|h| !h.is_empty())
-        .ok_or_else(|| format!("engine `{spec}` names no host; {usage}"))?;
+        .ok_or_else(|| EngineError::NoHost(spec.to_string()))?;
     if !url.username().is_empty()
         || url.password().is_some()
         || !matches!(url.path(), "" | "/")
         || url.query().is_some()
         || url.fragment().is_some()
     {
-        return Err(format!(
-            "engine `{spec}`: only a host and a port are allowed; {usage}"
-        ));
+        return Err(EngineError::MoreThanAddress(spec.to_string()));
     }
     let port = url.port().unwrap_or(DEFAULT_SCHEDULER_PORT);
     Ok(format!("{host}:{port}"))

@@ -13,7 +13,7 @@ use datafusion::arrow::datatypes::Schema;
 use crate::check::{HistoryRef, Metric};
 use crate::dsl::ast::HistoryStat;
 use crate::value::Value;
-use crate::verdict::history::{statistic, History, PastRun, PastRuns};
+use crate::verdict::history::{statistic, History, PastRun, PastRuns, Unresolved};
 
 /// How many published partitions a suggested baseline looks back over.
 pub const WINDOW: u32 = 7;
@@ -69,7 +69,11 @@ fn compare(a: &[Value], b: &[Value]) -> Ordering {
 
 /// `stat(history(WINDOW).metric)` over `window`, with the judge's note, or
 /// why there is none.
-pub fn stat(window: &PastRuns, stat: HistoryStat, metric: Metric) -> Result<(f64, String), String> {
+pub fn stat(
+    window: &PastRuns,
+    stat: HistoryStat,
+    metric: Metric,
+) -> Result<(f64, String), Unresolved> {
     let h = HistoryRef {
         stat,
         n: WINDOW,
@@ -79,7 +83,7 @@ pub fn stat(window: &PastRuns, stat: HistoryStat, metric: Metric) -> Result<(f64
     v.as_f64()
         .filter(|x| x.is_finite())
         .map(|x| (x, note))
-        .ok_or_else(|| format!("{} is not a number", h.text()))
+        .ok_or_else(|| Unresolved::NotANumber(h.text()))
 }
 
 /// Factors `(low, high)` from the rounded ladders with `low * base <= value

@@ -66,12 +66,41 @@ pub enum History<'a> {
     Runs(&'a PastRuns),
 }
 
+/// Why a threshold could not be evaluated: the check is skipped, with this
+/// as its note.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Unresolved {
+    /// `published.*` with nothing published to read it from.
+    #[error("{0}")]
+    NotPublished(String),
+    #[error("no --table given, so {0} cannot be resolved")]
+    NoTable(String),
+    #[error("{text}: no published partition before this run key{}", joined_remarks(.remarks))]
+    NoneBefore { text: String, remarks: Vec<String> },
+    /// The records were read (`note` says which) but hold no value.
+    #[error("{0}; no value to compute it from")]
+    NoValue(String),
+    #[error("{0}; stddev needs at least 2 values")]
+    TooFewForStddev(String),
+    #[error("{0} is not a number")]
+    NotANumber(String),
+}
+
+/// `; remark; remark`, or nothing.
+fn joined_remarks(remarks: &[String]) -> String {
+    if remarks.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", remarks.join("; "))
+    }
+}
+
 /// A statistic's value and a note on the records it was computed over; or
 /// why it could not be computed (the check is then skipped).
-pub fn statistic(h: &HistoryRef, history: History<'_>) -> Result<(Value, String), String> {
+pub fn statistic(h: &HistoryRef, history: History<'_>) -> Result<(Value, String), Unresolved> {
     let text = h.text();
     let History::Runs(past) = history else {
-        return Err(format!("no --table given, so {text} cannot be resolved"));
+        return Err(Unresolved::NoTable(text));
     };
     let runs = &past.runs;
     let published: Vec<&PastRun> = runs.iter().filter(|r| r.passed).collect();
@@ -121,11 +150,7 @@ pub fn statistic(h: &HistoryRef, history: History<'_>) -> Result<(Value, String)
         remarks.push(format!("{null} record(s) with a null value left out"));
     }
     if window.is_empty() {
-        let mut why = format!("{text}: no published partition before this run key");
-        if !remarks.is_empty() {
-            why.push_str(&format!("; {}", remarks.join("; ")));
-        }
-        return Err(why);
+        return Err(Unresolved::NoneBefore { text, remarks });
     }
     let span = match (window.first(), window.last()) {
         (Some(a), Some(b)) if window.len() > 1 => format!("{} .. {}", a.key(), b.key()),
@@ -150,11 +175,11 @@ pub fn statistic(h: &HistoryRef, history: History<'_>) -> Result<(Value, String)
         note = format!("{note}; {}", remarks.join("; "));
     }
     if values.is_empty() {
-        return Err(format!("{note}; no value to compute it from"));
+        return Err(Unresolved::NoValue(note));
     }
     match compute(h.stat, &values) {
         Some(v) => Ok((v, note)),
-        None => Err(format!("{note}; stddev needs at least 2 values")),
+        None => Err(Unresolved::TooFewForStddev(note)),
     }
 }
 
@@ -266,12 +291,15 @@ mod tests {
         let h = href(HistoryStat::Median, 3, Metric::RowCount);
         assert!(statistic(&h, History::NotGiven)
             .unwrap_err()
+            .to_string()
             .contains("no --table"));
         let empty = PastRuns {
             unrecorded: 2,
             ..PastRuns::default()
         };
-        let why = statistic(&h, History::Runs(&empty)).unwrap_err();
+        let why = statistic(&h, History::Runs(&empty))
+            .unwrap_err()
+            .to_string();
         assert!(
             why.contains("no published partition before this run key")
                 && why.contains("2 partition directories without an audit record"),
@@ -284,6 +312,7 @@ mod tests {
         };
         assert!(statistic(&h, History::Runs(&one))
             .unwrap_err()
+            .to_string()
             .contains("at least 2 values"));
     }
 }

@@ -11,7 +11,7 @@ use crate::check::{
 use crate::dsl::ast::{CmpOp, Nulls};
 use crate::value::{arith, negate, Value};
 
-use super::history::History;
+use super::history::{History, Unresolved};
 use super::{CheckResult, InputSummary, Sample, Source, Status, Verdict};
 
 /// Metric values of one partition.
@@ -211,7 +211,7 @@ fn judge_thresholded(s: &CheckedStatement, m: &Measurements<'_>) -> CheckResult 
         Ok(e) => e,
         Err(why) => {
             result.expected = describe_source(&s.threshold);
-            result.note = Some(why);
+            result.note = Some(why.to_string());
             return result;
         }
     };
@@ -268,7 +268,7 @@ struct Refs<'a> {
 
 /// The evaluated threshold and the notes of its references; or why it could
 /// not be evaluated (the check is skipped).
-fn evaluate(t: &Threshold, mut refs: Refs<'_>) -> Result<(Evaluated, Vec<String>), String> {
+fn evaluate(t: &Threshold, mut refs: Refs<'_>) -> Result<(Evaluated, Vec<String>), Unresolved> {
     let e = match t {
         Threshold::Op(op, o) => Evaluated::Op(*op, eval_refs(&o.tree, &mut refs)?),
         Threshold::Between(lo, hi) => {
@@ -279,12 +279,12 @@ fn evaluate(t: &Threshold, mut refs: Refs<'_>) -> Result<(Evaluated, Vec<String>
     Ok((e, refs.notes))
 }
 
-fn eval_refs(tree: &ValueTree, refs: &mut Refs<'_>) -> Result<Value, String> {
+fn eval_refs(tree: &ValueTree, refs: &mut Refs<'_>) -> Result<Value, Unresolved> {
     Ok(match tree {
         ValueTree::Const(v) => v.clone(),
         ValueTree::Published(metric) => match refs.published {
             Some(p) => p.get(metric).cloned().unwrap_or(Value::Null),
-            None => return Err(refs.published_absent.to_string()),
+            None => return Err(Unresolved::NotPublished(refs.published_absent.to_string())),
         },
         ValueTree::History(h) => {
             let (v, note) = super::history::statistic(h, refs.history)?;

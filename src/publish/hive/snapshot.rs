@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::layout::RECORD;
 use crate::publish::error::{IoContext, PublishError};
@@ -34,10 +35,20 @@ struct Part {
     dir: PathBuf,
     /// The record's text: `Ok(None)` when there is none, `Err` when it could
     /// not be read.
-    text: Result<Option<String>, String>,
+    text: Result<Option<String>, Unreadable>,
     /// The record, or why there is none: `Ok(None)` missing, `Err` the reason
     /// it could not be read or parsed.
-    record: Result<Option<Record>, String>,
+    record: Result<Option<Record>, Unreadable>,
+}
+
+/// Why a partition's audit record could not be used: it could not be read,
+/// or it is not a record (the reason `PublishError::BadRecord` gives).
+#[derive(Debug, Clone, thiserror::Error)]
+enum Unreadable {
+    #[error("{0}")]
+    Io(Arc<std::io::Error>),
+    #[error("{0}")]
+    Bad(String),
 }
 
 /// The published partitions of a Hive table, with their audit records.
@@ -63,14 +74,14 @@ impl HiveSnapshot {
                 let text = match fs::read_to_string(dir.join(RECORD)) {
                     Ok(t) => Ok(Some(t)),
                     Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(Unreadable::Io(Arc::new(e))),
                 };
                 let shown = dir.join(RECORD).display().to_string();
                 let record = match &text {
                     Ok(Some(t)) => match Record::parse(t, &shown) {
                         Ok(r) => Ok(Some(r)),
-                        Err(PublishError::BadRecord { reason, .. }) => Err(reason),
-                        Err(e) => Err(e.to_string()),
+                        Err(PublishError::BadRecord { reason, .. }) => Err(Unreadable::Bad(reason)),
+                        Err(e) => Err(Unreadable::Bad(e.to_string())),
                     },
                     Ok(None) => Ok(None),
                     Err(e) => Err(e.clone()),
@@ -156,7 +167,7 @@ impl HiveSnapshot {
             }),
             Err(reason) => Err(PublishError::BadRecord {
                 path: part.dir.join(RECORD).display().to_string(),
-                reason: reason.clone(),
+                reason: reason.to_string(),
             }),
         }
     }
