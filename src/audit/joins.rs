@@ -10,6 +10,7 @@ use crate::check::{CheckedRules, Metric};
 use crate::error::Error;
 use crate::exec::join::{self, JoinResult, PublishedPart};
 use crate::plan::join::JoinPass;
+use crate::plan::PassKind;
 use crate::staged::reference::Dataset;
 use crate::value::Value;
 use crate::verdict::Sample;
@@ -110,11 +111,13 @@ pub(super) async fn observe(p: &Prepared) -> Result<JoinObservations, Error> {
     if p.plan.joins.is_empty() {
         return Ok(obs);
     }
-    let first = first_join_pass(p);
-    let total = p.plan.scans();
     let mut others: Option<Result<Vec<PublishedPart>, NoOthers>> = None;
     for (i, pass) in p.plan.joins.iter().enumerate() {
-        let label = format!("pass {}/{total}: {}", first + i, pass.describe());
+        let label = format!(
+            "{}: {}",
+            p.plan.pass_label(PassKind::Joins, i),
+            pass.describe()
+        );
         let result = match pass {
             JoinPass::Reference(r) => {
                 let d = reference(p, &r.reference)?;
@@ -148,16 +151,9 @@ pub(super) async fn observe(p: &Prepared) -> Result<JoinObservations, Error> {
     Ok(obs)
 }
 
-/// The number of the first join pass (passes are numbered from 1: the fused
-/// aggregate, the key sets, grouped distinct counts, then the joins).
-fn first_join_pass(p: &Prepared) -> usize {
-    p.plan.scans() - p.plan.joins.len() + 1
-}
-
 /// `explain`'s section for the join passes.
 pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
     let mut out = String::new();
-    let first = first_join_pass(p);
     for (i, pass) in p.plan.joins.iter().enumerate() {
         let users: Vec<String> = p
             .checked
@@ -169,7 +165,7 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
         let _ = writeln!(
             out,
             "\npass {}: {}, for {}",
-            first + i,
+            p.plan.pass_number(PassKind::Joins, i),
             pass.describe(),
             users.join(", ")
         );

@@ -8,7 +8,7 @@ use datafusion::prelude::SessionContext;
 use super::ExecError as Error;
 use crate::check::{CheckedRules, CheckedStatement, SampleSpec};
 use crate::exec;
-use crate::plan::{self, duplicates_frame, key_set_of, scalar_frame, AuditPlan};
+use crate::plan::{self, duplicates_frame, key_set_of, scalar_frame, AuditPlan, PassKind};
 use crate::staged::StagedInput;
 
 /// Renders every pass of the audit with DataFusion's optimized logical plan
@@ -42,9 +42,8 @@ pub async fn explain(
             answered.join(", ")
         );
     }
-    let mut pass = 0;
     if !plan.atoms.is_empty() {
-        pass += 1;
+        let pass = plan.pass_number(PassKind::Fused, 0);
         let users: Vec<String> = rules
             .statements
             .iter()
@@ -65,8 +64,8 @@ pub async fn explain(
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
     }
-    for keys in &plan.key_sets {
-        pass += 1;
+    for (i, keys) in plan.key_sets.iter().enumerate() {
+        let pass = plan.pass_number(PassKind::KeySets, i);
         let users: Vec<String> = rules
             .statements
             .iter()
@@ -109,8 +108,8 @@ pub async fn explain(
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
     }
-    for column in &plan.grouped_distinct {
-        pass += 1;
+    for (i, column) in plan.grouped_distinct.iter().enumerate() {
+        let pass = plan.pass_number(PassKind::GroupedDistinct, i);
         let _ = writeln!(
             out,
             "\npass {pass}: distinct values of {column}, grouped so that it can spill under the memory limit"
@@ -119,8 +118,8 @@ pub async fn explain(
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
     }
-    for keys in &plan.key_sets_nulls_equal {
-        pass += 1;
+    for (i, keys) in plan.key_sets_nulls_equal.iter().enumerate() {
+        let pass = plan.pass_number(PassKind::KeySetsNullsEqual, i);
         let users: Vec<String> = rules
             .statements
             .iter()
@@ -141,8 +140,8 @@ pub async fn explain(
             .map_err(|e| Error::engine("planning", e))?;
         render(&mut out, frame).await?;
     }
-    for (column, strategy) in &plan.engine_distinct {
-        pass += 1;
+    for (i, (column, strategy)) in plan.engine_distinct.iter().enumerate() {
+        let pass = plan.pass_number(PassKind::EngineDistinct, i);
         let _ = writeln!(
             out,
             "\npass {pass}: distinct values of {column}, by the key engine, {strategy}"

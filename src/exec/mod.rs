@@ -35,7 +35,7 @@ use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionContext;
 use futures::{StreamExt, TryStreamExt};
 
-use crate::plan::{self, Atom, AuditPlan};
+use crate::plan::{self, Atom, AuditPlan, PassKind};
 use crate::staged::StagedInput;
 use crate::value::Value;
 use error::ExecError as Error;
@@ -69,11 +69,10 @@ pub async fn observe(
     for (atom, value) in &plan.from_footers {
         obs.atoms.insert(atom.clone(), value.clone());
     }
-    let passes = plan.scans();
     if !plan.atoms.is_empty() {
         let frame = plan::scalar_frame(table(ctx, input)?, plan)
             .map_err(|e| Error::engine("planning the scan", e))?;
-        let label = format!("pass 1/{passes}: fused aggregate");
+        let label = format!("{}: fused aggregate", plan.pass_label(PassKind::Fused, 0));
         let (batches, spilled) = run(frame, &label, input.row_count()).await?;
         obs.spilled_bytes += spilled;
         let row = single_row(&batches)?;
@@ -81,17 +80,18 @@ pub async fn observe(
             obs.atoms.insert(atom.clone(), value);
         }
     }
-    for keys in &plan.key_sets {
+    for (i, keys) in plan.key_sets.iter().enumerate() {
         if has_unique_subset(&obs, keys) {
             // Rows that agree on all of `keys` agree on a subset of them that
             // has no duplicates: so `keys` has none either.
             obs.duplicates.insert(keys.clone(), Duplicates::default());
             continue;
         }
-        let pass = usize::from(!plan.atoms.is_empty())
-            + 1
-            + plan.key_sets.iter().position(|k| k == keys).unwrap_or(0);
-        let label = format!("pass {pass}/{passes}: keys ({})", keys.join(", "));
+        let label = format!(
+            "{}: keys ({})",
+            plan.pass_label(PassKind::KeySets, i),
+            keys.join(", ")
+        );
         if let Some(range) = plan.dense_keys.get(keys) {
             let found = dense::duplicates(ctx, input, &keys[0], *range, &label).await?;
             obs.duplicates.insert(keys.clone(), found);
@@ -113,13 +113,11 @@ pub async fn observe(
             },
         );
     }
-    let first = passes
-        - plan.joins.len()
-        - plan.engine_distinct.len()
-        - plan.grouped_distinct.len()
-        - plan.key_sets_nulls_equal.len();
     for (i, column) in plan.grouped_distinct.iter().enumerate() {
-        let label = format!("pass {}/{passes}: distinct {column}", first + i + 1);
+        let label = format!(
+            "{}: distinct {column}",
+            plan.pass_label(PassKind::GroupedDistinct, i)
+        );
         let frame = plan::distinct_frame(table(ctx, input)?, column)
             .map_err(|e| Error::engine("planning a distinct count", e))?;
         let top = grouped_top(frame, 1, &label, input.row_count()).await?;
@@ -130,9 +128,11 @@ pub async fn observe(
         );
     }
     observe_nulls_equal(ctx, input, plan, &mut obs).await?;
-    let first = passes - plan.joins.len() - plan.engine_distinct.len();
     for (i, (column, strategy)) in plan.engine_distinct.iter().enumerate() {
-        let label = format!("pass {}/{passes}: distinct {column}", first + i + 1);
+        let label = format!(
+            "{}: distinct {column}",
+            plan.pass_label(PassKind::EngineDistinct, i)
+        );
         let job = plan::keys::KeyJob {
             keys: vec![column.clone()],
             nulls_equal: false,
@@ -162,9 +162,6 @@ async fn observe_nulls_equal(
     plan: &AuditPlan,
     obs: &mut Observations,
 ) -> Result<(), Error> {
-    let passes = plan.scans();
-    let first =
-        passes - plan.joins.len() - plan.engine_distinct.len() - plan.key_sets_nulls_equal.len();
     for (i, keys) in plan.key_sets_nulls_equal.iter().enumerate() {
         let nullable = keys.iter().any(|k| {
             input
@@ -177,8 +174,8 @@ async fn observe_nulls_equal(
             continue;
         }
         let label = format!(
-            "pass {}/{passes}: keys ({}) nulls not distinct",
-            first + i + 1,
+            "{}: keys ({}) nulls not distinct",
+            plan.pass_label(PassKind::KeySetsNullsEqual, i),
             keys.join(", ")
         );
         if let Some(found) = engine_pass(ctx, input, plan, keys, true, &label, obs).await? {

@@ -249,13 +249,64 @@ impl AuditPlan {
 
     /// How many passes over the data a run costs (before samples).
     pub fn scans(&self) -> usize {
-        usize::from(!self.atoms.is_empty())
-            + self.key_sets.len()
-            + self.grouped_distinct.len()
-            + self.key_sets_nulls_equal.len()
-            + self.engine_distinct.len()
-            + self.joins.len()
+        PassKind::ORDER.iter().map(|k| self.passes_of(*k)).sum()
     }
+
+    /// How many passes of `kind` a run makes.
+    fn passes_of(&self, kind: PassKind) -> usize {
+        match kind {
+            PassKind::Fused => usize::from(!self.atoms.is_empty()),
+            PassKind::KeySets => self.key_sets.len(),
+            PassKind::GroupedDistinct => self.grouped_distinct.len(),
+            PassKind::KeySetsNullsEqual => self.key_sets_nulls_equal.len(),
+            PassKind::EngineDistinct => self.engine_distinct.len(),
+            PassKind::Joins => self.joins.len(),
+        }
+    }
+
+    /// The number (from 1) of the `i`-th pass of `kind`: the one place
+    /// passes are numbered, in the order a run makes them.
+    pub fn pass_number(&self, kind: PassKind, i: usize) -> usize {
+        let before: usize = PassKind::ORDER
+            .iter()
+            .take_while(|k| **k != kind)
+            .map(|k| self.passes_of(*k))
+            .sum();
+        before + i + 1
+    }
+
+    /// `pass N/M`: how the `i`-th pass of `kind` names itself on stderr.
+    pub fn pass_label(&self, kind: PassKind, i: usize) -> String {
+        format!("pass {}/{}", self.pass_number(kind, i), self.scans())
+    }
+}
+
+/// The kinds of pass over the data, in the order a run makes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassKind {
+    /// The fused aggregate of every scalar metric.
+    Fused,
+    /// A duplicate-key pass per key set.
+    KeySets,
+    /// A grouped distinct count per column (under a memory limit).
+    GroupedDistinct,
+    /// A duplicate-key pass per `nulls not distinct` key set.
+    KeySetsNullsEqual,
+    /// A distinct count per column on the key engine.
+    EngineDistinct,
+    /// A join pass (`values ... in`, `across published`).
+    Joins,
+}
+
+impl PassKind {
+    const ORDER: [PassKind; 6] = [
+        PassKind::Fused,
+        PassKind::KeySets,
+        PassKind::GroupedDistinct,
+        PassKind::KeySetsNullsEqual,
+        PassKind::EngineDistinct,
+        PassKind::Joins,
+    ];
 }
 
 /// The atoms a metric is derived from.
