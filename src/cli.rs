@@ -24,7 +24,7 @@ mod report;
 mod suggest;
 mod verify;
 
-pub use args::{AuditArgs, ColorWhen, Command, Format, SuggestArgs, Target};
+pub use args::{AuditArgs, ColorWhen, Command, Format, SuggestArgs};
 pub use ballista::Role;
 use check::{check, compare_with, staged_location};
 use lint::lint;

@@ -67,22 +67,15 @@ impl ColorWhen {
 }
 
 /// What `publish --target` writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Target {
-    /// `ROOT/k=v/` directories swapped atomically by rename.
-    Hive,
-    /// A Delta Lake table: one transaction per publish.
-    Delta,
-}
-
-impl Target {
-    /// The target kind's name (`crate::publish::open::Kind::name`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Target::Hive => "hive",
-            Target::Delta => "delta",
-        }
-    }
+/// `--target`: the names of the publish target kinds
+/// (`publish::open::KINDS`), each with what it is; listed catch-all first.
+fn target_kinds() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        crate::publish::open::KINDS
+            .iter()
+            .rev()
+            .map(|k| clap::builder::PossibleValue::new(k.name()).help(k.about())),
+    )
 }
 
 #[derive(Debug, clap::Args)]
@@ -185,8 +178,8 @@ pub enum Command {
         /// The table format: a Hive directory swapped by rename, or a Delta
         /// Lake table (one commit per publish). Default: delta when ROOT
         /// holds `_delta_log/`, else hive.
-        #[arg(long, value_enum)]
-        target: Option<Target>,
+        #[arg(long, value_parser = target_kinds())]
+        target: Option<String>,
         /// How many times a publish whose audit read other partitions
         /// (`across published`, `history(N)`, the table's schema) audits again
         /// when another publish changed them before its swap; then exit 4.

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::args::{AuditArgs, ColorWhen, Format, Target};
+use super::args::{AuditArgs, ColorWhen, Format};
 use super::check::timing;
 use super::options::{engine_options, reach_engine};
 use super::output::{emit, print_stdout};
@@ -23,11 +23,11 @@ pub(super) async fn publish(
     a: AuditArgs,
     root: PathBuf,
     keep: usize,
-    target: Option<Target>,
+    target: Option<String>,
     reaudits: usize,
 ) -> Result<u8, Error> {
     let started = Instant::now();
-    let kind = crate::publish::choose(target.map(Target::name), &root);
+    let kind = crate::publish::choose(target.as_deref(), &root);
     kind.refuse_publish(&root, &a.staged)?;
     let failed = super::failed_rows::options(&a, Some(&root))?;
     let opts = PublishOptions {

@@ -155,6 +155,9 @@ pub trait Kind: Sync {
     /// Its name for `--target`.
     fn name(&self) -> &'static str;
 
+    /// What it is, in a line (`--help` shows it beside the name).
+    fn about(&self) -> &'static str;
+
     /// Whether a `--table` given without `--target` is a table of this kind.
     fn claims(&self, table: &Path) -> bool;
 

@@ -138,6 +138,10 @@ impl crate::publish::target::Kind for Kind {
         "delta"
     }
 
+    fn about(&self) -> &'static str {
+        "A Delta Lake table: one transaction per publish"
+    }
+
     fn claims(&self, table: &Path) -> bool {
         super::log::is_delta_arg(table)
     }

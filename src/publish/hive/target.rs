@@ -144,6 +144,10 @@ impl crate::publish::target::Kind for Kind {
         "hive"
     }
 
+    fn about(&self) -> &'static str {
+        "`ROOT/k=v/` directories swapped atomically by rename"
+    }
+
     fn claims(&self, _table: &Path) -> bool {
         true
     }
