@@ -10,6 +10,7 @@ use clap::Parser;
 use crate::audit::{self, RuleSource};
 use crate::engine::EngineOptions;
 use crate::error::Error;
+use crate::staged::Location;
 use crate::verdict::{json, junit, markdown};
 
 mod args;
@@ -26,7 +27,7 @@ mod verify;
 
 pub use args::{AuditArgs, ColorWhen, Command, Format, SuggestArgs};
 pub use ballista::Role;
-use check::{check, compare_with, staged_location};
+use check::{check, compare_with};
 use lint::lint;
 use options::free_run_key;
 use output::print_stdout;
@@ -190,7 +191,7 @@ async fn dispatch(command: Command) -> Result<u8, Error> {
         } => {
             let mut prepared = audit::prepare_at(
                 RuleSource::read(&rules)?,
-                &staged_location(&staged, table.as_deref(), &storage_option)?,
+                &Location::parse_beside_table(&staged, table.as_deref(), &storage_option)?,
                 &partition,
                 false,
                 &EngineOptions::default(),

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::args::AuditArgs;
-use super::options::{engine_options, location, reach_engine};
+use super::options::{engine_options, reach_engine};
 use super::output::emit;
 use crate::audit::{self, RuleSource};
 use crate::error::Error;
-use crate::staged::remote::{is_url, Location};
+use crate::staged::remote::Location;
 use crate::verdict::human::count_of;
 
 pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Error> {
@@ -19,7 +19,7 @@ pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Er
     let failed = super::failed_rows::options(&a, table.as_deref())?;
     let mut prepared = audit::prepare_at(
         RuleSource::read(&a.rules)?,
-        &staged_location(&a.staged, table.as_deref(), &a.storage_option)?,
+        &Location::parse_beside_table(&a.staged, table.as_deref(), &a.storage_option)?,
         &a.partition,
         false,
         &engine_options(&a)?,
@@ -36,25 +36,6 @@ pub(super) async fn check(a: AuditArgs, table: Option<PathBuf>) -> Result<u8, Er
     emit(&verdict, a.format, a.color);
     timing(&prepared, &telemetry, started);
     Ok(if verdict.passed() { 0 } else { 1 })
-}
-
-/// `--staged` as a location. The `--storage-option`s belong to whichever
-/// of `--staged` and `--table` is on an object store (both, when both are).
-pub(super) fn staged_location(
-    staged: &std::path::Path,
-    table: Option<&std::path::Path>,
-    options: &[String],
-) -> Result<Location, Error> {
-    let remote_table = table.and_then(|t| t.to_str()).is_some_and(is_url);
-    let staged_remote = staged.to_str().is_some_and(is_url);
-    location(
-        staged,
-        if remote_table && !staged_remote {
-            &[]
-        } else {
-            options
-        },
-    )
 }
 
 /// Reads `--table` into the audit, as one snapshot of whichever target it

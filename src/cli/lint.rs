@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 
 use super::args::Format;
-use super::options::location;
 use super::output::print_stdout;
 use crate::audit::{self, RuleSource};
 use crate::engine::EngineOptions;
 use crate::error::Error;
+use crate::staged::Location;
 use crate::verdict::json;
 
 pub(super) async fn lint(
@@ -29,7 +29,7 @@ pub(super) async fn lint(
         }
         None => audit::lint_without_data(&source)?,
         Some(dir) => {
-            let staged = location(&dir, &options)?;
+            let staged = Location::parse(&dir, &options)?;
             audit::prepare_at(source, &staged, &[], false, &EngineOptions::default()).await?;
         }
     }

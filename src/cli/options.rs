@@ -1,11 +1,10 @@
 //! Command-line arguments turned into the library's options: the engine,
-//! the staged location, a run key without a rule file.
+//! a run key without a rule file.
 
 use super::args::AuditArgs;
 use crate::engine::{Engine, EngineOptions};
 use crate::error::Error;
 use crate::runkey::{self, RunKey};
-use crate::staged::remote::Location;
 
 pub(super) fn engine_options(a: &AuditArgs) -> Result<EngineOptions, Error> {
     if let Engine::Ballista(_) = &a.engine {
@@ -36,11 +35,6 @@ pub(super) fn reach_engine(a: &AuditArgs) -> Result<(), Error> {
         Engine::Local => Ok(()),
         Engine::Ballista(scheduler) => Ok(crate::exec::ballista::reach(scheduler)?),
     }
-}
-
-/// `--staged` as a location: a directory or an object-store prefix.
-pub(super) fn location(staged: &std::path::Path, options: &[String]) -> Result<Location, Error> {
-    Ok(Location::parse(staged, options)?)
 }
 
 /// A run key without a rule file (verify, rollback): validated, in the order given.

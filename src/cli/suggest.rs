@@ -5,12 +5,11 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::args::SuggestArgs;
-use super::check::staged_location;
 use super::options::free_run_key;
 use super::output::print_stdout;
 use crate::engine::EngineOptions;
 use crate::error::Error;
-use crate::staged::StagedInput;
+use crate::staged::{Location, StagedInput};
 use crate::suggest::{suggest as propose, table_name, Request};
 use crate::verdict::human::count_of;
 
@@ -21,7 +20,7 @@ pub(super) async fn suggest(a: SuggestArgs) -> Result<u8, Error> {
     } else {
         free_run_key(&a.partition)?.pairs().to_vec()
     };
-    let location = staged_location(&a.staged, a.table.as_deref(), &a.storage_option)?;
+    let location = Location::parse_beside_table(&a.staged, a.table.as_deref(), &a.storage_option)?;
     let input = StagedInput::open_at(&location).await?;
     let keys: Vec<String> = run_key.iter().map(|(k, _)| k.clone()).collect();
     let past = match &a.table {

@@ -44,6 +44,24 @@ pub enum Location {
 }
 
 impl Location {
+    /// `--staged` beside a `--table`: the `--storage-option`s belong to
+    /// whichever of the two is on an object store (both, when both are), so
+    /// staged files on a local disk take none when only the table is remote.
+    pub fn parse_beside_table(
+        staged: &std::path::Path,
+        table: Option<&std::path::Path>,
+        options: &[String],
+    ) -> Result<Location, LocationError> {
+        let remote_table = table.and_then(|t| t.to_str()).is_some_and(is_url);
+        let staged_remote = staged.to_str().is_some_and(is_url);
+        let options = if remote_table && !staged_remote {
+            &[]
+        } else {
+            options
+        };
+        Location::parse(staged, options)
+    }
+
     /// `--staged` as given: a URL (`scheme://...`) names an object-store
     /// prefix, anything else a local directory. `options` are
     /// `--storage-option` arguments, which only an object store takes.

@@ -10,7 +10,7 @@ use crate::publish::target::OpenError;
 use crate::publish::target::{Current, PartSource, Read, Request, RolledBack, Snapshot, Target};
 use crate::publish::{PublishError, PublishOptions, PublishOutcome, ReadSet, VerifyReport};
 use crate::runkey::RunKey;
-use crate::staged::{is_url, Location, LocationError};
+use crate::staged::{Location, LocationError};
 use crate::verdict::history::PastRuns;
 
 /// A Delta table's root: a directory or an object-store prefix.
@@ -154,16 +154,7 @@ impl crate::publish::target::Kind for Kind {
         table: &Path,
         options: &[String],
     ) -> Result<Location, LocationError> {
-        let remote_table = table.to_str().is_some_and(is_url);
-        let staged_remote = staged.to_str().is_some_and(is_url);
-        Location::parse(
-            staged,
-            if remote_table && !staged_remote {
-                &[]
-            } else {
-                options
-            },
-        )
+        Location::parse_beside_table(staged, Some(table), options)
     }
 
     async fn open(
