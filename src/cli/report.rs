@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use super::output::print_stdout;
 use crate::error::Error;
-use crate::staged::remote::is_url;
 
 pub(super) async fn report(
     verdicts: &[PathBuf],
@@ -14,29 +13,22 @@ pub(super) async fn report(
     failed_rows: Option<&std::path::Path>,
 ) -> Result<u8, Error> {
     // Storage options are for a table on an object store only.
-    match table {
-        Some(root) => crate::publish::choose(None, root).refuse_options(options)?,
-        None => crate::publish::target::no_options(options)?,
-    }
-    let page = match table {
-        // A Delta table's history comes from its snapshot and its log.
-        Some(root) if crate::publish::delta::is_delta_arg(root) => {
-            let shown = match root.to_str().filter(|s| is_url(s)) {
-                Some(url) => url.to_string(),
-                None => crate::report::shown_path(root),
-            };
-            let history = crate::report::history::read_delta(crate::publish::root::Root::parse(
-                root, options,
-            )?)
-            .await?;
-            crate::report::render_with(
-                verdicts,
-                Some(crate::report::TableHistory { shown, history }),
-                failed_rows,
-            )?
+    let history = match table {
+        Some(root) => {
+            let kind = crate::publish::choose(None, root);
+            kind.refuse_options(options)?;
+            let target = kind.open(root, options, None).await?;
+            Some(crate::report::TableHistory {
+                shown: crate::report::shown_path(root),
+                history: crate::report::history::read(&*target).await?,
+            })
         }
-        _ => crate::report::render_files(verdicts, table, failed_rows)?,
+        None => {
+            crate::publish::target::no_options(options)?;
+            None
+        }
     };
+    let page = crate::report::render(verdicts, history, failed_rows)?;
     match output {
         None => print_stdout(&page),
         Some(path) => std::fs::write(path, page).map_err(|e| {

@@ -29,7 +29,8 @@ pub use hive::{HiveSnapshot, Table};
 pub use open::choose;
 pub use readset::{PartVersion, ReadSet};
 pub use target::{
-    Current, Kind, OpenError, PartSource, Read, Request, RolledBack, Snapshot, Target,
+    Current, HistoryError, HistorySink, Kind, OpenError, PartSource, Read, Request, RolledBack,
+    Snapshot, Target,
 };
 
 /// The version of a partition that readers see now.

@@ -49,6 +49,50 @@ pub trait Target: Send + Sync {
     /// where the target cannot tell a live publish from a dead one);
     /// returns what it removed.
     async fn gc(&self, min_age: std::time::Duration) -> Result<Vec<String>, PublishError>;
+
+    /// Reads the table's history into `sink`: every published partition's
+    /// audit record, each followed by how many times its trail says a
+    /// version was published into it and rolled back. Paths in errors and
+    /// in [`HistorySink::record`] are as the command named the table.
+    async fn history(&self, sink: &mut dyn HistorySink) -> Result<(), HistoryError>;
+}
+
+/// What a table's history is read into, a published partition at a time.
+pub trait HistorySink: Send {
+    /// Partition `rel`'s (`k=v` path) audit record, read from `path`: the
+    /// sink's error (an unreadable record) stops the reading.
+    fn record(&mut self, rel: &str, path: &Path, text: &str) -> Result<(), HistoryError>;
+
+    /// How often a version was published into the partition whose record
+    /// came last, and how often one was rolled back.
+    fn trail(&mut self, publishes: usize, rollbacks: usize);
+}
+
+/// Why a table's history could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// An audit record or a trail that cannot be read.
+    #[error("cannot read {path}: {reason}")]
+    Read { path: String, reason: String },
+    /// The table cannot be listed.
+    #[error("cannot read the table {path}: {reason}")]
+    Table { path: String, reason: String },
+}
+
+impl HistoryError {
+    pub fn read(path: &Path, reason: &str) -> HistoryError {
+        HistoryError::Read {
+            path: path.display().to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
+    pub fn table(path: &Path, reason: &str) -> HistoryError {
+        HistoryError::Table {
+            path: path.display().to_string(),
+            reason: reason.to_string(),
+        }
+    }
 }
 
 /// What a snapshot is read for.

@@ -9,21 +9,14 @@ pub enum ReportError {
     /// `dqgate.verdict/v1` document.
     #[error("cannot read {path}: {reason}")]
     Read { path: String, reason: String },
-    /// The `--table` root cannot be listed.
-    #[error("cannot read the table {path}: {reason}")]
-    Table { path: String, reason: String },
+    /// The `--table`'s history cannot be read.
+    #[error(transparent)]
+    History(#[from] crate::publish::HistoryError),
 }
 
 impl ReportError {
     pub(crate) fn read(path: &Path, reason: &str) -> ReportError {
         ReportError::Read {
-            path: path.display().to_string(),
-            reason: reason.to_string(),
-        }
-    }
-
-    pub(crate) fn table(path: &Path, reason: &str) -> ReportError {
-        ReportError::Table {
             path: path.display().to_string(),
             reason: reason.to_string(),
         }

@@ -26,28 +26,11 @@ pub use history::History;
 pub use input::{escape, Input, TableHistory};
 pub use model::Doc;
 
-/// Reads the verdict files (and the table's history) and renders the page.
-/// With `failed_rows` (the `--failed-rows` directory of the audits), the
-/// first rows of each check's failed-rows file are shown under it.
-pub fn render_files(
-    verdicts: &[PathBuf],
-    table: Option<&Path>,
-    failed_rows: Option<&Path>,
-) -> Result<String, ReportError> {
-    let history = table
-        .map(|root| {
-            history::read(root).map(|history| TableHistory {
-                shown: shown_path(root),
-                history,
-            })
-        })
-        .transpose()?;
-    render_with(verdicts, history, failed_rows)
-}
-
-/// Reads the verdict files and renders the page with a history already read
-/// (a Delta table's, through its log).
-pub fn render_with(
+/// Reads the verdict files and renders the page, with the table's history
+/// when one was read ([`history::read`]). With `failed_rows` (the
+/// `--failed-rows` directory of the audits), the first rows of each check's
+/// failed-rows file are shown under it.
+pub fn render(
     verdicts: &[PathBuf],
     history: Option<TableHistory>,
     failed_rows: Option<&Path>,

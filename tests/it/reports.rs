@@ -490,3 +490,45 @@ fn shell_recipe_publishes_on_pass_and_leaves_the_table_alone_on_fail() {
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     assert_eq!(snapshot(&table), before);
 }
+
+/// A table whose history cannot be read names the file (or the table) as
+/// the command named it, relative paths staying relative.
+#[test]
+fn report_names_the_unreadable_part_of_a_table() {
+    let f = fixture();
+    let dir = f.fail.parent().unwrap();
+    let err = |args: &[&str]| {
+        let out = report(dir, args);
+        assert_eq!(out.status.code(), Some(3), "{out:?}");
+        assert!(out.stdout.is_empty());
+        String::from_utf8_lossy(&out.stderr).trim_end().to_string()
+    };
+    assert_eq!(
+        err(&["fail.json", "--table", "warehouse/nope"]),
+        "dqgate: error: cannot read the table warehouse/nope: No such file or directory (os error 2)"
+    );
+    assert_eq!(
+        err(&["fail.json", "--table", "fail.json"]),
+        "dqgate: error: cannot read the table fail.json: is not a directory"
+    );
+    let trail = f.table.join("_dqgate/trail/sales_date=2025-03-02.jsonl");
+    let mut lines = fs::read_to_string(&trail).unwrap();
+    lines.push_str("not json\n");
+    fs::write(&trail, lines).unwrap();
+    assert_eq!(
+        err(&["fail.json", "--table", "warehouse/daily_sales"]),
+        "dqgate: error: cannot read warehouse/daily_sales/_dqgate/trail/sales_date=2025-03-02.jsonl: \
+         bad trail line: expected ident at line 1 column 2"
+    );
+    // A record is read (and refused) before its partition's trail.
+    fs::write(
+        f.table.join("sales_date=2025-03-02/_dqgate_audit.json"),
+        "{broken",
+    )
+    .unwrap();
+    assert_eq!(
+        err(&["fail.json", "--table", "warehouse/daily_sales"]),
+        "dqgate: error: cannot read warehouse/daily_sales/sales_date=2025-03-02/_dqgate_audit.json: \
+         key must be a string at line 1 column 2"
+    );
+}

@@ -5,9 +5,10 @@ use std::path::Path;
 use async_trait::async_trait;
 
 use super::snapshot::Snapshot as DeltaSnapshot;
+use crate::publish::record::RECORD;
 use crate::publish::root::Root;
-use crate::publish::target::OpenError;
 use crate::publish::target::{Current, PartSource, Read, Request, RolledBack, Snapshot, Target};
+use crate::publish::target::{HistoryError, HistorySink, OpenError};
 use crate::publish::{PublishError, PublishOptions, PublishOutcome, ReadSet, VerifyReport};
 use crate::runkey::RunKey;
 use crate::staged::{Location, LocationError};
@@ -45,6 +46,27 @@ impl Target for Delta {
 
     async fn gc(&self, min_age: std::time::Duration) -> Result<Vec<String>, PublishError> {
         super::gc::gc(&self.root, min_age).await
+    }
+
+    /// The audit record of each partition the current snapshot has, and
+    /// the publishes and rollbacks its commits record.
+    async fn history(&self, sink: &mut dyn HistorySink) -> Result<(), HistoryError> {
+        let shown = self.root.show();
+        let fail = |e: PublishError| HistoryError::table(Path::new(&shown), &e.to_string());
+        let snapshot = DeltaSnapshot::load_own(self.root.clone())
+            .await
+            .map_err(fail)?;
+        let counts = snapshot.trail_counts().await.map_err(fail)?;
+        for (rel, text) in snapshot.records().await.map_err(fail)? {
+            let Some(text) = text else {
+                continue; // committed, record not written yet: not shown
+            };
+            let path = self.root.name_of(&format!("{rel}/{RECORD}"));
+            sink.record(&rel, Path::new(&path), &text)?;
+            let (publishes, rollbacks) = counts.get(&rel).copied().unwrap_or_default();
+            sink.trail(publishes, rollbacks);
+        }
+        Ok(())
     }
 }
 

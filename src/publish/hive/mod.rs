@@ -44,6 +44,7 @@
 //! `verify` and `rollback` refuse it with exit 3.
 
 mod byproducts;
+mod history;
 mod journal;
 mod kept;
 pub mod layout;

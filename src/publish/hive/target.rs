@@ -1,12 +1,12 @@
 //! The Hive table as a [`Target`]: a directory swap per partition.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 
 use super::{HiveSnapshot, Table};
 use crate::publish::root::Root;
-use crate::publish::target::{no_options, OpenError};
+use crate::publish::target::{no_options, HistoryError, HistorySink, OpenError};
 use crate::publish::target::{Current, PartSource, Read, Request, RolledBack, Snapshot, Target};
 use crate::publish::{PublishError, PublishOptions, PublishOutcome, ReadSet, VerifyReport};
 use crate::runkey::RunKey;
@@ -17,6 +17,9 @@ use crate::verdict::history::PastRuns;
 pub struct Hive {
     pub table: Table,
     pub opts: PublishOptions,
+    /// The root as the command named it (`table.root` is absolute), for
+    /// the paths a history shows.
+    pub named: PathBuf,
 }
 
 #[async_trait]
@@ -50,6 +53,10 @@ impl Target for Hive {
     async fn gc(&self, _min_age: std::time::Duration) -> Result<Vec<String>, PublishError> {
         // Journals tell live publishes (their locks held) from dead ones.
         self.table.gc()
+    }
+
+    async fn history(&self, sink: &mut dyn HistorySink) -> Result<(), HistoryError> {
+        super::history::read(&self.named, sink)
     }
 }
 
@@ -190,6 +197,7 @@ impl crate::publish::target::Kind for Kind {
         Ok(Box::new(Hive {
             table: Table::open(table)?,
             opts: publish.cloned().unwrap_or_default(),
+            named: table.to_path_buf(),
         }))
     }
 }

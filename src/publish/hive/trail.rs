@@ -11,13 +11,14 @@
 //! is the order of events.
 
 use std::fs::OpenOptions;
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 
 use serde::Serialize;
 
 use super::layout::Layout;
 use crate::publish::error::{IoContext, PublishError};
 use crate::publish::fsx;
+use crate::publish::target::HistoryError;
 
 #[derive(Serialize)]
 pub(crate) struct Entry<'a> {
@@ -52,4 +53,26 @@ pub(crate) fn append(layout: &Layout, entry: &Entry<'_>) -> Result<(), PublishEr
         fsx::sync_parent(&path)?;
     }
     Ok(())
+}
+
+/// Counts the `publish` and `rollback` lines of the partition's trail; a
+/// partition without a trail (published before trails existed) counts none.
+pub(crate) fn counts(layout: &Layout) -> Result<(usize, usize), HistoryError> {
+    let path = layout.trail_path();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok((0, 0)),
+        Err(e) => return Err(HistoryError::read(&path, &e.to_string())),
+    };
+    let mut counts = (0, 0);
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let entry: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| HistoryError::read(&path, &format!("bad trail line: {e}")))?;
+        match entry.get("action").and_then(|a| a.as_str()) {
+            Some("publish") => counts.0 += 1,
+            Some("rollback") => counts.1 += 1,
+            _ => {}
+        }
+    }
+    Ok(counts)
 }
