@@ -5,7 +5,6 @@
 use super::joins;
 use super::prepare::Prepared;
 use crate::check::Metric;
-use crate::exec::ExecError;
 use crate::failed::{self, FailedRowsError};
 use crate::verdict::{Status, Verdict};
 
@@ -35,7 +34,7 @@ impl Prepared {
                 Err(e) => {
                     errors.push(FailedRowsError::Select {
                         lines: "across published".into(),
-                        source: ExecError::Audit(e.to_string()),
+                        source: e.into(),
                     });
                     None
                 }

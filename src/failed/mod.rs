@@ -174,12 +174,13 @@ pub enum FailedRowsError {
     /// A staged column has the name of a column the files add.
     #[error("the staged files have a column `{0}`, the name the failed-rows files give each row's position; no failed rows were written")]
     ColumnClash(String),
-    /// A pass selecting rows failed.
+    /// A pass selecting rows failed, or what it needed could not be read
+    /// (the published partitions of `across published`).
     #[error("selecting the failed rows of line {lines}: {source}")]
     Select {
         lines: String,
         #[source]
-        source: ExecError,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A file could not be written.
     #[error("cannot write the failed rows of line {line} to `{path}`: {source}")]
@@ -266,7 +267,10 @@ pub async fn write(
     for pass in planned {
         let lines = pass.lines.clone();
         if let Err(source) = pass.run(input, &mut kept).await {
-            out.errors.push(FailedRowsError::Select { lines, source });
+            out.errors.push(FailedRowsError::Select {
+                lines,
+                source: source.into(),
+            });
         }
     }
     let files: Vec<String> = input.files.iter().map(|f| f.path.clone()).collect();
