@@ -525,7 +525,7 @@ impl fmt::Display for KeyStrategy {
             }
             KeyStrategy::Fingerprint { .. } => write!(
                 f,
-                "fingerprint: a 64-bit hash a row, radix-partitioned; repeated hashes are verified against the exact keys, only when there are any, in the key columns the scan kept (a second read when they exceed the budget)"
+                "fingerprint: a 64-bit hash a row, radix-partitioned; repeated hashes are verified against the exact keys, only when there are any, in a second read of the key columns (or, for small or remote files, in the key columns the scan kept)"
             ),
             KeyStrategy::Ordered {
                 leading,

@@ -1,5 +1,5 @@
 //! The decoded key columns a fingerprint scan keeps for its verification
-//! pass, so that the pass does not decode the Parquet again.
+//! pass, so that the pass does not read and decode the Parquet again.
 //!
 //! A batch of text keys arrives as views into the decompressed pages, and
 //! its fingerprints are computed anyway: keeping both is a few `Arc`s and a
@@ -8,11 +8,20 @@
 //! (`verify::Source::Kept`), instead of reading, decompressing and decoding
 //! every key again.
 //!
+//! Keeping is not free: every kept page is decoded into fresh memory, and
+//! each of its 4 KiB pages costs the kernel a fault and a clear. Measured
+//! on local files (the page cache), that costs as much as reading the
+//! columns again, at three times the memory (10M 22-character keys: 0.64 s
+//! and 770 MB kept, 0.58 s and 250 MB read again; `benches/README.md`). So
+//! local files are kept only while small ([`LOCAL_BYTES`]: a second read's
+//! fixed costs then matter), while files on an object store, where a second
+//! read is a second download, are kept up to the budget.
+//!
 //! What is kept is bounded: by half of `--memory-limit` (and DataFusion's
 //! memory pool), or by an eighth of the machine's memory. When the footers
 //! say the columns will not fit, nothing is kept at all; otherwise the
 //! first batch that does not fit makes every task drop what it kept. Either
-//! way the verification then reads the key columns again, as before.
+//! way the verification then reads the key columns again.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -25,7 +34,12 @@ use datafusion::execution::memory_pool::{
 use datafusion::prelude::SessionContext;
 
 use super::tasks::Sidecar;
-use crate::staged::StagedInput;
+use crate::staged::{Location, StagedInput};
+
+/// The most that is kept of local files: below it, a second read's fixed
+/// costs (planning, opening the files) are worth saving; above it, reading
+/// again costs no more time than keeping, and much less memory.
+pub(super) const LOCAL_BYTES: usize = 64 << 20;
 
 /// The bytes every scan task together may keep.
 pub(super) struct Budget {
@@ -41,10 +55,13 @@ impl Budget {
     /// dropping.
     pub fn new(ctx: &SessionContext, input: &StagedInput, columns: &[String]) -> Budget {
         let pool = ctx.runtime_env().memory_pool.clone();
-        let bytes = match pool.memory_limit() {
+        let mut bytes = match pool.memory_limit() {
             MemoryLimit::Finite(limit) => limit / 2,
             _ => physical_memory() / 8,
         };
+        if let Location::Local(_) = input.location {
+            bytes = bytes.min(LOCAL_BYTES);
+        }
         Budget {
             left: Arc::new(AtomicI64::new(i64::try_from(bytes).unwrap_or(i64::MAX))),
             refused: Arc::new(AtomicBool::new(expected_bytes(input, columns) > bytes)),
