@@ -200,8 +200,11 @@ def main():
         if a.text:
             t = os.path.join(a.data, f"text-{size}")
             jobs += [(size, w, t, None) for w in TEXT]
-            jobs.append((size, TEXT_REF, t, text_reference(python, a.data, size)))
-            jobs.append((size, DIM_REF, *dimension(python, a.data, size)))
+            # The references are written only when their rows are run.
+            if not a.only or a.only in TEXT_REF[0]:
+                jobs.append((size, TEXT_REF, t, text_reference(python, a.data, size)))
+            if not a.only or a.only in DIM_REF[0]:
+                jobs.append((size, DIM_REF, *dimension(python, a.data, size)))
         if a.across:
             jobs.append((size, ACROSS, *across_table(a.bin, a.data, size)))
     if a.tpch:

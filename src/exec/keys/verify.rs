@@ -82,13 +82,8 @@ pub(super) async fn verify(
     let mut dups: Vec<(Box<[u8]>, u64)> = Vec::new();
     let mut types = None;
     for round in 0..rounds {
-        let mut candidates = Table::<u64>::default();
         let mine = |w: &u64| rounds == 1 || (w % rounds as u64) as usize == round;
-        candidates.reset(repeated.iter().filter(|(w, _)| mine(w)).count());
-        repeated
-            .iter()
-            .filter(|(w, _)| mine(w))
-            .for_each(|(w, _)| candidates.insert(*w));
+        let candidates = Candidates::new(repeated.iter().map(|(w, _)| *w).filter(mine));
         let shown = match rounds {
             1 => format!("{label}, verify"),
             n => format!("{label}, verify {}/{n}", round + 1),
@@ -149,6 +144,52 @@ fn column_bytes(input: &StagedInput, column: &str) -> Option<u64> {
     (!chunks.is_empty()).then(|| chunks.iter().sum())
 }
 
+/// The candidate fingerprints of a round, behind a bit filter: a row is
+/// tested against the table only when its fingerprint's filter bit is set.
+/// With about 1.5% of the bits set, the test is a load and a branch that
+/// is almost always "no", where the table's probe alone ends at a
+/// mispredicted branch for every other row (half of its slots are empty).
+/// Measured on 50M text keys, the probe was 0.5 s of a 1.2 s verification.
+pub(super) struct Candidates {
+    table: Table<u64>,
+    bits: Vec<u64>,
+    mask: u64,
+}
+
+impl Candidates {
+    fn new(fingerprints: impl Iterator<Item = u64> + Clone) -> Candidates {
+        let n = fingerprints.clone().count();
+        // 64 bits a candidate, from 1 Ki to 8 Mi bits (1 MiB).
+        let len = (n.saturating_mul(64))
+            .next_power_of_two()
+            .clamp(1 << 10, 1 << 23);
+        let mut table = Table::<u64>::default();
+        table.reset(n);
+        let mut bits = vec![0u64; len / 64];
+        let mask = len as u64 - 1;
+        for w in fingerprints {
+            table.insert(w);
+            let b = Self::bit(w, mask);
+            bits[(b >> 6) as usize] |= 1 << (b & 63);
+        }
+        Candidates { table, bits, mask }
+    }
+
+    /// The filter bit of `w`: its low bits, which the table's own slot
+    /// (from a multiplied mix) does not follow, and which the test-only
+    /// narrow fingerprints keep.
+    #[inline]
+    fn bit(w: u64, mask: u64) -> u64 {
+        w & mask
+    }
+
+    #[inline]
+    fn contains(&self, w: u64) -> bool {
+        let b = Self::bit(w, self.mask);
+        self.bits[(b >> 6) as usize] & (1 << (b & 63)) != 0 && self.table.contains(w)
+    }
+}
+
 /// The exact keys of candidates, filed by fingerprint: (key bytes, rows).
 type Filed = HashMap<u64, Vec<(Box<[u8]>, u64)>>;
 
@@ -192,7 +233,7 @@ async fn file_keys(
     ctx: &SessionContext,
     input: &StagedInput,
     job: &KeyJob,
-    candidates: Arc<Table<u64>>,
+    candidates: Arc<Candidates>,
     bits: Option<u32>,
     label: &str,
 ) -> Result<(Filed, Vec<DataType>), Error> {
@@ -232,7 +273,7 @@ async fn file_keys(
 async fn file_kept(
     kept: &[Arc<Retainer>],
     job: &KeyJob,
-    candidates: &Arc<Table<u64>>,
+    candidates: &Arc<Candidates>,
 ) -> Result<(Filed, Vec<DataType>), Error> {
     let Some(types) = kept
         .iter()
@@ -275,7 +316,7 @@ fn file_batch(
     (columns, hashes): (&[ArrayRef], &[u64]),
     hit: &mut Vec<u32>,
     form: &Form,
-    candidates: &Table<u64>,
+    candidates: &Candidates,
     nulls_equal: bool,
 ) -> Result<(), Error> {
     let counted = encode::counted_rows(columns, nulls_equal);
@@ -388,4 +429,37 @@ fn owned_rows(
         .zip(&keys)
         .map(|(r, (_, n))| (r.owned(), *n))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The filter only ever says "no" early: every candidate is found,
+    /// whatever its bits (narrow test fingerprints, the empty word, a
+    /// filter saturated by more candidates than its bits), and nothing
+    /// else is.
+    #[test]
+    fn candidates_are_found_and_nothing_else() {
+        let mix = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i >> 7);
+        for (n, narrow) in [
+            (0u64, None),
+            (1, None),
+            (1000, None),
+            (300_000, Some(12u32)),
+        ] {
+            let cut = |w: u64| narrow.map_or(w, |b| w & ((1 << b) - 1));
+            let words: Vec<u64> = (0..n).map(|i| cut(mix(2 * i))).collect();
+            let c = Candidates::new(words.iter().copied());
+            assert!(words.iter().all(|w| c.contains(*w)), "{n} candidates");
+            let wanted: std::collections::HashSet<u64> = words.iter().copied().collect();
+            let strays = (0..20_000u64)
+                .map(|i| cut(mix(2 * i + 1)))
+                .filter(|w| c.contains(*w) && !wanted.contains(w))
+                .count();
+            assert_eq!(strays, 0, "{n} candidates");
+        }
+        let with_empty = Candidates::new([0u64, 5].into_iter());
+        assert!(with_empty.contains(0) && with_empty.contains(5) && !with_empty.contains(6));
+    }
 }
