@@ -7,14 +7,18 @@ A Hive table of DAYS published days (`day=1` ... `day=DAYS`, each one
 pyarrow-written file of ROWS int64 keys, one row group, no page index: the
 writers' defaults) is published by dqgate itself, one `dqgate publish` a
 day. The staged day holds ROWS new keys and 100 keys already published.
-Two key shapes, and for the rising one two kinds of stale keys:
+Four key shapes, and for the rising ones two kinds of stale keys:
 
 - `scattered`: a bijective mix of the global row number (hashed ids):
   every row group's range spans nearly all int64, nothing can be pruned;
 - `rising`: the global row number itself (an identity column, a ULID's
   time prefix), with the 100 stale keys either from the last two days
   (`recent`, a retry of yesterday's load) or all from one day a third of
-  the way back (`old`, a replayed archive).
+  the way back (`old`, a replayed archive);
+- `ulid-scattered` and `ulid-rising`: 26-character ULID-like text (13
+  Crockford base32 digits of the mixed or the plain row number, then 13
+  random-looking ones): text keys that are neither hex nor short, the
+  second time-prefixed as ULIDs are.
 
 For each, in one run on the same files (warm page cache, one warm-up run
 discarded, median of --reps whole processes under /usr/bin/time):
@@ -46,18 +50,45 @@ STALE = 100
 MIX = 0x9E3779B97F4A7C15
 
 
+CROCKFORD = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def mix(np, i):
+    """splitmix64's finalizer: a bijection of u64, so keys stay unique."""
+    with np.errstate(over="ignore"):
+        z = (i + np.uint64(1)) * np.uint64(MIX)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def base32(np, z):
+    """13 Crockford base32 digits of each u64, most significant first: text
+    that sorts as the numbers do."""
+    alphabet = np.frombuffer(CROCKFORD, dtype=np.uint8)
+    digits = np.empty((len(z), 13), dtype=np.uint8)
+    for d in range(13):
+        digits[:, 12 - d] = alphabet[((z >> np.uint64(5 * d)) & np.uint64(31)).astype(np.intp)]
+    return digits
+
+
+def ulids(np, first, second):
+    """26-character ULID-like text: 13 digits of `first`, 13 of `second`."""
+    text = np.concatenate([base32(np, first), base32(np, second)], axis=1)
+    return np.ascontiguousarray(text).view("S26").ravel()
+
+
 def keys_of(np, shape, start, n):
     """Keys of global rows start..start+n."""
     i = np.arange(start, start + n, dtype=np.uint64)
     if shape == "rising":
         return i.astype(np.int64)
-    # splitmix64's finalizer: a bijection of u64, so keys stay unique.
-    with np.errstate(over="ignore"):
-        z = (i + np.uint64(1)) * np.uint64(MIX)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return z.view(np.int64)
+    if shape == "scattered":
+        return mix(np, i).view(np.int64)
+    # ULID-like text: `ulid-rising` leads with the row number (a ULID's time
+    # prefix), `ulid-scattered` with its mix; the rest is random-looking.
+    tail = mix(np, i ^ np.uint64(0x5DEECE66D))
+    return ulids(np, i if shape == "ulid-rising" else mix(np, i), tail)
 
 
 def write(path, keys):
@@ -65,7 +96,10 @@ def write(path, keys):
     import pyarrow.parquet as pq
 
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    pq.write_table(pa.table({"k": keys}), path)
+    column = pa.array(keys)
+    if pa.types.is_binary(column.type) or pa.types.is_fixed_size_binary(column.type):
+        column = column.cast(pa.binary()).cast(pa.string())
+    pq.write_table(pa.table({"k": column}), path)
 
 
 def day_files(np, root, shape, days, rows):
@@ -143,6 +177,7 @@ def main():
         ("across", "table t\npartitioned by day\ncheck unique(k) across published\n"),
         ("own", "table t\ncheck unique(k)\n"),
         ("floor", "table t\ncheck count(where k = 7) = 0\n"),
+        ("floor-text", "table t\ncheck count(where k = '7') = 0\n"),
     ]:
         rules[name] = os.path.join(work, f"{name}.dq")
         open(rules[name], "w").write(text)
@@ -165,7 +200,8 @@ def main():
                                 f"day={days + 1}", "--table", table, "--format", "json", "-v"] + threads,
                                a.reps, a.warmup)
             own = median_runs([a.bin, "check", rules["own"], "--staged", staged] + threads, a.reps, a.warmup)
-            low = median_runs([a.bin, "check", rules["floor"], "--staged", table, "--scan-only"] + threads,
+            floor = rules["floor-text"] if shape.startswith("ulid") else rules["floor"]
+            low = median_runs([a.bin, "check", floor, "--staged", table, "--scan-only"] + threads,
                               a.reps, a.warmup)
             sql = (f"SELECT count(DISTINCT p.k) FROM read_parquet('{table}/*/*.parquet') p "
                    f"SEMI JOIN read_parquet('{staged}/*.parquet') s ON p.k = s.k")
