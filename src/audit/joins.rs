@@ -133,7 +133,7 @@ pub(super) async fn observe(p: &Prepared) -> Result<JoinObservations, Error> {
                         continue;
                     }
                     Ok(parts) => {
-                        let engine = p.plan.join_engine;
+                        let engine = (p.plan.join_engine, p.plan.join_test_bits);
                         join::across_published(&p.ctx, &p.input, parts, keys, engine, &label)
                             .await?
                     }

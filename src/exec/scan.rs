@@ -159,19 +159,21 @@ pub fn file_locations(
 }
 
 /// `schema` with its text fields as `Utf8View`.
-fn view_schema(schema: &SchemaRef) -> SchemaRef {
+pub(crate) fn view_schema(schema: &SchemaRef) -> SchemaRef {
     let fields: Vec<Field> = schema
         .fields()
         .iter()
-        .map(|f| {
-            let t = match f.data_type() {
-                DataType::Utf8 | DataType::LargeUtf8 => DataType::Utf8View,
-                t => t.clone(),
-            };
-            f.as_ref().clone().with_data_type(t)
-        })
+        .map(|f| f.as_ref().clone().with_data_type(as_view(f.data_type())))
         .collect();
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// `Utf8View` for a text type, the type itself otherwise.
+pub(crate) fn as_view(t: &DataType) -> DataType {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 => DataType::Utf8View,
+        t => t.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -99,7 +99,7 @@ impl TopK {
     }
 }
 
-fn value_at(a: &dyn Array, i: usize) -> Result<Value, ArrowError> {
+pub(crate) fn value_at(a: &dyn Array, i: usize) -> Result<Value, ArrowError> {
     let s =
         ScalarValue::try_from_array(a, i).map_err(|e| ArrowError::ComputeError(e.to_string()))?;
     Ok(crate::scalar::from_scalar(&s).unwrap_or_else(|| Value::Text(s.to_string())))

@@ -75,6 +75,8 @@ pub struct AuditPlan {
     /// exactly (set with the key strategies; off on a cluster and when the
     /// grouped strategy is forced).
     pub join_engine: bool,
+    /// The test-only collision switch of the join passes' fingerprints.
+    pub join_test_bits: Option<u32>,
 }
 
 impl AuditPlan {
@@ -204,6 +206,7 @@ impl AuditPlan {
         }
         self.atoms = fused;
         self.join_engine = forced != Some(keys::Forced::Grouped);
+        self.join_test_bits = fingerprint_bits;
         self
     }
 

@@ -10,7 +10,9 @@ Exits 1 on any disagreement, naming the metric and both values.
 It also checks the joins differentially, on random data with nulls and
 composite keys: `values(...) in REF(...)` against DuckDB's `NOT EXISTS`, and
 `unique(...) across published` (over a table published by `dqgate publish`)
-against DuckDB's `EXISTS` over the other partitions' files.
+against DuckDB's `EXISTS` over the other partitions' files; the latter on
+long text keys of random alphabets and lengths too (the fingerprinted join),
+in every Arrow layout of text, and again with fingerprints cut to 3 bits.
 """
 
 import json
@@ -179,11 +181,36 @@ def same(ours, theirs):
     return ours == theirs
 
 
-def random_keys(rng, n, null_rate, a_type):
-    """Columns a (integers from a small domain) and b (a few strings), with nulls."""
+# Alphabets of the long text keys: base64 ids, business codes, e-mail-like
+# text, multi-byte UTF-8.
+ALPHABETS = [
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+    "0123456789-_.#",
+    "abcdefghij@.",
+    "éß漢字🙂aZ",
+]
+
+
+def text_pool(rng, n=150):
+    """Text keys of random alphabets and lengths (0 to 40 characters): a
+    column of them packs into no word, so its joins are fingerprinted."""
+    pool = ["", "x" * 40]
+    while len(pool) < n:
+        alphabet = rng.choice(ALPHABETS)
+        pool.append("".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 41))))
+    return pool
+
+
+def random_keys(rng, n, null_rate, a_type, texts):
+    """Columns a (integers from a small domain), b (a few strings) and t
+    (long text from `texts`), with nulls."""
     a = [None if rng.random() < null_rate else rng.randrange(0, 60) for _ in range(n)]
     b = [None if rng.random() < null_rate else rng.choice(["x", "y", "z", "é"]) for _ in range(n)]
-    return pa.table({"a": pa.array(a, a_type), "b": pa.array(b, pa.string()), "c": pa.array(range(n), pa.int64())})
+    t = [None if rng.random() < null_rate else rng.choice(texts) for _ in range(n)]
+    t = pa.array(t, rng.choice([pa.string(), pa.large_string(), pa.string_view()]))
+    if rng.random() < 0.25 and t.type != pa.string_view():
+        t = t.dictionary_encode()
+    return pa.table({"a": pa.array(a, a_type), "b": pa.array(b, pa.string()), "t": t, "c": pa.array(range(n), pa.int64())})
 
 
 def write_files(rng, dir, table):
@@ -196,8 +223,9 @@ def write_files(rng, dir, table):
                        row_group_size=max(1, rng.randrange(20, 200)), write_statistics=rng.random() < 0.7)
 
 
-def run_json(binary, args, cwd):
-    out = subprocess.run([binary, *args, "--format", "json"], capture_output=True, text=True, cwd=cwd)
+def run_json(binary, args, cwd, env=None):
+    out = subprocess.run([binary, *args, "--format", "json"], capture_output=True, text=True, cwd=cwd,
+                         env={**os.environ, **(env or {})})
     if out.returncode not in (0, 1):
         sys.exit(f"dqgate {' '.join(args)} failed (exit {out.returncode}): {out.stderr}")
     return json.loads(out.stdout)
@@ -220,11 +248,12 @@ def crosscheck_joins(binary, work, trials=12):
         shutil.rmtree(base, ignore_errors=True)
         os.makedirs(base)
         null_rate = rng.choice([0.0, 0.05, 0.3])
-        staged = random_keys(rng, rng.randrange(0, 600), null_rate, pa.int32())
+        texts = text_pool(rng)
+        staged = random_keys(rng, rng.randrange(0, 600), null_rate, pa.int32(), texts)
         write_files(rng, f"{base}/staged", staged)
         # A reference partitioned Hive-style, with int64 keys (staged: int32).
         for region in range(rng.randrange(1, 4)):
-            ref = random_keys(rng, rng.randrange(1, 80), null_rate, pa.int64())
+            ref = random_keys(rng, rng.randrange(1, 80), null_rate, pa.int64(), texts)
             write_files(rng, f"{base}/ref/region=r{region}", ref)
         with open(f"{base}/ref.dq", "w") as fh:
             fh.write("table t\nreference r at 'ref'\n"
@@ -243,21 +272,31 @@ def crosscheck_joins(binary, work, trials=12):
         with open(f"{base}/pub.dq", "w") as fh:
             fh.write("table t\npartitioned by day\ncheck row_count >= 0\n")
         for day in (1, 2, 3):
-            part = random_keys(rng, rng.randrange(0, 300), null_rate, rng.choice([pa.int32(), pa.int64()]))
+            part = random_keys(rng, rng.randrange(0, 300), null_rate, rng.choice([pa.int32(), pa.int64()]), texts)
             write_files(rng, f"{base}/stage-{day}", part)
             out = subprocess.run([binary, "publish", "pub.dq", "--staged", f"stage-{day}", "--partition", f"day={day}",
                                   "--table", "table"], capture_output=True, text=True, cwd=base)
             if out.returncode != 0:
                 sys.exit(f"publish of day {day} failed: {out.stderr}")
         with open(f"{base}/across.dq", "w") as fh:
-            fh.write("table t\npartitioned by day\ncheck unique(a) across published\ncheck unique(a, b) across published\n")
-        got = run_json(binary, ["check", "across.dq", "--staged", "staged", "--partition", "day=2", "--table", "table"], base)
+            fh.write("table t\npartitioned by day\ncheck unique(a) across published\ncheck unique(a, b) across published\n"
+                     "check unique(t) across published\ncheck unique(t, a) across published\n")
+        across = ["check", "across.dq", "--staged", "staged", "--partition", "day=2", "--table", "table"]
+        got = run_json(binary, across, base)
+        # Fingerprints cut to 3 bits: nearly every text key collides, and
+        # the verdict must not change.
+        collided = run_json(binary, across, base, {"DQGATE_TEST_FINGERPRINT_BITS": "3"})
+        compare(f"trial {trial} across with colliding fingerprints", collided["checks"], got["checks"])
         con.execute(f"CREATE VIEW p AS SELECT * FROM read_parquet('{base}/table/*/*.parquet', hive_partitioning = true, union_by_name = true) WHERE day::VARCHAR <> '2'")
         one = con.execute("SELECT count(*) FROM (SELECT DISTINCT a FROM s WHERE a IS NOT NULL) k "
                           "WHERE EXISTS (SELECT 1 FROM p WHERE p.a = k.a)").fetchone()[0]
         two = con.execute("SELECT count(*) FROM (SELECT DISTINCT a, b FROM s WHERE a IS NOT NULL AND b IS NOT NULL) k "
                           "WHERE EXISTS (SELECT 1 FROM p WHERE p.a = k.a AND p.b = k.b)").fetchone()[0]
-        for i, want in enumerate([one, two]):
+        three = con.execute("SELECT count(*) FROM (SELECT DISTINCT t FROM s WHERE t IS NOT NULL) k "
+                            "WHERE EXISTS (SELECT 1 FROM p WHERE p.t = k.t)").fetchone()[0]
+        four = con.execute("SELECT count(*) FROM (SELECT DISTINCT t, a FROM s WHERE t IS NOT NULL AND a IS NOT NULL) k "
+                           "WHERE EXISTS (SELECT 1 FROM p WHERE p.t = k.t AND p.a = k.a)").fetchone()[0]
+        for i, want in enumerate([one, two, three, four]):
             check = got["checks"][i]
             compare(f"trial {trial} {check['metric']}", check["value"], want)
             for sample in check.get("samples", []):

@@ -5,6 +5,7 @@
 
 mod across;
 mod across_pruning;
+mod across_text;
 mod architecture;
 mod ballista;
 mod bounds;

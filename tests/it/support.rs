@@ -54,6 +54,20 @@ pub fn check_across(
     day: &str,
     strategy: Option<&str>,
 ) -> (String, String) {
+    let env: Vec<(&str, &str)> = strategy
+        .map(|s| ("DQGATE_TEST_KEY_STRATEGY", s))
+        .into_iter()
+        .collect();
+    check_across_with(cwd, staged, day, &env)
+}
+
+/// [`check_across`] with the test hooks `env` set.
+pub fn check_across_with(
+    cwd: &Path,
+    staged: &Path,
+    day: &str,
+    env: &[(&str, &str)],
+) -> (String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dqgate"));
     cmd.current_dir(cwd).args([
         "check",
@@ -70,9 +84,7 @@ pub fn check_across(
         "2",
         "-v",
     ]);
-    if let Some(s) = strategy {
-        cmd.env("DQGATE_TEST_KEY_STRATEGY", s);
-    }
+    cmd.envs(env.iter().copied());
     let out = cmd.output().unwrap();
     assert!(
         matches!(out.status.code(), Some(0 | 1)),

@@ -29,7 +29,14 @@ pub fn across_on_engine(
     keys: &[String],
 ) -> Result<Option<String>, ExecError> {
     let types = across_types(staged, parts, keys)?;
-    Ok(keys::join::packing_for(staged, keys, &types).map(|p| keys::join::describe(&p)))
+    if let Some(p) = keys::join::packing_for(staged, keys, &types) {
+        return Ok(Some(keys::join::describe(&p)));
+    }
+    let staged_types = super::staged_types(staged, keys)?;
+    Ok(
+        keys::join::fingerprinted_for(&staged_types, &types, 0, None)
+            .map(|_| keys::join::describe_fingerprinted()),
+    )
 }
 
 /// The type each key part is compared in: the staged type, widened to
@@ -222,13 +229,14 @@ pub fn across_published_frames(
 
 /// Distinct staged keys that also occur in another published partition,
 /// with samples naming the partition. With `engine`, the key engine finds
-/// them when the key packs exactly.
+/// them: by packed words when the key packs exactly, else by fingerprint
+/// (`bits`: the test-only collision switch).
 pub async fn across_published(
     ctx: &SessionContext,
     staged: &StagedInput,
     parts: &[PublishedPart],
     keys: &[String],
-    engine: bool,
+    (engine, bits): (bool, Option<u32>),
     label: &str,
 ) -> Result<JoinResult, ExecError> {
     let started = std::time::Instant::now();
@@ -269,7 +277,7 @@ pub async fn across_published(
             })
         };
         let want = keys::join::Want::Present;
-        if let Some(j) = on_engine(ctx, staged, keys, &types, other, want, label).await? {
+        if let Some(j) = on_engine(ctx, staged, keys, &types, other, want, (label, bits)).await? {
             read_passes.extend(j.passes);
             // The probing join saw where each sample lives: no second read.
             if let (Some(at), Some(p)) = (&j.located, &pruned) {

@@ -51,6 +51,7 @@ pub use gave_up::GaveUp;
 pub use store::StoreError;
 pub(crate) use tasks::streams;
 pub(crate) use tasks::threads;
+pub(crate) use verify::key_bytes;
 
 /// Runs `strategy` for `job` (never [`KeyStrategy::Grouped`], which the
 /// caller runs as a DataFusion plan).

@@ -121,14 +121,19 @@ fn rounds_for(ctx: &SessionContext, input: &StagedInput, job: &KeyJob, candidate
         MemoryLimit::Finite(limit) => (limit as u64 / 4).max(1 << 20),
         _ => DEFAULT_BUDGET,
     };
-    let rows = input.row_count().max(1);
-    let key_bytes: u64 = job
-        .keys
-        .iter()
-        .map(|k| column_bytes(input, k).unwrap_or(16 * rows) / rows + 8)
-        .sum();
+    let key_bytes = key_bytes(input, &job.keys);
     let need = candidates.saturating_mul(key_bytes + PER_KEY);
     need.div_ceil(budget).clamp(1, 1024) as usize
+}
+
+/// Expected bytes of one key of `columns` (and 8 a part), from the
+/// footers' uncompressed sizes (16 a part when the footers lack them).
+pub(crate) fn key_bytes(input: &StagedInput, columns: &[String]) -> u64 {
+    let rows = input.row_count().max(1);
+    columns
+        .iter()
+        .map(|k| column_bytes(input, k).unwrap_or(16 * rows) / rows + 8)
+        .sum()
 }
 
 /// The uncompressed bytes of `column` in the footers, if any file has it.
@@ -209,16 +214,17 @@ fn file(filed: &mut Filed, fp: u64, tag: u8, bytes: &[u8], rows: u64) {
     }
 }
 
-/// How a row's exact key becomes bytes.
-enum Form {
-    /// A single text column: tag 0 for null, 1 and the value's bytes.
+/// How a row's exact key becomes bytes. Filed here, a key carries a tag
+/// byte before them: 0 for a null text value, 1 otherwise.
+pub(super) enum Form {
+    /// A single text column: the value's bytes.
     Text,
-    /// Arrow's row format (tag 1).
+    /// Arrow's row format.
     Rows(RowConverter),
 }
 
 impl Form {
-    fn of(types: &[DataType]) -> Result<Form, Error> {
+    pub(super) fn of(types: &[DataType]) -> Result<Form, Error> {
         Ok(match types {
             [DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View] => Form::Text,
             _ => Form::Rows(converter(types)?),

@@ -59,7 +59,13 @@ impl Pruned {
             .enumerate()
             .map(|(i, t)| Field::new(other_key(i), t.clone(), true))
             .collect();
-        let mut numbered = fields.clone();
+        let mut numbered: Vec<Field> = fields
+            .iter()
+            .map(|f| {
+                let t = crate::exec::scan::as_view(f.data_type());
+                f.clone().with_data_type(t)
+            })
+            .collect();
         numbered.push(Field::new(PART, DataType::UInt32, false));
         Ok(Some(Pruned {
             items,

@@ -62,7 +62,9 @@ pub struct Pruned {
     /// The key columns as read: [`other_key`](crate::plan::join::other_key)
     /// columns of the compared types.
     pub(super) schema: SchemaRef,
-    /// The same and [`PART`], the index of the batch's part.
+    /// The key columns as [`Pruned::streams`] read them (text as
+    /// `Utf8View`, which the reader decodes without copying each value),
+    /// and [`PART`], the index of the batch's part.
     pub(super) with_part: SchemaRef,
     pub(super) types: Vec<DataType>,
     pub counts: Counts,

@@ -11,7 +11,9 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
-use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use datafusion::parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
@@ -45,7 +47,9 @@ impl Pruned {
 
     /// The key columns of every item and, last, [`PART`](super::PART) (the
     /// index in the `parts` planned of the part each batch comes from: a
-    /// batch never spans two files), in `n` streams.
+    /// batch never spans two files), in `n` streams. Text key columns are
+    /// `Utf8View`, decoded as views into the pages, not copied value by
+    /// value and cast.
     pub fn streams(&self, n: usize) -> Vec<SendableRecordBatchStream> {
         let all: Vec<usize> = (0..self.items.len()).collect();
         let this = Arc::new(self.clone());
@@ -150,12 +154,18 @@ impl Pruned {
         let this = self.clone();
         let part = numbered.then_some(item.part as u32);
         let shape = move |batch: RecordBatch| this.shape(&batch, part);
+        let meta = if numbered {
+            let views = crate::exec::scan::view_schema(item.meta.schema());
+            let options = ArrowReaderOptions::new().with_schema(views);
+            ArrowReaderMetadata::try_new(item.meta.metadata().clone(), options)?
+        } else {
+            item.meta.clone()
+        };
         let file = File::open(&item.path)?;
-        let mut builder =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(file, item.meta.clone())
-                .with_projection(mask)
-                .with_row_groups(item.row_groups.clone())
-                .with_batch_size(BATCH);
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
+            .with_projection(mask)
+            .with_row_groups(item.row_groups.clone())
+            .with_batch_size(BATCH);
         if let Some(s) = &item.selection {
             builder = builder.with_row_selection(s.clone());
         }
@@ -164,17 +174,22 @@ impl Pruned {
     }
 
     /// A batch as read, in key order, cast to the compared types (and
-    /// with [`PART`](super::PART) when `part` is given).
+    /// with [`PART`](super::PART) when `part` is given, text as views).
     fn shape(
         &self,
         batch: &RecordBatch,
         part: Option<u32>,
     ) -> datafusion::error::Result<RecordBatch> {
+        let read = part.map(|_| self.with_part.fields());
         let mut columns = self
             .keys
             .iter()
-            .zip(&self.types)
-            .map(|(k, t)| {
+            .enumerate()
+            .map(|(i, k)| {
+                let t = match read {
+                    Some(fields) => fields[i].data_type(),
+                    None => &self.types[i],
+                };
                 let column = batch.column_by_name(k).ok_or_else(|| {
                     datafusion::error::DataFusionError::Internal(format!("no column `{k}` read"))
                 })?;

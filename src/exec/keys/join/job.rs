@@ -108,3 +108,21 @@ pub(super) fn samples<K: Key>(
         .map(|(w, n)| (encode::unpack(packing, types, w), n))
         .collect()
 }
+
+/// For each of `found`, the parts that hold it, from `located` (a sorted
+/// list of (find, part)).
+pub(super) fn parts_of<T: Ord + Copy>(
+    located: &[(T, u32)],
+    found: impl Iterator<Item = T>,
+) -> Vec<Vec<u32>> {
+    found
+        .map(|w| {
+            let at = located.partition_point(|(x, _)| *x < w);
+            located[at..]
+                .iter()
+                .take_while(|(x, _)| *x == w)
+                .map(|(_, p)| *p)
+                .collect()
+        })
+        .collect()
+}

@@ -23,10 +23,14 @@
 //! - `probe`: [`Want::Present`] for a small staged side, probed while the
 //!   other side streams.
 //! - `partitioned`: both sides radix-partitioned, for the rest.
+//! - `fingerprinted`: [`Want::Present`] for keys that pack into no word
+//!   (text of any shape, composites with a text part): the staged keys
+//!   exact, by fingerprint, probed by the other side while it streams.
 //!
 //! This file picks the packing and the way a pass runs.
 
 mod bitmap;
+mod fingerprinted;
 mod job;
 mod partitioned;
 mod probe;
@@ -45,6 +49,7 @@ use partitioned::partitioned;
 use probe::{probe_filter_bits, probed};
 
 pub use bitmap::BITMAP_BITS;
+pub use fingerprinted::{describe_fingerprinted, fingerprinted_for, Fingerprinted};
 pub use job::{Joined, Side, SideInput, Want};
 pub use probe::PROBE_ROWS;
 
@@ -145,4 +150,22 @@ pub async fn run(
     } else {
         partitioned::<u128>(ctx, staged, other, &job).await
     }
+}
+
+/// Runs [`Want::Present`] of `staged` against `other` by fingerprint, or
+/// `None` when the staged side does not fit the engine's table (the join
+/// then runs as a DataFusion plan).
+pub async fn run_fingerprinted(
+    ctx: &SessionContext,
+    staged: Side,
+    other: Side,
+    plan: &Fingerprinted,
+    label: &str,
+) -> Result<Option<Joined>, Error> {
+    let Some(reserved) = fingerprinted::fits(ctx, plan, staged.rows) else {
+        return Ok(None);
+    };
+    let joined = fingerprinted::fingerprint_join(staged, other, plan, label).await;
+    drop(reserved);
+    joined.map(Some)
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::UInt32Type;
 
-use super::job::{samples, side_streams, staged_words, Job, Joined, Side};
+use super::job::{parts_of, samples, side_streams, staged_words, Job, Joined, Side};
 use crate::exec::keys::count::{self, Table};
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
@@ -22,7 +22,7 @@ use crate::exec::SAMPLES;
 pub const PROBE_ROWS: u64 = 16 << 20;
 
 /// Words whose filter words a probing task loads together.
-const CHUNK: usize = 16;
+pub(super) const CHUNK: usize = 16;
 
 /// Bits of the probing filter: about 32 a staged row, 2^16 to 2^31.
 /// Every probe of a filter this size misses the core's cache alike, so a
@@ -37,7 +37,7 @@ pub(super) fn probe_filter_bits(rows: u64) -> u32 {
 /// The filter word and the three bits of it that a word with hash `h`
 /// sets (`shift`: 64 minus the bits of the word index).
 #[inline]
-fn filter_spot(h: u64, shift: u32) -> (usize, u64) {
+pub(super) fn filter_spot(h: u64, shift: u32) -> (usize, u64) {
     let bits = (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63)) | (1u64 << ((h >> 12) & 63));
     ((h >> shift) as usize, bits)
 }
@@ -166,18 +166,7 @@ pub(super) async fn probed<K: Key>(
     let (table, _) = &*shared;
     let mut best: Vec<(K, u64)> = all.words().map(|w| (w, table.count_of(w))).collect();
     count::rank_top(&mut best, SAMPLES);
-    let located = numbered.then(|| {
-        best.iter()
-            .map(|(w, _)| {
-                let at = located.partition_point(|(x, _)| x < w);
-                located[at..]
-                    .iter()
-                    .take_while(|(x, _)| x == w)
-                    .map(|(_, p)| *p)
-                    .collect()
-            })
-            .collect()
-    });
+    let located = numbered.then(|| parts_of(&located, best.iter().map(|(w, _)| *w)));
     Ok(Joined {
         value: all.distinct,
         samples: samples(packing, types, best),
