@@ -32,11 +32,7 @@ pub fn across_on_engine(
     if let Some(p) = keys::join::packing_for(staged, keys, &types) {
         return Ok(Some(keys::join::describe(&p)));
     }
-    let staged_types = super::staged_types(staged, keys)?;
-    Ok(
-        keys::join::fingerprinted_for(&staged_types, &types, 0, None)
-            .map(|_| keys::join::describe_fingerprinted()),
-    )
+    Ok(fingerprint_plan(staged, parts, keys, None)?.map(|_| keys::join::describe_fingerprinted()))
 }
 
 /// The type each key part is compared in: the staged type, widened to
@@ -123,6 +119,29 @@ fn prune(input: &StagedInput, ranges: &[(String, (i64, i64))]) -> StagedInput {
         })
     });
     kept
+}
+
+/// The fingerprinted join of `across published`, when the key packs into
+/// no word and its types allow one (`bits`: the test-only collision
+/// switch).
+fn fingerprint_plan(
+    staged: &StagedInput,
+    parts: &[PublishedPart],
+    keys: &[String],
+    bits: Option<u32>,
+) -> Result<Option<keys::join::Fingerprinted>, ExecError> {
+    let types = across_types(staged, parts, keys)?;
+    if keys::join::packing_for(staged, keys, &types).is_some() {
+        return Ok(None);
+    }
+    let staged_types = super::staged_types(staged, keys)?;
+    let key_bytes = keys::key_bytes(staged, keys);
+    Ok(keys::join::fingerprinted_for(
+        &staged_types,
+        &types,
+        key_bytes,
+        bits,
+    ))
 }
 
 /// The published side of `across published`: the compared key types, what
@@ -240,7 +259,23 @@ pub async fn across_published(
     label: &str,
 ) -> Result<JoinResult, ExecError> {
     let started = std::time::Instant::now();
-    let side = published_side(ctx, staged, parts, keys).await?;
+    // Keys that pack into no word are fingerprinted: the staged side's
+    // table is built while the published side is planned (both read the
+    // staged keys; each mostly on one core).
+    let fingerprinted = match engine {
+        true => fingerprint_plan(staged, parts, keys, bits)?,
+        false => None,
+    };
+    let build = async {
+        match &fingerprinted {
+            Some(plan) => {
+                let side = super::staged_side(ctx, staged, keys)?;
+                keys::join::build_fingerprinted(ctx, side, plan, label).await
+            }
+            None => Ok(None),
+        }
+    };
+    let (side, mut built) = futures::try_join!(published_side(ctx, staged, parts, keys), build)?;
     let mut read_passes = vec![format!(
         "read the staged keys and prune the published side by footer ranges ({}): {:.2} s",
         match &side.pruned {
@@ -277,7 +312,11 @@ pub async fn across_published(
             })
         };
         let want = keys::join::Want::Present;
-        if let Some(j) = on_engine(ctx, staged, keys, &types, other, want, (label, bits)).await? {
+        let joined = match built.take() {
+            Some(built) => Some(keys::join::probe_fingerprinted(built, other()?, label).await?),
+            None => on_engine(ctx, staged, keys, &types, other, want, label).await?,
+        };
+        if let Some(j) = joined {
             read_passes.extend(j.passes);
             // The probing join saw where each sample lives: no second read.
             if let (Some(at), Some(p)) = (&j.located, &pruned) {

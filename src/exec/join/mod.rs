@@ -100,10 +100,9 @@ fn staged_types(staged: &StagedInput, columns: &[String]) -> Result<Vec<DataType
         .collect()
 }
 
-/// The key engine's join, when `engine` and the key packs exactly, or
-/// (for [`Want::Present`](keys::join::Want::Present)) when it can be
-/// fingerprinted; `None` otherwise (the join then runs as a DataFusion
-/// plan). `bits`: the test-only collision switch of fingerprints.
+/// The key engine's join, when the key packs exactly; `None` otherwise
+/// (the join then runs as a DataFusion plan, or for `across published` by
+/// fingerprint, see `across`).
 async fn on_engine(
     ctx: &SessionContext,
     staged: &StagedInput,
@@ -111,22 +110,14 @@ async fn on_engine(
     compared: &[DataType],
     other: impl FnOnce() -> Result<keys::join::Side, ExecError>,
     want: keys::join::Want,
-    (label, bits): (&str, Option<u32>),
+    label: &str,
 ) -> Result<Option<keys::join::Joined>, ExecError> {
-    let types = staged_types(staged, columns)?;
-    if let Some(packing) = keys::join::packing_for(staged, columns, compared) {
-        let staged_side = staged_side(ctx, staged, columns)?;
-        return keys::join::run(ctx, staged_side, other()?, &packing, &types, want, label)
-            .await
-            .map(Some);
-    }
-    if want != keys::join::Want::Present {
-        return Ok(None);
-    }
-    let key_bytes = keys::key_bytes(staged, columns);
-    let Some(plan) = keys::join::fingerprinted_for(&types, compared, key_bytes, bits) else {
+    let Some(packing) = keys::join::packing_for(staged, columns, compared) else {
         return Ok(None);
     };
+    let types = staged_types(staged, columns)?;
     let staged_side = staged_side(ctx, staged, columns)?;
-    keys::join::run_fingerprinted(ctx, staged_side, other()?, &plan, label).await
+    keys::join::run(ctx, staged_side, other()?, &packing, &types, want, label)
+        .await
+        .map(Some)
 }

@@ -99,7 +99,7 @@ pub async fn not_in_reference(
             &lookup.key_types,
             other,
             want,
-            (label, None),
+            label,
         )
         .await?
         .map(|j| (j.value, j.samples, j.passes));

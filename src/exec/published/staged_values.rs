@@ -23,8 +23,10 @@ enum Admit {
     /// The sorted distinct codes of an integer-like column (see
     /// [`int_codes`]), or (too many to keep) only their range.
     Ints(Vec<u64>, Option<(u64, u64)>),
-    /// The sorted distinct non-null staged values.
-    Values(Rows),
+    /// The non-null staged values, and their order (indices into them,
+    /// sorted by value): sorting indices, not the rows themselves, spares
+    /// a copy of every row in random order.
+    Values(Rows, Vec<u32>),
     /// Only the range of the staged values (too many to keep).
     Range(OwnedRow, OwnedRow),
     /// No staged value: no staged key, nothing is admitted.
@@ -70,7 +72,7 @@ impl Column {
                     _ => true,
                 })
             }
-            Admit::Values(_) | Admit::Range(..) => {
+            Admit::Values(..) | Admit::Range(..) => {
                 let bounds = (|| {
                     let mins = cast(mins, ty).ok()?;
                     let maxes = cast(maxes, ty).ok()?;
@@ -96,17 +98,9 @@ impl Column {
     fn admits(&self, min: Row<'_>, max: Row<'_>) -> bool {
         match &self.admit {
             Admit::Range(lo, hi) => min <= hi.row() && max >= lo.row(),
-            Admit::Values(rows) => {
-                let (mut lo, mut hi) = (0, rows.num_rows());
-                while lo < hi {
-                    let mid = (lo + hi) / 2;
-                    if rows.row(mid) < min {
-                        lo = mid + 1;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                lo < rows.num_rows() && rows.row(lo) <= max
+            Admit::Values(rows, order) => {
+                let at = order.partition_point(|i| rows.row(*i as usize) < min);
+                at < order.len() && rows.row(order[at] as usize) <= max
             }
             Admit::Ints(..) | Admit::Nothing => unreachable!("answered by admits_ranges"),
         }
@@ -199,7 +193,10 @@ impl StagedValues {
                     } => Admit::Range(lo, hi),
                     Values::Rows {
                         kept: Some(rows), ..
-                    } => Admit::Values(sorted_distinct(&converter, &rows)),
+                    } => {
+                        let order = sorted_order(&rows);
+                        Admit::Values(rows, order)
+                    }
                 };
                 Column { converter, admit }
             })
@@ -297,12 +294,13 @@ fn int_codes(array: &ArrayRef) -> Option<Vec<Option<u64>>> {
     )
 }
 
-/// `rows` sorted, each value once. Rows sort by their first 16 bytes as
-/// one integer (zero-padded: the row format is order-preserving bytes, so a
-/// shorter row that is a prefix of a longer one still sorts first), and by
-/// their whole bytes only where those are equal: a plain comparison sort
-/// of 1M rows spent most of its time in `memcmp`.
-fn sorted_distinct(converter: &RowConverter, rows: &Rows) -> Rows {
+/// The indices of `rows` in the order of their values. Rows sort by their
+/// first 16 bytes as one integer (zero-padded: the row format is
+/// order-preserving bytes, so a shorter row that is a prefix of a longer
+/// one still sorts first), and by their whole bytes only within a run of
+/// equal prefixes: a plain comparison sort of 1M rows spent most of its
+/// time in `memcmp`.
+fn sorted_order(rows: &Rows) -> Vec<u32> {
     let prefix = |i: usize| {
         let bytes = rows.row(i);
         let bytes = bytes.as_ref();
@@ -314,14 +312,18 @@ fn sorted_distinct(converter: &RowConverter, rows: &Rows) -> Rows {
     let mut order: Vec<(u128, u32)> = (0..rows.num_rows())
         .map(|i| (prefix(i), i as u32))
         .collect();
-    let whole = |a: u32, b: u32| rows.row(a as usize).cmp(&rows.row(b as usize));
-    order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| whole(a.1, b.1)));
-    order.dedup_by(|a, b| a.0 == b.0 && whole(a.1, b.1).is_eq());
-    let mut out = converter.empty_rows(order.len(), 0);
-    for (_, i) in order {
-        out.push(rows.row(i as usize));
+    order.sort_unstable();
+    let mut at = 0;
+    while at < order.len() {
+        let p = order[at].0;
+        let end = at + order[at..].iter().take_while(|(q, _)| *q == p).count();
+        if end - at > 1 {
+            order[at..end]
+                .sort_unstable_by(|a, b| rows.row(a.1 as usize).cmp(&rows.row(b.1 as usize)));
+        }
+        at = end;
     }
-    out
+    order.into_iter().map(|(_, i)| i).collect()
 }
 
 #[cfg(test)]
@@ -332,6 +334,41 @@ mod tests {
 
     fn ints(values: Vec<Option<i64>>) -> ArrayRef {
         Arc::new(Int64Array::from(values))
+    }
+
+    /// Indices in value order, whether rows differ within their first 16
+    /// bytes or only beyond them, with repeats, and with one value a prefix
+    /// of another.
+    #[test]
+    fn sorted_order_orders_rows_as_their_values() {
+        use datafusion::arrow::array::StringArray;
+        let long = "order-2026-12-03-000000000";
+        let values: Vec<String> = [
+            "b",
+            "",
+            "a",
+            "ab",
+            "a",
+            long,
+            "order-2026-12-03-0000000001",
+            "order-2026-12-03-00000000",
+            "éa",
+            "zz",
+            long,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let array: ArrayRef = Arc::new(StringArray::from(values.clone()));
+        let converter = RowConverter::new(vec![SortField::new(DataType::Utf8)]).unwrap();
+        let rows = converter.convert_columns(&[array]).unwrap();
+        let got: Vec<&str> = sorted_order(&rows)
+            .iter()
+            .map(|i| values[*i as usize].as_str())
+            .collect();
+        let mut want: Vec<&str> = values.iter().map(String::as_str).collect();
+        want.sort();
+        assert_eq!(got, want);
     }
 
     #[test]

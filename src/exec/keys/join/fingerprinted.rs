@@ -108,36 +108,63 @@ pub(super) fn fits(
 /// Bytes of an [`Entry`].
 const ENTRY: usize = std::mem::size_of::<Entry>();
 
-/// The join: every distinct staged key the other side holds too.
-pub(super) async fn fingerprint_join(
+/// The staged side of the join, built: its distinct keys, the filter in
+/// front of them, and how long they took.
+pub struct StagedKeys {
+    set: KeySet,
+    filter: Vec<u64>,
+    /// 64 minus the bits of a filter word's index.
+    shift: u32,
+    form: Arc<Form>,
+    plan: Fingerprinted,
+    built: std::time::Duration,
+    /// The pool's share, held until the join ends.
+    _reserved: MemoryReservation,
+}
+
+/// Reads the staged side into its table and filter.
+pub(super) async fn build(
     staged: Side,
-    other: Side,
     plan: &Fingerprinted,
+    reserved: MemoryReservation,
     label: &str,
-) -> Result<Joined, Error> {
+) -> Result<StagedKeys, Error> {
     let started = Instant::now();
     let form = Arc::new(Form::of(&plan.compared)?);
+    let rows = staged.rows as usize;
     let (streams, bar) = side_streams(staged, label).await?;
     let (compared, bits) = (plan.compared.clone(), plan.bits);
     let shape = form.clone();
+    // Each task's set sized for its share of the rows, so that it never
+    // grows (growing copies the keys and rehashes them).
+    let share = rows.div_ceil(streams.len().max(1));
+    let key_bytes = plan.key_bytes as usize;
     let parts = scan(
         streams,
-        || (KeySet::default(), Vec::new()),
+        move || (KeySet::with_capacity(share, share * key_bytes), Vec::new()),
         move |(set, hashes): &mut (KeySet, Vec<u64>), columns| {
             let columns = as_types(columns, &compared)?;
             encode::fingerprints(&columns, bits, hashes).map_err(Error::Fingerprint)?;
             let counted = encode::counted_rows(&columns, false);
             let rows =
                 (0..hashes.len()).filter(|&i| counted.as_ref().is_none_or(|c| c.is_valid(i)));
+            set.touch(hashes);
             shape.each_key(&columns, rows, |i, key| set.add(hashes[i], key, 1))
         },
     )
     .await?;
     drop(bar);
-    let mut parts = parts.into_iter().map(|(s, _)| s);
+    let mut parts: Vec<KeySet> = parts.into_iter().map(|(s, _)| s).collect();
+    parts.sort_by_key(|s| std::cmp::Reverse(s.entries.len()));
+    let mut parts = parts.into_iter();
     let mut set = parts.next().unwrap_or_default();
-    for part in parts {
-        set.merge(&part);
+    let rest: Vec<KeySet> = parts.collect();
+    set.reserve(
+        rest.iter().map(|s| s.entries.len()).sum(),
+        rest.iter().map(|s| s.bytes.len()).sum(),
+    );
+    for part in &rest {
+        set.merge(part);
     }
     let filter_bits = probe_filter_bits(set.entries.len() as u64);
     let shift = 64 - (filter_bits - 6);
@@ -146,8 +173,29 @@ pub(super) async fn fingerprint_join(
         let (i, m) = filter_spot(e.fp.mix(), shift);
         filter[i] |= m;
     }
-    let built = started.elapsed();
+    Ok(StagedKeys {
+        set,
+        filter,
+        shift,
+        form,
+        plan: plan.clone(),
+        built: started.elapsed(),
+        _reserved: reserved,
+    })
+}
 
+/// The join: every distinct staged key the other side holds too.
+pub(super) async fn probe(staged: StagedKeys, other: Side, label: &str) -> Result<Joined, Error> {
+    let StagedKeys {
+        set,
+        filter,
+        shift,
+        form,
+        plan,
+        built,
+        _reserved,
+    } = staged;
+    let bits = plan.bits;
     let probing = Instant::now();
     let shared = Arc::new((set, filter));
     let (streams, bar) = side_streams(other, &format!("{label}, other side")).await?;
@@ -347,13 +395,23 @@ struct Entry {
 
 /// Distinct exact keys by fingerprint: an open-addressing table of entry
 /// numbers (keys whose fingerprints collide take slots side by side), the
-/// entries, and their bytes end to end.
+/// entries, and their bytes end to end. A slot keeps 32 bits of its key's
+/// mixed fingerprint beside the entry number, so a probe that meets
+/// another key's slot rarely has to load that key's entry.
 #[derive(Default)]
 struct KeySet {
-    /// Entry number + 1; 0 is an empty slot.
-    slots: Vec<u32>,
+    /// `tag << 32 | (entry number + 1)`; 0 is an empty slot.
+    slots: Vec<u64>,
     entries: Vec<Entry>,
     bytes: Vec<u8>,
+}
+
+/// The first slot of a fingerprint (in a table of `mask + 1` slots) and
+/// the tag its slots carry.
+#[inline]
+fn slot_of(fp: u64, mask: usize) -> (usize, u64) {
+    let h = fp.mix();
+    ((h as usize) & mask, h >> 32)
 }
 
 impl KeySet {
@@ -362,25 +420,47 @@ impl KeySet {
         &self.bytes[start as usize..start as usize + len as usize]
     }
 
+    /// Where `key` (fingerprint `fp`) is: `Ok(entry)`, or `Err(slot)`, the
+    /// empty slot it would take.
+    #[inline]
+    fn locate(&self, fp: u64, key: &[u8]) -> Result<u32, usize> {
+        let mask = self.slots.len() - 1;
+        let (mut i, tag) = slot_of(fp, mask);
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return Err(i);
+            }
+            let e = (s as u32).wrapping_sub(1);
+            if s >> 32 == tag && self.entries[e as usize].fp == fp && self.key(e) == key {
+                return Ok(e);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// The entry of `key`, whose fingerprint is `fp`.
     #[inline]
     fn find(&self, fp: u64, key: &[u8]) -> Option<u32> {
         if self.slots.is_empty() {
             return None;
         }
-        let mask = self.slots.len() - 1;
-        let mut i = (fp.mix() as usize) & mask;
-        loop {
-            let s = self.slots[i];
-            if s == 0 {
-                return None;
-            }
-            let e = s - 1;
-            if self.entries[e as usize].fp == fp && self.key(e) == key {
-                return Some(e);
-            }
-            i = (i + 1) & mask;
+        self.locate(fp, key).ok()
+    }
+
+    /// Loads the first slot of each of `fps`, so that the adds that follow
+    /// find them in the cache: the loads do not depend on each other and
+    /// overlap, where each add waits for its own.
+    fn touch(&self, fps: &[u64]) {
+        if self.slots.is_empty() {
+            return;
         }
+        let mask = self.slots.len() - 1;
+        let mut sum = 0u64;
+        for fp in fps {
+            sum = sum.wrapping_add(self.slots[slot_of(*fp, mask).0]);
+        }
+        std::hint::black_box(sum);
     }
 
     /// Counts `rows` more rows of `key`.
@@ -388,11 +468,9 @@ impl KeySet {
         if (self.entries.len() + 1) * 2 > self.slots.len() {
             self.grow();
         }
-        let mask = self.slots.len() - 1;
-        let mut i = (fp.mix() as usize) & mask;
-        loop {
-            let s = self.slots[i];
-            if s == 0 {
+        match self.locate(fp, key) {
+            Ok(e) => self.entries[e as usize].rows += rows,
+            Err(i) => {
                 self.entries.push(Entry {
                     fp,
                     start: self.bytes.len() as u64,
@@ -400,28 +478,43 @@ impl KeySet {
                     rows,
                 });
                 self.bytes.extend_from_slice(key);
-                self.slots[i] = self.entries.len() as u32;
-                return;
+                let tag = slot_of(fp, 0).1;
+                self.slots[i] = tag << 32 | self.entries.len() as u64;
             }
-            let e = s - 1;
-            if self.entries[e as usize].fp == fp && self.key(e) == key {
-                self.entries[e as usize].rows += rows;
-                return;
-            }
-            i = (i + 1) & mask;
+        }
+    }
+
+    /// An empty set for `keys` keys of `bytes` bytes in all.
+    fn with_capacity(keys: usize, bytes: usize) -> KeySet {
+        let mut set = KeySet::default();
+        set.reserve(keys, bytes);
+        set
+    }
+
+    /// Room for `keys` more keys of `bytes` more bytes in all.
+    fn reserve(&mut self, keys: usize, bytes: usize) {
+        self.entries.reserve(keys);
+        self.bytes.reserve(bytes);
+        let want = ((self.entries.len() + keys) * 2).next_power_of_two();
+        if want > self.slots.len() {
+            self.rehash(want);
         }
     }
 
     fn grow(&mut self) {
-        let n = (self.slots.len() * 2).max(1024);
+        self.rehash((self.slots.len() * 2).max(1024));
+    }
+
+    /// Every entry in a table of `n` slots.
+    fn rehash(&mut self, n: usize) {
         self.slots = vec![0; n];
         let mask = n - 1;
         for (e, entry) in self.entries.iter().enumerate() {
-            let mut i = (entry.fp.mix() as usize) & mask;
+            let (mut i, tag) = slot_of(entry.fp, mask);
             while self.slots[i] != 0 {
                 i = (i + 1) & mask;
             }
-            self.slots[i] = e as u32 + 1;
+            self.slots[i] = tag << 32 | (e as u64 + 1);
         }
     }
 

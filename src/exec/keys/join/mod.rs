@@ -49,7 +49,7 @@ use partitioned::partitioned;
 use probe::{probe_filter_bits, probed};
 
 pub use bitmap::BITMAP_BITS;
-pub use fingerprinted::{describe_fingerprinted, fingerprinted_for, Fingerprinted};
+pub use fingerprinted::{describe_fingerprinted, fingerprinted_for, Fingerprinted, StagedKeys};
 pub use job::{Joined, Side, SideInput, Want};
 pub use probe::PROBE_ROWS;
 
@@ -152,20 +152,28 @@ pub async fn run(
     }
 }
 
-/// Runs [`Want::Present`] of `staged` against `other` by fingerprint, or
-/// `None` when the staged side does not fit the engine's table (the join
-/// then runs as a DataFusion plan).
-pub async fn run_fingerprinted(
+/// Reads the staged side of [`Want::Present`] by fingerprint into its
+/// table, or `None` when it does not fit the engine's table or the pool
+/// (the join then runs as a DataFusion plan).
+pub async fn build_fingerprinted(
     ctx: &SessionContext,
     staged: Side,
-    other: Side,
     plan: &Fingerprinted,
     label: &str,
-) -> Result<Option<Joined>, Error> {
+) -> Result<Option<StagedKeys>, Error> {
     let Some(reserved) = fingerprinted::fits(ctx, plan, staged.rows) else {
         return Ok(None);
     };
-    let joined = fingerprinted::fingerprint_join(staged, other, plan, label).await;
-    drop(reserved);
-    joined.map(Some)
+    fingerprinted::build(staged, plan, reserved, label)
+        .await
+        .map(Some)
+}
+
+/// Probes the built staged keys with `other`.
+pub async fn probe_fingerprinted(
+    staged: StagedKeys,
+    other: Side,
+    label: &str,
+) -> Result<Joined, Error> {
+    fingerprinted::probe(staged, other, label).await
 }
