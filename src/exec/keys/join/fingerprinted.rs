@@ -25,7 +25,7 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::prelude::SessionContext;
 
 use super::job::{parts_of, side_streams, Joined, Side};
-use super::probe::{filter_spot, probe_filter_bits, CHUNK, PROBE_ROWS};
+use super::probe::{filter_spot, CHUNK, PROBE_ROWS};
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
 use crate::exec::keys::tasks::scan;
@@ -97,12 +97,25 @@ pub(super) fn fits(
     if rows > PROBE_ROWS {
         return None;
     }
-    let filter = (1usize << probe_filter_bits(rows)) / 8;
+    let filter = (1usize << filter_bits(rows)) / 8;
     let bytes = rows as usize * (plan.key_bytes as usize + ENTRY + 8) + filter;
     let pool = &ctx.runtime_env().memory_pool;
     let reservation = MemoryConsumer::new("dqgate fingerprint join").register(pool);
     reservation.try_grow(bytes).ok()?;
     Some(reservation)
+}
+
+/// Bits of the filter in front of `keys` staged keys: about 16 a key,
+/// half the packed probe's. Every other-side row tests it, and at 365M
+/// published rows against 1M staged ULIDs a filter of 2 MiB probed about
+/// 10% faster than one of 4 MiB (5.6 to 6.4 s against 5.9 to 8.1 s): more
+/// of it stays in the cores' caches, and the extra false positives (a
+/// slot load each) cost less than that.
+fn filter_bits(keys: u64) -> u32 {
+    (keys.max(1) * 16)
+        .next_power_of_two()
+        .trailing_zeros()
+        .clamp(16, 31)
 }
 
 /// Bytes of an [`Entry`].
@@ -166,7 +179,7 @@ pub(super) async fn build(
     for part in &rest {
         set.merge(part);
     }
-    let filter_bits = probe_filter_bits(set.entries.len() as u64);
+    let filter_bits = filter_bits(set.entries.len() as u64);
     let shift = 64 - (filter_bits - 6);
     let mut filter = vec![0u64; 1 << (filter_bits - 6)];
     for e in &set.entries {
