@@ -18,7 +18,10 @@ Four key shapes, and for the rising ones two kinds of stale keys:
 - `ulid-scattered` and `ulid-rising`: 26-character ULID-like text (13
   Crockford base32 digits of the mixed or the plain row number, then 13
   random-looking ones): text keys that are neither hex nor short, the
-  second time-prefixed as ULIDs are.
+  second time-prefixed as ULIDs are;
+- `composite`: the key `(k, n)`, `k` the scattered ULID-like text and `n`
+  a small int32 (a store number): a composite with a text part, which the
+  key engine compares in Arrow's row format.
 
 For each, in one run on the same files (warm page cache, one warm-up run
 discarded, median of --reps whole processes under /usr/bin/time):
@@ -80,7 +83,14 @@ def ulids(np, first, second):
 
 def keys_of(np, shape, start, n):
     """Keys of global rows start..start+n."""
-    i = np.arange(start, start + n, dtype=np.uint64)
+    return keys_at(np, shape, np.arange(start, start + n, dtype=np.uint64))
+
+
+def keys_at(np, shape, i):
+    """Keys of the global rows `i` (uint64): one array, or for `composite`
+    a tuple of two."""
+    if shape == "composite":
+        return (keys_at(np, "ulid-scattered", i), (i % np.uint64(97)).astype(np.int32))
     if shape == "rising":
         return i.astype(np.int64)
     if shape == "scattered":
@@ -96,10 +106,13 @@ def write(path, keys):
     import pyarrow.parquet as pq
 
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    column = pa.array(keys)
-    if pa.types.is_binary(column.type) or pa.types.is_fixed_size_binary(column.type):
-        column = column.cast(pa.binary()).cast(pa.string())
-    pq.write_table(pa.table({"k": column}), path)
+    columns = {}
+    for name, values in zip(["k", "n"], keys if isinstance(keys, tuple) else (keys,)):
+        column = pa.array(values)
+        if pa.types.is_binary(column.type) or pa.types.is_fixed_size_binary(column.type):
+            column = column.cast(pa.binary()).cast(pa.string())
+        columns[name] = column
+    pq.write_table(pa.table(columns), path)
 
 
 def day_files(np, root, shape, days, rows):
@@ -119,7 +132,6 @@ def staged_dir(np, root, shape, days, rows, stale):
     if os.path.exists(f):
         return d
     rng = np.random.default_rng(days)
-    new = keys_of(np, shape, days * rows, rows)
     if stale == "recent":
         rows_back = rng.choice(2 * rows, STALE, replace=False) + (days - 2) * rows
     elif stale == "old":
@@ -127,10 +139,9 @@ def staged_dir(np, root, shape, days, rows, stale):
         rows_back = rng.choice(rows, STALE, replace=False) + (day - 1) * rows
     else:
         rows_back = rng.choice(days * rows, STALE, replace=False)
-    old = np.concatenate([keys_of(np, shape, int(r), 1) for r in rows_back])
-    keys = np.concatenate([new, old])
-    rng.shuffle(keys)
-    write(f, keys)
+    rows_all = np.concatenate([np.arange(days * rows, (days + 1) * rows), rows_back]).astype(np.uint64)
+    rng.shuffle(rows_all)
+    write(f, keys_at(np, shape, rows_all))
     return d
 
 
@@ -178,6 +189,9 @@ def main():
         ("own", "table t\ncheck unique(k)\n"),
         ("floor", "table t\ncheck count(where k = 7) = 0\n"),
         ("floor-text", "table t\ncheck count(where k = '7') = 0\n"),
+        ("across-composite", "table t\npartitioned by day\ncheck unique(k, n) across published\n"),
+        ("own-composite", "table t\ncheck unique(k, n)\n"),
+        ("floor-composite", "table t\ncheck count(where k = '7' and n = 7) = 0\n"),
     ]:
         rules[name] = os.path.join(work, f"{name}.dq")
         open(rules[name], "w").write(text)
@@ -196,15 +210,22 @@ def main():
             staged = staged_dir(np, root, shape, days, a.rows_per_day, stale)
             if a.prepare:
                 continue
-            ours = median_runs([a.bin, "check", rules["across"], "--staged", staged, "--partition",
+            pair = shape == "composite"
+            across = rules["across-composite" if pair else "across"]
+            ours = median_runs([a.bin, "check", across, "--staged", staged, "--partition",
                                 f"day={days + 1}", "--table", table, "--format", "json", "-v"] + threads,
                                a.reps, a.warmup)
-            own = median_runs([a.bin, "check", rules["own"], "--staged", staged] + threads, a.reps, a.warmup)
-            floor = rules["floor-text"] if shape.startswith("ulid") else rules["floor"]
+            own = median_runs([a.bin, "check", rules["own-composite" if pair else "own"], "--staged", staged]
+                              + threads, a.reps, a.warmup)
+            floor = rules["floor-composite" if pair else "floor-text" if shape.startswith("ulid") else "floor"]
             low = median_runs([a.bin, "check", floor, "--staged", table, "--scan-only"] + threads,
                               a.reps, a.warmup)
-            sql = (f"SELECT count(DISTINCT p.k) FROM read_parquet('{table}/*/*.parquet') p "
-                   f"SEMI JOIN read_parquet('{staged}/*.parquet') s ON p.k = s.k")
+            if pair:
+                sql = (f"SELECT count(*) FROM (SELECT DISTINCT p.k, p.n FROM read_parquet('{table}/*/*.parquet') p "
+                       f"SEMI JOIN read_parquet('{staged}/*.parquet') s ON p.k = s.k AND p.n = s.n)")
+            else:
+                sql = (f"SELECT count(DISTINCT p.k) FROM read_parquet('{table}/*/*.parquet') p "
+                       f"SEMI JOIN read_parquet('{staged}/*.parquet') s ON p.k = s.k")
             theirs = median_runs(duckdb_cmd(python, sql, a.threads), a.reps, a.warmup)
             value = json.loads(ours[2])["checks"][0]["value"]
             want = json.loads(theirs[2])
