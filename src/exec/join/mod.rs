@@ -22,7 +22,6 @@ use datafusion::dataframe::DataFrame;
 use datafusion::prelude::{ident, SessionContext};
 
 use crate::exec::keys;
-use crate::exec::table;
 use crate::exec::ExecError;
 use crate::staged::StagedInput;
 use crate::value::Value;
@@ -72,13 +71,14 @@ fn union_all(
     Ok(union)
 }
 
-/// The staged key columns, in key order.
+/// The staged key columns, in key order (text as `Utf8View`, which the
+/// key engine reads in place).
 fn staged_side(
     ctx: &SessionContext,
     staged: &StagedInput,
     columns: &[String],
 ) -> Result<keys::join::Side, ExecError> {
-    let frame = table(ctx, staged)?
+    let frame = crate::exec::scan::table_of_views(ctx, staged)?
         .select(columns.iter().map(ident).collect::<Vec<_>>())
         .map_err(|e| ExecError::engine("planning a join", e))?;
     Ok(keys::join::Side {
