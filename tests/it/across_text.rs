@@ -45,9 +45,16 @@ fn pool(rng: &mut Rng, n: usize) -> Vec<String> {
     keys
 }
 
-/// One to three files of keys from `keys[from..from + span]`, in `layout`
-/// (0 string, 1 large string, 2 dictionary, 3 string view), with nulls.
-fn write(rng: &mut Rng, dir: &Path, keys: &[String], (from, span): (usize, usize), layout: u64) {
+/// One to three files of fewer than `most` rows each, of keys from
+/// `keys[from..from + span]`, in `layout` (0 string, 1 large string, 2
+/// dictionary, 3 string view), with nulls.
+fn write(
+    rng: &mut Rng,
+    dir: &Path,
+    keys: &[String],
+    (from, span, most): (usize, usize, u64),
+    layout: u64,
+) {
     fs::create_dir_all(dir).unwrap();
     let text = match layout {
         0 => DataType::Utf8,
@@ -60,7 +67,7 @@ fn write(rng: &mut Rng, dir: &Path, keys: &[String], (from, span): (usize, usize
         Field::new("n", DataType::Int32, true),
     ]));
     for f in 0..1 + rng.below(3) {
-        let rows = rng.below(160) as usize;
+        let rows = rng.below(most) as usize;
         let mut s: Vec<Option<&str>> = Vec::new();
         let mut n = Vec::new();
         for _ in 0..rows {
@@ -108,7 +115,7 @@ fn text_keys_across_published_give_the_grouped_verdict() {
         for day in 1..=3usize {
             let dir = cwd.join(format!("s{day}"));
             let layout = rng.below(4);
-            write(&mut rng, &dir, &keys, ((day - 1) * 80, 200), layout);
+            write(&mut rng, &dir, &keys, ((day - 1) * 80, 200, 160), layout);
             publish_into(cwd, "rules.dq", &dir, &format!("day={day}"));
         }
         fs::write(
@@ -121,7 +128,7 @@ fn text_keys_across_published_give_the_grouped_verdict() {
         .unwrap();
         let staged = cwd.join("new");
         let layout = rng.below(4);
-        write(&mut rng, &staged, &keys, (120, 200), layout);
+        write(&mut rng, &staged, &keys, (120, 200, 160), layout);
         for day in ["2", "9"] {
             let (grouped, _) = check_across(cwd, &staged, day, Some("grouped"));
             assert!(
@@ -140,4 +147,62 @@ fn text_keys_across_published_give_the_grouped_verdict() {
             assert_eq!(collided, grouped, "seed {seed}, day {day}, colliding");
         }
     }
+}
+
+/// Under a memory limit that the staged keys' table does not fit, the
+/// join runs as DataFusion's, with the same verdict.
+#[test]
+fn a_table_the_pool_refuses_falls_back_to_the_grouped_join() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    let mut rng = Rng(21);
+    let keys = pool(&mut rng, 100_000);
+    fs::write(
+        cwd.join("rules.dq"),
+        "table t\npartitioned by day\ncheck row_count >= 0\n",
+    )
+    .unwrap();
+    let dir = cwd.join("s1");
+    write(&mut rng, &dir, &keys, (0, 100_000, 40_000), 0);
+    publish_into(cwd, "rules.dq", &dir, "day=1");
+    fs::write(
+        cwd.join("rules.dq"),
+        "table t\npartitioned by day\ncheck unique(s) across published\n",
+    )
+    .unwrap();
+    let staged = cwd.join("new");
+    write(&mut rng, &staged, &keys, (0, 100_000, 40_000), 0);
+    let (grouped, _) = check_across(cwd, &staged, "2", Some("grouped"));
+    assert!(grouped.contains("\"partition\""), "keys clash:\n{grouped}");
+    let (_, unlimited) = check_across(cwd, &staged, "2", None);
+    assert!(
+        unlimited.contains("64-bit fingerprints"),
+        "without a limit the engine joins:\n{unlimited}"
+    );
+    let limited = crate::support::dqgate(
+        cwd,
+        &[
+            "check",
+            "rules.dq",
+            "--staged",
+            staged.to_str().unwrap(),
+            "--partition",
+            "day=2",
+            "--table",
+            "table",
+            "--format",
+            "json",
+            "--threads",
+            "2",
+            "-v",
+            "--memory-limit",
+            "4MiB",
+        ],
+    );
+    let log = String::from_utf8_lossy(&limited.stderr);
+    assert!(
+        !log.contains("64-bit fingerprints") && log.contains("audited"),
+        "the join fell back:\n{log}"
+    );
+    assert_eq!(String::from_utf8_lossy(&limited.stdout), grouped);
 }

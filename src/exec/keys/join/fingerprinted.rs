@@ -98,7 +98,9 @@ pub(super) fn fits(
         return None;
     }
     let filter = (1usize << filter_bits(rows)) / 8;
-    let bytes = rows as usize * (plan.key_bytes as usize + ENTRY + 8) + filter;
+    // A key's bytes, its entry and two slots of 8 bytes; and half as much
+    // again while the scan tasks' sets merge into the largest.
+    let bytes = rows as usize * (plan.key_bytes as usize + ENTRY + 16) * 3 / 2 + filter;
     let pool = &ctx.runtime_env().memory_pool;
     let reservation = MemoryConsumer::new("dqgate fingerprint join").register(pool);
     reservation.try_grow(bytes).ok()?;
