@@ -143,7 +143,7 @@ fn text_keys_across_published_give_the_grouped_verdict() {
             );
             // Three bits of fingerprint: eight fingerprints for every key.
             let bits = [("DQGATE_TEST_FINGERPRINT_BITS", "3")];
-            let (collided, _) = check_across_with(cwd, &staged, day, &bits);
+            let (collided, _) = check_across_with(cwd, &staged, day, &bits, &[]);
             assert_eq!(collided, grouped, "seed {seed}, day {day}, colliding");
         }
     }
@@ -179,30 +179,11 @@ fn a_table_the_pool_refuses_falls_back_to_the_grouped_join() {
         unlimited.contains("64-bit fingerprints"),
         "without a limit the engine joins:\n{unlimited}"
     );
-    let limited = crate::support::dqgate(
-        cwd,
-        &[
-            "check",
-            "rules.dq",
-            "--staged",
-            staged.to_str().unwrap(),
-            "--partition",
-            "day=2",
-            "--table",
-            "table",
-            "--format",
-            "json",
-            "--threads",
-            "2",
-            "-v",
-            "--memory-limit",
-            "4MiB",
-        ],
-    );
-    let log = String::from_utf8_lossy(&limited.stderr);
+    let limit = ["--memory-limit", "4MiB"];
+    let (limited, log) = check_across_with(cwd, &staged, "2", &[], &limit);
     assert!(
         !log.contains("64-bit fingerprints") && log.contains("audited"),
         "the join fell back:\n{log}"
     );
-    assert_eq!(String::from_utf8_lossy(&limited.stdout), grouped);
+    assert_eq!(limited, grouped);
 }

@@ -58,15 +58,17 @@ pub fn check_across(
         .map(|s| ("DQGATE_TEST_KEY_STRATEGY", s))
         .into_iter()
         .collect();
-    check_across_with(cwd, staged, day, &env)
+    check_across_with(cwd, staged, day, &env, &[])
 }
 
-/// [`check_across`] with the test hooks `env` set.
+/// [`check_across`] with the test hooks `env` set and the `extra`
+/// arguments.
 pub fn check_across_with(
     cwd: &Path,
     staged: &Path,
     day: &str,
     env: &[(&str, &str)],
+    extra: &[&str],
 ) -> (String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dqgate"));
     cmd.current_dir(cwd).args([
@@ -84,7 +86,7 @@ pub fn check_across_with(
         "2",
         "-v",
     ]);
-    cmd.envs(env.iter().copied());
+    cmd.args(extra).envs(env.iter().copied());
     let out = cmd.output().unwrap();
     assert!(
         matches!(out.status.code(), Some(0 | 1)),
