@@ -100,6 +100,11 @@ fn write(
     }
 }
 
+/// Writes `rules.dq` in `cwd`.
+fn rules(cwd: &Path, text: &str) {
+    fs::write(cwd.join("rules.dq"), text).unwrap();
+}
+
 #[test]
 fn text_keys_across_published_give_the_grouped_verdict() {
     for seed in [11u64, 12, 13, 14, 15, 16] {
@@ -107,25 +112,20 @@ fn text_keys_across_published_give_the_grouped_verdict() {
         let cwd = tmp.path();
         let mut rng = Rng(seed);
         let keys = pool(&mut rng, 400);
-        fs::write(
-            cwd.join("rules.dq"),
-            "table t\npartitioned by day\ncheck row_count >= 0\n",
-        )
-        .unwrap();
+        rules(cwd, "table t\npartitioned by day\ncheck row_count >= 0\n");
         for day in 1..=3usize {
             let dir = cwd.join(format!("s{day}"));
             let layout = rng.below(4);
             write(&mut rng, &dir, &keys, ((day - 1) * 80, 200, 160), layout);
             publish_into(cwd, "rules.dq", &dir, &format!("day={day}"));
         }
-        fs::write(
-            cwd.join("rules.dq"),
+        rules(
+            cwd,
             "table t\npartitioned by day\n\
              check unique(s) across published\n\
              check unique(s, n) across published\n\
              check unique(n, s) across published\n",
-        )
-        .unwrap();
+        );
         let staged = cwd.join("new");
         let layout = rng.below(4);
         write(&mut rng, &staged, &keys, (120, 200, 160), layout);
@@ -157,19 +157,14 @@ fn a_table_the_pool_refuses_falls_back_to_the_grouped_join() {
     let cwd = tmp.path();
     let mut rng = Rng(21);
     let keys = pool(&mut rng, 100_000);
-    fs::write(
-        cwd.join("rules.dq"),
-        "table t\npartitioned by day\ncheck row_count >= 0\n",
-    )
-    .unwrap();
+    rules(cwd, "table t\npartitioned by day\ncheck row_count >= 0\n");
     let dir = cwd.join("s1");
     write(&mut rng, &dir, &keys, (0, 100_000, 40_000), 0);
     publish_into(cwd, "rules.dq", &dir, "day=1");
-    fs::write(
-        cwd.join("rules.dq"),
+    rules(
+        cwd,
         "table t\npartitioned by day\ncheck unique(s) across published\n",
-    )
-    .unwrap();
+    );
     let staged = cwd.join("new");
     write(&mut rng, &staged, &keys, (0, 100_000, 40_000), 0);
     let (grouped, _) = check_across(cwd, &staged, "2", Some("grouped"));

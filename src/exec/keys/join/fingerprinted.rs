@@ -25,7 +25,7 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::prelude::SessionContext;
 
 use super::job::{parts_of, side_streams, Joined, Side};
-use super::probe::{filter_spot, CHUNK, PROBE_ROWS};
+use super::probe::{each_passing, filter_spot, PROBE_ROWS};
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
 use crate::exec::keys::tasks::scan;
@@ -242,25 +242,11 @@ pub(super) async fn probe(staged: StagedKeys, other: Side, label: &str) -> Resul
             encode::fingerprints(&keys, bits, hashes).map_err(Error::Fingerprint)?;
             let counted = encode::counted_rows(&keys, false);
             hit.clear();
-            // A chunk's filter words are loaded first, with nothing
-            // between the loads, so their cache misses overlap; then
-            // tested.
-            for (c, chunk) in hashes.chunks(CHUNK).enumerate() {
-                let mut spots = [(0usize, 0u64); CHUNK];
-                let mut words = [0u64; CHUNK];
-                for (s, h) in spots.iter_mut().zip(chunk) {
-                    *s = filter_spot(h.mix(), shift);
+            each_passing(filter, shift, hashes, |i| {
+                if counted.as_ref().is_none_or(|v| v.is_valid(i)) {
+                    hit.push(i as u32);
                 }
-                for (f, (i, _)) in words.iter_mut().zip(&spots).take(chunk.len()) {
-                    *f = filter[*i];
-                }
-                for (j, ((_, m), f)) in spots.iter().zip(&words).take(chunk.len()).enumerate() {
-                    let i = c * CHUNK + j;
-                    if f & m == *m && counted.as_ref().is_none_or(|v| v.is_valid(i)) {
-                        hit.push(i as u32);
-                    }
-                }
-            }
+            });
             if hit.is_empty() {
                 return Ok(());
             }
@@ -293,11 +279,12 @@ pub(super) async fn probe(staged: StagedKeys, other: Side, label: &str) -> Resul
     located.sort_unstable();
     located.dedup();
     let (set, _) = &*shared;
-    let best = set.top(hits.clone(), SAMPLES);
+    let value = hits.len() as u64;
+    let best = set.top(hits, SAMPLES);
     let located = numbered.then(|| parts_of(&located, best.iter().copied()));
     let samples = form.decode(set, &best, &plan.staged)?;
     Ok(Joined {
-        value: hits.len() as u64,
+        value,
         samples,
         located,
         passes: vec![
@@ -307,8 +294,7 @@ pub(super) async fn probe(staged: StagedKeys, other: Side, label: &str) -> Resul
                 built.as_secs_f64()
             ),
             format!(
-                "probe {read} other-side row(s), {} staged key(s) also there: {:.2} s",
-                hits.len(),
+                "probe {read} other-side row(s), {value} staged key(s) also there: {:.2} s",
                 probing.elapsed().as_secs_f64()
             ),
         ],

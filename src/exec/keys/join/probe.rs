@@ -22,7 +22,7 @@ use crate::exec::SAMPLES;
 pub const PROBE_ROWS: u64 = 16 << 20;
 
 /// Words whose filter words a probing task loads together.
-pub(super) const CHUNK: usize = 16;
+const CHUNK: usize = 16;
 
 /// Bits of the probing filter: about 32 a staged row, 2^16 to 2^31.
 /// Every probe of a filter this size misses the core's cache alike, so a
@@ -40,6 +40,34 @@ pub(super) fn probe_filter_bits(rows: u64) -> u32 {
 pub(super) fn filter_spot(h: u64, shift: u32) -> (usize, u64) {
     let bits = (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63)) | (1u64 << ((h >> 12) & 63));
     ((h >> shift) as usize, bits)
+}
+
+/// Calls `f` with the index of each of `words` whose bits in `filter` are
+/// all set (`shift`: see [`filter_spot`]). A chunk's filter words are
+/// loaded first, with nothing between the loads, so that their cache
+/// misses overlap; then tested.
+#[inline]
+pub(super) fn each_passing<K: Key>(
+    filter: &[u64],
+    shift: u32,
+    words: &[K],
+    mut f: impl FnMut(usize),
+) {
+    for (c, chunk) in words.chunks(CHUNK).enumerate() {
+        let mut spots = [(0usize, 0u64); CHUNK];
+        let mut loaded = [0u64; CHUNK];
+        for (s, w) in spots.iter_mut().zip(chunk) {
+            *s = filter_spot(w.mix(), shift);
+        }
+        for (l, (i, _)) in loaded.iter_mut().zip(&spots).take(chunk.len()) {
+            *l = filter[*i];
+        }
+        for (j, ((_, m), l)) in spots.iter().zip(&loaded).take(chunk.len()).enumerate() {
+            if l & m == *m {
+                f(c * CHUNK + j);
+            }
+        }
+    }
 }
 
 /// [`Want::Present`](super::Want::Present) with the staged side as the
@@ -115,32 +143,20 @@ pub(super) async fn probed<K: Key>(
                 ..
             } = probe;
             encode::pack_in_range(&encoding, columns, scratch)?;
-            // A chunk's filter words are loaded first, with nothing
-            // between the loads, so their cache misses overlap; then
-            // tested.
-            for chunk in scratch.chunks(CHUNK) {
-                let mut spots = [(0usize, 0u64); CHUNK];
-                let mut words = [0u64; CHUNK];
-                for (s, w) in spots.iter_mut().zip(chunk) {
-                    *s = filter_spot(w.mix(), shift);
-                }
-                for (f, (i, _)) in words.iter_mut().zip(&spots).take(chunk.len()) {
-                    *f = filter[*i];
-                }
-                for ((w, (_, m)), f) in chunk.iter().zip(&spots).zip(&words) {
-                    if f & m == *m && table.contains(*w) {
-                        if found.distinct * 2 + 2 > found.capacity() as u64 {
-                            found.grow();
-                        }
-                        if !found.contains(*w) {
-                            found.insert(*w);
-                        }
-                        if let Some(p) = part {
-                            located.push((*w, p));
-                        }
+            each_passing(filter, shift, scratch, |i| {
+                let w = scratch[i];
+                if table.contains(w) {
+                    if found.distinct * 2 + 2 > found.capacity() as u64 {
+                        found.grow();
+                    }
+                    if !found.contains(w) {
+                        found.insert(w);
+                    }
+                    if let Some(p) = part {
+                        located.push((w, p));
                     }
                 }
-            }
+            });
             Ok(())
         },
     )
