@@ -42,6 +42,7 @@ pub mod error;
 pub mod exec;
 pub mod failed;
 mod hooks;
+pub mod keyindex;
 pub mod plan;
 pub mod publish;
 pub mod report;

@@ -145,16 +145,32 @@ def staged_dir(np, root, shape, days, rows, stale):
     return d
 
 
-def table_dir(dqgate, root, shape, days, source):
-    """A table of days 1..days, each published by dqgate (hard links)."""
-    t = os.path.join(root, shape, f"table-{days}")
-    ready = os.path.join(root, shape, f"table-{days}.ready")
+def table_dir(dqgate, root, shape, days, source, indexed=False, most=None):
+    """A table of days 1..days, each published by dqgate (hard links).
+
+    `indexed`: published with the rule file's `unique(...) across published`
+    check, so that each version has its key index; a table of fewer days
+    than `most` is then the first days of the largest one, linked."""
+    name = f"table-{days}" + ("-indexed" if indexed else "")
+    t = os.path.join(root, shape, name)
+    ready = os.path.join(root, shape, f"{name}.ready")
     if os.path.exists(ready):
         return t
     shutil.rmtree(t, ignore_errors=True)
+    if indexed and most and days < most:
+        whole = table_dir(dqgate, root, shape, most, source, True)
+        for day in range(1, days + 1):
+            src, dst = os.path.join(whole, f"day={day}"), os.path.join(t, f"day={day}")
+            os.makedirs(dst)
+            for f in os.listdir(src):
+                os.link(os.path.join(src, f), os.path.join(dst, f))
+        open(ready, "w").write("")
+        return t
     work = tempfile.mkdtemp(dir=os.path.join(root, shape))
     rules = os.path.join(work, "publish.dq")
-    open(rules, "w").write("table t\npartitioned by day\ncheck row_count > 0\n")
+    key = "k, n" if shape == "composite" else "k"
+    check = f"warn unique({key}) across published\n" if indexed else ""
+    open(rules, "w").write(f"table t\npartitioned by day\ncheck row_count > 0\n{check}")
     for day in range(1, days + 1):
         d = os.path.join(work, f"d{day}")
         os.makedirs(d)
@@ -177,6 +193,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--shapes", nargs="*", default=["scattered/any", "rising/recent", "rising/old"])
     ap.add_argument("--prepare", help="only write and publish the tables, with this dqgate binary")
+    ap.add_argument("--indexed", action="store_true",
+                    help="tables published with their key indexes (each version's `_dqgate_keys_*.idx`)")
     a = ap.parse_args()
     import numpy as np
 
@@ -206,7 +224,7 @@ def main():
         shape, stale = spec.split("/")
         source = day_files(np, root, shape, max(a.days), a.rows_per_day)
         for days in a.days:
-            table = table_dir(a.prepare or a.bin, root, shape, days, source)
+            table = table_dir(a.prepare or a.bin, root, shape, days, source, a.indexed, max(a.days))
             staged = staged_dir(np, root, shape, days, a.rows_per_day, stale)
             if a.prepare:
                 continue

@@ -199,6 +199,17 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
                         parts.len()
                     );
                     let side = join::published_side(&p.ctx, &p.input, &parts, keys).await?;
+                    if p.plan.join_engine {
+                        match join::across_by_index_plan(&p.input, &parts, keys, &side)? {
+                            Ok(how) => {
+                                let _ = writeln!(out, "  {how}");
+                                continue;
+                            }
+                            Err(why) => {
+                                let _ = writeln!(out, "  key indexes not used: {why}");
+                            }
+                        }
+                    }
                     let _ = writeln!(out, "  {}", side.describe());
                     if p.plan.join_engine {
                         if let Some(how) = join::across_on_engine(&p.input, &parts, keys)? {

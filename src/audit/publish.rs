@@ -12,6 +12,8 @@ use super::prepare::{Prepared, Published};
 use super::run::Telemetry;
 use crate::error::Error;
 use crate::failed;
+use crate::keyindex::Built;
+use crate::plan::join::JoinPass;
 use crate::publish::{PublishError, PublishOutcome, ReadSet, Request, Target};
 use crate::verdict::{PassedVerdict, Verdict};
 
@@ -79,6 +81,10 @@ pub async fn run(
             _ => None,
         };
         let table = prepared.table.as_ref().expect("the snapshot just read");
+        let indexes = match table.keeps_key_indexes() {
+            true => key_indexes(prepared).await,
+            false => Vec::new(),
+        };
         let outcome = table
             .publish(Request {
                 key: &prepared.run_key,
@@ -87,6 +93,7 @@ pub async fn run(
                 passed: &passed,
                 compared,
                 read: &read,
+                indexes: &indexes,
             })
             .await;
         if !again(outcome.as_ref().err(), attempt, opts.reaudits, observer) {
@@ -125,6 +132,26 @@ async fn audit(
         crate::hooks::barrier();
     }
     Ok(Some((passed, published, read)))
+}
+
+/// The key indexes of the version about to be published: one for the
+/// columns of each `across published` check of the rule file, so that the
+/// next audits read it instead of this partition's key columns. A key of a
+/// type no index holds, or one the memory pool refuses, gets none (nor does
+/// one whose staged files cannot be read now: the publish then fails on
+/// its own check that they did not change).
+async fn key_indexes(p: &Prepared) -> Vec<Built> {
+    let mut out = Vec::new();
+    for pass in &p.plan.joins {
+        if let JoinPass::AcrossPublished(keys) = pass {
+            if let Ok(Some(index)) =
+                crate::exec::join::key_index(&p.ctx, &p.input, keys, p.plan.join_test_bits).await
+            {
+                out.push(index);
+            }
+        }
+    }
+    out
 }
 
 /// Whether a publish whose table changed under its audit audits again: a

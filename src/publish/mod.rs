@@ -16,6 +16,7 @@ mod error;
 mod fsx;
 mod history;
 pub mod hive;
+pub(crate) mod indexes;
 pub mod open;
 pub mod readset;
 mod record;

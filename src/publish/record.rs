@@ -12,7 +12,7 @@ use serde_json::Value as Json;
 
 use super::error::PublishError;
 use super::fsx;
-use crate::verdict::json::{to_record_json, PublishedFile, PublishedManifest};
+use crate::verdict::json::{to_record_json, KeyIndexFile, PublishedFile, PublishedManifest};
 use crate::verdict::Verdict;
 
 /// The record's file name inside a version directory (Hive) or a
@@ -29,6 +29,8 @@ pub(crate) struct Record {
     /// What the audit read of other partitions (`read`), in words, when it
     /// read any: the table state the verdict holds for.
     pub read: Option<String>,
+    /// The key indexes beside the files (`published.key_indexes`).
+    pub key_indexes: Vec<KeyIndexFile>,
 }
 
 impl Record {
@@ -85,11 +87,37 @@ impl Record {
                 _ => return Err(bad(format!("bad entry in `published.files`: {f}"))),
             }
         }
+        let mut key_indexes = Vec::new();
+        let listed = json.pointer("/published/key_indexes");
+        for f in listed.and_then(Json::as_array).into_iter().flatten() {
+            let text = |k: &str| f.get(k).and_then(Json::as_str).map(str::to_string);
+            let columns: Option<Vec<String>> = f
+                .get("columns")
+                .and_then(Json::as_array)
+                .and_then(|c| c.iter().map(|v| v.as_str().map(str::to_string)).collect());
+            match (
+                text("path"),
+                columns,
+                f.get("bytes").and_then(Json::as_u64),
+                text("checksum"),
+            ) {
+                (Some(path), Some(columns), Some(bytes), Some(checksum)) if safe_rel(&path) => {
+                    key_indexes.push(KeyIndexFile {
+                        path,
+                        columns,
+                        bytes,
+                        checksum,
+                    })
+                }
+                _ => return Err(bad(format!("bad entry in `published.key_indexes`: {f}"))),
+            }
+        }
         Ok(Record {
             fingerprint,
             version,
             files,
             read: json.get("read").map(describe_read),
+            key_indexes,
         })
     }
 

@@ -144,6 +144,12 @@ pub trait Snapshot: Send + Sync + std::fmt::Debug {
     /// Publishes a passed audit of `request.staged` for `request.key`, if
     /// the table is still as this snapshot read it where the audit looked.
     async fn publish(&self, request: Request<'_>) -> Result<PublishOutcome, PublishError>;
+
+    /// Whether a publish writes [`Request::indexes`] beside the version's
+    /// files (else they need not be built).
+    fn keeps_key_indexes(&self) -> bool {
+        false
+    }
 }
 
 /// A passed audit, to be published.
@@ -156,6 +162,9 @@ pub struct Request<'a> {
     pub compared: Option<&'a Current>,
     /// What the audit read of other partitions.
     pub read: &'a ReadSet,
+    /// The key indexes to write beside the version's files (targets that
+    /// keep none ignore them).
+    pub indexes: &'a [crate::keyindex::Built],
 }
 
 /// The version of a partition that readers see now.

@@ -25,6 +25,20 @@ pub struct PublishedManifest {
     /// Data files under their published names, relative to the partition
     /// directory, sorted.
     pub files: Vec<PublishedFile>,
+    /// The key indexes written beside the files, sorted by path (left out
+    /// when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub key_indexes: Vec<KeyIndexFile>,
+}
+
+/// A key index in a version (see `keyindex`): its file, the key columns it
+/// holds, its size and the XXH3-64 of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyIndexFile {
+    pub path: String,
+    pub columns: Vec<String>,
+    pub bytes: u64,
+    pub checksum: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

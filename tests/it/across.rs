@@ -141,6 +141,13 @@ fn published_files_outside_the_staged_key_range_are_not_read() {
         "table t\npartitioned by day\ncheck unique(id) across published\n",
     )
     .unwrap();
+    // Published without the check, so without key indexes: this is the
+    // reading of the partitions' files (across_index.rs has the indexes).
+    fs::write(
+        cwd.join("publish.dq"),
+        "table t\npartitioned by day\ncheck row_count > 0\n",
+    )
+    .unwrap();
     for (day, ids) in [("1", 0..1000), ("2", 1000..2000)] {
         ids_file(&cwd.join(format!("s{day}/part-0.parquet")), ids);
         let part = format!("day={day}");
@@ -148,7 +155,7 @@ fn published_files_outside_the_staged_key_range_are_not_read() {
             cwd,
             &[
                 "publish",
-                "rules.dq",
+                "publish.dq",
                 "--staged",
                 &format!("s{day}"),
                 "--partition",

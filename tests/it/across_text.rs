@@ -31,7 +31,7 @@ const ALPHABETS: [&str; 4] = [
 
 /// A pool of distinct-ish keys: random alphabet and length (0 to 40
 /// characters), so no column packs into a word.
-fn pool(rng: &mut Rng, n: usize) -> Vec<String> {
+pub(super) fn pool(rng: &mut Rng, n: usize) -> Vec<String> {
     let mut keys = vec![String::new(), "x".repeat(40)];
     while keys.len() < n {
         let alphabet: Vec<char> = ALPHABETS[rng.below(4) as usize].chars().collect();
@@ -48,7 +48,7 @@ fn pool(rng: &mut Rng, n: usize) -> Vec<String> {
 /// One to three files of fewer than `most` rows each, of keys from
 /// `keys[from..from + span]`, in `layout` (0 string, 1 large string, 2
 /// dictionary, 3 string view), with nulls.
-fn write(
+pub(super) fn write(
     rng: &mut Rng,
     dir: &Path,
     keys: &[String],
@@ -101,7 +101,7 @@ fn write(
 }
 
 /// Writes `rules.dq` in `cwd`.
-fn rules(cwd: &Path, text: &str) {
+pub(super) fn rules(cwd: &Path, text: &str) {
     fs::write(cwd.join("rules.dq"), text).unwrap();
 }
 

@@ -60,6 +60,7 @@ const LAYERS: &[&[&str]] = &[
     &["verdict"],
     &["engine"],
     &["exec"],
+    &["keyindex"],
     &["plan"],
     &["staged"],
     &["check"],

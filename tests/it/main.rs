@@ -4,6 +4,7 @@
 //! `cargo run --example gen_fixtures`, golden cases) and `rules/`.
 
 mod across;
+mod across_index;
 mod across_pruning;
 mod across_text;
 mod architecture;

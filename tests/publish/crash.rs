@@ -40,7 +40,15 @@ fn crash_child() {
                 table_version: None,
             };
             table
-                .publish_read(&k, &staged, &passed(&staged), cur.as_deref(), &read, &opts)
+                .publish_read(
+                    &k,
+                    &staged,
+                    &passed(&staged),
+                    cur.as_deref(),
+                    &read,
+                    &[],
+                    &opts,
+                )
                 .unwrap();
         }
         None => {

@@ -35,6 +35,26 @@ pub fn across_on_engine(
     Ok(fingerprint_plan(staged, parts, keys, None)?.map(|_| keys::join::describe_fingerprinted()))
 }
 
+/// How `across published` runs through the key indexes of the published
+/// versions, for `explain`; `Err` says why it cannot (the partitions' files
+/// are then read as `across_on_engine` and the plan say).
+pub fn across_by_index_plan(
+    staged: &StagedInput,
+    parts: &[PublishedPart],
+    keys: &[String],
+    side: &PublishedSide,
+) -> Result<Result<String, String>, ExecError> {
+    let types = across_types(staged, parts, keys)?;
+    let (_, expected) = match super::indexed::expected(staged, parts, keys, &types) {
+        Ok(e) => e,
+        Err(why) => return Ok(Err(why)),
+    };
+    Ok(match side.pruned_well() {
+        Some(why) => Err(why),
+        None => Ok(super::indexed::describe(&expected)),
+    })
+}
+
 /// The type each key part is compared in: the staged type, widened to
 /// every published partition's type.
 fn across_types(
@@ -157,6 +177,17 @@ pub struct PublishedSide {
 }
 
 impl PublishedSide {
+    /// Why the footers' pruning is read rather than the key indexes: it
+    /// leaves at most a quarter of the published rows to read (keys that
+    /// rise with time). Decoding a row costs several times what looking up
+    /// an index key does.
+    pub fn pruned_well(&self) -> Option<String> {
+        let (read, all) = self.pruned.as_ref()?.counts.rows;
+        (read <= all / 4).then(|| {
+            format!("the footers leave {read} of {all} published row(s) to read, fewer than the indexes hold")
+        })
+    }
+
     /// How the published side is read, for `explain`.
     pub fn describe(&self) -> String {
         match &self.pruned {
@@ -259,6 +290,14 @@ pub async fn across_published(
     label: &str,
 ) -> Result<JoinResult, ExecError> {
     let started = std::time::Instant::now();
+    // With a key index beside every other version, the staged keys are
+    // read for them while the footers are compared with the staged keys:
+    // the indexes are read unless the footers leave little to read (keys
+    // that rise with time).
+    let indexes = match engine {
+        true => super::indexed::expected(staged, parts, keys, &across_types(staged, parts, keys)?),
+        false => Err(String::new()),
+    };
     // Keys that pack into no word are fingerprinted: the staged side's
     // table is built while the published side is planned (both read the
     // staged keys; each mostly on one core).
@@ -266,24 +305,62 @@ pub async fn across_published(
         true => fingerprint_plan(staged, parts, keys, bits)?,
         false => None,
     };
-    let build = async {
-        match &fingerprinted {
-            Some(plan) => {
-                let side = super::staged_side(ctx, staged, keys)?;
-                keys::join::build_fingerprinted(ctx, side, plan, label).await
+    let build = |now: bool| {
+        let plan = fingerprinted.as_ref().filter(|_| now);
+        async move {
+            match plan {
+                Some(plan) => {
+                    let side = super::staged_side(ctx, staged, keys)?;
+                    keys::join::build_fingerprinted(ctx, side, plan, label).await
+                }
+                None => Ok(None),
             }
-            None => Ok(None),
         }
     };
-    let (side, mut built) = futures::try_join!(published_side(ctx, staged, parts, keys), build)?;
-    let mut read_passes = vec![format!(
+    let distinct = async {
+        match &indexes {
+            Ok(_) => super::indexed::distinct_keys(ctx, staged, keys, 64).await,
+            Err(_) => Ok(None),
+        }
+    };
+    let (side, mut built, distinct) = futures::try_join!(
+        published_side(ctx, staged, parts, keys),
+        build(indexes.is_err()),
+        distinct
+    )?;
+    let mut read_passes = Vec::new();
+    let why = match (indexes, distinct) {
+        (Ok((_, expected)), Some(distinct)) => match side.pruned_well() {
+            Some(why) => why,
+            None => {
+                let threads = keys::threads(ctx);
+                match super::indexed::lookup(distinct, expected, (parts, keys), threads, started)
+                    .await?
+                {
+                    Ok(by) => return Ok(assemble(by.value, &by.best, by.located, by.passes)),
+                    Err(why) => why,
+                }
+            }
+        },
+        (Ok(_), None) => {
+            "the memory pool refuses the staged keys, so the partitions' files are read".into()
+        }
+        (Err(why), _) => why,
+    };
+    if engine {
+        read_passes.push(format!("key indexes not used: {why}"));
+        if built.is_none() {
+            built = build(true).await?;
+        }
+    }
+    read_passes.push(format!(
         "read the staged keys and prune the published side by footer ranges ({}): {:.2} s",
         match &side.pruned {
             Some(p) => format!("reads {}", p.counts.describe()),
             None => "whole files outside the staged integer range".into(),
         },
         started.elapsed().as_secs_f64()
-    )];
+    ));
     let PublishedSide {
         types,
         pruned,
@@ -366,6 +443,18 @@ pub async fn across_published(
             locate(frame, &best, &types).await?
         }
     };
+    Ok(assemble(value, &best, found, passes))
+}
+
+/// The result of `across published`: `value` clashing keys, samples of the
+/// `best` (staged values and rows) where `found` (top key, partition) says
+/// they live.
+fn assemble(
+    value: u64,
+    best: &[(Vec<Value>, u64)],
+    found: Vec<(usize, String)>,
+    passes: Vec<String>,
+) -> JoinResult {
     let mut samples = Vec::new();
     for (i, (key, rows)) in best.iter().enumerate() {
         for (_, partition) in found.iter().filter(|(at, _)| *at == i) {
@@ -377,11 +466,11 @@ pub async fn across_published(
         }
     }
     samples.truncate(crate::exec::SAMPLES);
-    Ok(JoinResult {
+    JoinResult {
         value,
         samples,
         passes,
-    })
+    }
 }
 
 /// Runs the partition lookup of the top keys; returns (index of the top key,

@@ -15,6 +15,7 @@
 //! other side's parts, and the dispatch to the key engine.
 
 mod across;
+mod indexed;
 mod reference;
 
 use datafusion::arrow::datatypes::DataType;
@@ -28,9 +29,10 @@ use crate::value::Value;
 
 pub use crate::exec::published::PublishedPart;
 pub use across::{
-    across_on_engine, across_published, across_published_frames, published_keys_frame,
-    published_side, PublishedSide,
+    across_by_index_plan, across_on_engine, across_published, across_published_frames,
+    published_keys_frame, published_side, PublishedSide,
 };
+pub use indexed::key_index;
 pub use reference::{
     not_in_reference, not_in_reference_frame, reference_keys, reference_on_engine,
 };

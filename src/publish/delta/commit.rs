@@ -125,6 +125,7 @@ pub async fn publish(
     let manifest = PublishedManifest {
         version: copies.token.clone(),
         files: files.iter().map(|(f, _)| f.clone()).collect(),
+        key_indexes: Vec::new(),
     };
     // Statistics from the audited footers (the copies' footers are the
     // same bytes: the fingerprint above compared them).
@@ -216,6 +217,7 @@ pub(super) async fn already_published(
         let manifest = PublishedManifest {
             version: token,
             files: published,
+            key_indexes: Vec::new(),
         };
         root.write(
             &record_at,

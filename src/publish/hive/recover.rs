@@ -82,6 +82,7 @@ pub(crate) fn undo_staging(j: &Journal) -> Result<(), PublishError> {
     if record_version(dir).as_deref() == Some(j.version.as_str()) {
         fsx::remove_file_if_exists(&record)?;
     }
+    crate::publish::indexes::remove(dir)?;
     let mut dirs = BTreeSet::new();
     for (staged, published) in &j.renames {
         let (from, to) = (dir.join(published), dir.join(staged));

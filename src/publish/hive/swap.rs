@@ -7,7 +7,10 @@
 //! 2. `rename`: give each staged data file its versioned name, in the staged
 //!    directory (outside ROOT), and fsync the directories.
 //! 3. `fsync`: fsync every data file.
-//! 4. `record`: write `_dqgate_audit.json` (temp name, fsync, rename, fsync).
+//! 4. `index`: write the key indexes of the version (see `keyindex`), each
+//!    durably, beside the renamed files.
+//!    `record`: write `_dqgate_audit.json` (temp name, fsync, rename, fsync),
+//!    which lists them.
 //! 5. `recheck`: fingerprint the renamed files under their staged names; it
 //!    must still be the audited fingerprint, and no other `.parquet` file may
 //!    have appeared. Otherwise undo steps 2–4 and exit 4. Then remove the
@@ -39,6 +42,7 @@ use super::kept;
 use super::layout::{generation, published_name, version_id, Layout};
 use super::lock::{PartitionLock, TableLock, TableMode};
 use super::recover;
+use crate::keyindex::Built;
 use crate::publish::error::{IoContext, PublishError};
 use crate::publish::fsx::{self, phase};
 use crate::publish::readset::ReadSet;
@@ -64,7 +68,7 @@ pub(crate) fn publish(
     staged: &Path,
     passed: &PassedVerdict,
     audited_against: Option<&str>,
-    read: &ReadSet,
+    read: (&ReadSet, &[Built]),
     opts: &PublishOptions,
 ) -> Result<PublishOutcome, PublishError> {
     let staged = preflight(layout, staged)?;
@@ -237,6 +241,7 @@ pub(crate) fn plan(
         manifest: PublishedManifest {
             version,
             files: published,
+            key_indexes: Vec::new(),
         },
         byproducts: byproducts::list(staged)?,
     })
@@ -246,7 +251,7 @@ fn execute(
     layout: &Layout,
     plan: &PublishPlan,
     passed: &PassedVerdict,
-    read: &ReadSet,
+    (read, indexes): (&ReadSet, &[Built]),
     replace: bool,
     opts: &PublishOptions,
 ) -> Result<PublishOutcome, PublishError> {
@@ -254,7 +259,7 @@ fn execute(
     let journal_path = layout.journal_path();
     phase("journal");
     j.write(&journal_path)?;
-    let gate = prepare(plan, passed, read).and_then(|()| validate(layout, read));
+    let gate = prepare(plan, passed, read, indexes).and_then(|()| validate(layout, read));
     let table_lock = match gate {
         Ok(lock) => lock,
         Err(e) => {
@@ -314,7 +319,12 @@ fn execute(
 
 /// Steps 2–5: renames, fsyncs, record, recheck, by-products (all inside the staged
 /// directory, invisible to readers of ROOT).
-fn prepare(plan: &PublishPlan, passed: &PassedVerdict, read: &ReadSet) -> Result<(), PublishError> {
+fn prepare(
+    plan: &PublishPlan,
+    passed: &PassedVerdict,
+    read: &ReadSet,
+    indexes: &[Built],
+) -> Result<(), PublishError> {
     let j = &plan.journal;
     let dir = &j.swap_dir;
     phase("rename");
@@ -331,13 +341,18 @@ fn prepare(plan: &PublishPlan, passed: &PassedVerdict, read: &ReadSet) -> Result
     for (_, to) in &j.renames {
         fsx::sync_file(&dir.join(to))?;
     }
+    phase("index");
+    let manifest = PublishedManifest {
+        key_indexes: crate::publish::indexes::write(
+            dir,
+            &j.partition,
+            &plan.manifest.files,
+            indexes,
+        )?,
+        ..plan.manifest.clone()
+    };
     phase("record");
-    record::write(
-        dir,
-        passed.verdict(),
-        &plan.manifest,
-        read.to_json().as_ref(),
-    )?;
+    record::write(dir, passed.verdict(), &manifest, read.to_json().as_ref())?;
     phase("recheck");
     recheck(plan, passed)?;
     byproducts::remove(&plan.byproducts)

@@ -2,6 +2,7 @@
 //! current version, publish (the swap), verify, roll back, recover and
 //! clean.
 
+use crate::keyindex::Built;
 use std::path::{Path, PathBuf};
 
 use super::layout::Layout;
@@ -66,6 +67,7 @@ impl Table {
             passed,
             audited_against,
             &ReadSet::default(),
+            &[],
             opts,
         )
     }
@@ -73,7 +75,9 @@ impl Table {
     /// [`publish`](Self::publish) for an audit that read `read` of the rest
     /// of the table: the swap happens only if the table is still in that
     /// state, validated under the exclusive table lock (invariant 10);
-    /// otherwise [`PublishError::ReadSetChanged`] (exit 4).
+    /// otherwise [`PublishError::ReadSetChanged`] (exit 4). `indexes` are
+    /// written into the version beside its files.
+    #[allow(clippy::too_many_arguments)]
     pub fn publish_read(
         &self,
         key: &RunKey,
@@ -81,10 +85,18 @@ impl Table {
         passed: &PassedVerdict,
         audited_against: Option<&str>,
         read: &ReadSet,
+        indexes: &[Built],
         opts: &PublishOptions,
     ) -> Result<PublishOutcome, PublishError> {
         let layout = self.layout(key)?;
-        swap::publish(&layout, staged, passed, audited_against, read, opts)
+        swap::publish(
+            &layout,
+            staged,
+            passed,
+            audited_against,
+            (read, indexes),
+            opts,
+        )
     }
 
     /// Recomputes the published partition's fingerprint and compares it with

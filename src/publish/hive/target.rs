@@ -125,6 +125,10 @@ impl Snapshot for HiveRead {
         self.snapshot.past_runs()
     }
 
+    fn keeps_key_indexes(&self) -> bool {
+        true
+    }
+
     async fn publish(&self, r: Request<'_>) -> Result<PublishOutcome, PublishError> {
         let Location::Local(staged) = &r.staged.location else {
             return Err(PublishError::Refused(
@@ -137,6 +141,7 @@ impl Snapshot for HiveRead {
             r.passed,
             r.compared.map(|c| c.fingerprint.as_str()),
             r.read,
+            r.indexes,
             &self.opts,
         )
     }

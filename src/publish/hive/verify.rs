@@ -56,6 +56,10 @@ pub(crate) fn verify(layout: &Layout) -> Result<VerifyReport, PublishError> {
             differences.push(format!("extra: {} is not in the record", rel.display()));
         }
     }
+    differences.extend(crate::publish::indexes::differences(
+        &dir,
+        &record.key_indexes,
+    ));
     if differences.is_empty() {
         differences.extend(fingerprint_difference(&mut present, &record.fingerprint));
     }

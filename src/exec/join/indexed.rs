@@ -1,0 +1,271 @@
+//! `unique(k) across published` through the key indexes beside the
+//! published versions (see `keyindex`): the staged keys are looked up in
+//! each partition's index instead of its Parquet key columns. Used only
+//! when every other partition has an index that matches its files; else
+//! the partitions are read as before, and the reason is told.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::prelude::{ident, SessionContext};
+use futures::StreamExt;
+
+use super::PublishedPart;
+use crate::exec::{keys, ExecError, SAMPLES};
+use crate::keyindex::{self, Built, Collecting, Columns, Distinct, Expected, Kind};
+use crate::staged::{Location, StagedInput};
+use crate::value::Value;
+
+/// What the indexes gave: the clashing distinct keys, the top ones (staged
+/// values, staged rows) and where each lives (top key, partition).
+pub(super) struct ByIndex {
+    pub value: u64,
+    pub best: Vec<(Vec<Value>, u64)>,
+    pub located: Vec<(usize, String)>,
+    pub passes: Vec<String>,
+}
+
+/// The distinct keys of `columns` in `staged`, fingerprints cut to `bits`;
+/// `None` when a column's type has no index kind or the memory pool refuses
+/// the keys.
+pub async fn distinct_keys(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    columns: &[String],
+    bits: u32,
+) -> Result<Option<Distinct>, ExecError> {
+    let types = super::staged_types(staged, columns)?;
+    let Some(kinds) = Kind::all(&types) else {
+        return Ok(None);
+    };
+    let (rows, key_bytes) = (staged.row_count(), keys::key_bytes(staged, columns));
+    let memory = MemoryConsumer::new("dqgate key index").register(&ctx.runtime_env().memory_pool);
+    let want = Collecting::bytes_for(rows, key_bytes, kinds.len());
+    if rows > u32::MAX as u64 / 2 || memory.try_grow(want).is_err() {
+        return Ok(None);
+    }
+    let mut stream = crate::exec::scan::table_of_views(ctx, staged)?
+        .select(columns.iter().map(ident).collect::<Vec<_>>())
+        .map_err(|e| ExecError::engine("planning the key index", e))?
+        .execute_stream()
+        .await
+        .map_err(|e| ExecError::engine("reading keys for the key index", e))?;
+    let mut keys = Collecting::new(rows, key_bytes, bits);
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(|e| ExecError::engine("reading keys for the key index", e))?;
+        keys.push(&Columns::new(batch.columns(), &kinds)?, batch.num_rows(), 0);
+        let used = keys.bytes();
+        if used > memory.size() && memory.try_grow(used - memory.size()).is_err() {
+            return Ok(None);
+        }
+    }
+    Ok(Some(keys.finish(kinds, memory)))
+}
+
+/// The key index of `columns` for a publish of `staged` (`bits`: the
+/// test-only collision switch): the staged files are read in order, so
+/// that each key keeps a row that holds it. `None` when the key has no
+/// index kind, a key column is not in the files (a Hive directory's), the
+/// files are not local, or the memory pool refuses the keys.
+pub async fn key_index(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    columns: &[String],
+    bits: Option<u32>,
+) -> Result<Option<Built>, ExecError> {
+    let bits = bits.unwrap_or(64);
+    let types = super::staged_types(staged, columns)?;
+    let (Some(kinds), Location::Local(dir)) = (Kind::all(&types), &staged.location) else {
+        return Ok(None);
+    };
+    let (rows, key_bytes) = (staged.row_count(), keys::key_bytes(staged, columns));
+    let memory = MemoryConsumer::new("dqgate key index").register(&ctx.runtime_env().memory_pool);
+    if rows > u32::MAX as u64
+        || memory
+            .try_grow(Collecting::bytes_for(rows, key_bytes, kinds.len()))
+            .is_err()
+    {
+        return Ok(None);
+    }
+    let files: Vec<(String, PathBuf, _)> = staged
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), dir.join(&f.path), f.metadata.clone()))
+        .collect();
+    let (columns, kinds) = (columns.to_vec(), kinds.clone());
+    let read = tokio::task::spawn_blocking(move || {
+        let mut keys = Collecting::new(rows, key_bytes, bits);
+        let mut at = 0u64;
+        for (_, path, meta) in &files {
+            keyindex::read_keys(path, meta, &columns, &kinds, None, |cols, n| {
+                keys.push(cols, n, at);
+                at += n as u64;
+            })
+            .ok()?;
+            if keys.bytes() > memory.size()
+                && memory.try_grow(keys.bytes() - memory.size()).is_err()
+            {
+                return None;
+            }
+        }
+        let listed = files
+            .iter()
+            .map(|(rel, _, meta)| (rel.clone(), meta.file_metadata().num_rows().max(0) as u64))
+            .collect();
+        Some((keys.finish(kinds, memory), listed, columns))
+    })
+    .await
+    .map_err(|e| ExecError::Audit(format!("reading keys for the key index stopped: {e}")))?;
+    Ok(read.map(|(keys, files, columns)| Built::new(&columns, keys, bits, files)))
+}
+
+/// Where each part's index is, or why the indexes cannot be used.
+pub(super) fn expected(
+    staged: &StagedInput,
+    parts: &[PublishedPart],
+    keys: &[String],
+    compared: &[DataType],
+) -> Result<(Vec<Kind>, Vec<Expected>), String> {
+    let staged_types = super::staged_types(staged, keys).map_err(|e| e.to_string())?;
+    let kinds = match (Kind::all(&staged_types), Kind::all(compared)) {
+        (Some(a), Some(b)) if a == b => a,
+        _ => return Err("the key has a part that no index holds (only integers and text)".into()),
+    };
+    let mut out = Vec::with_capacity(parts.len());
+    let mut lacking = Vec::new();
+    for p in parts {
+        let Location::Local(root) = &p.input.location else {
+            return Err(format!("the partition `{}` is on an object store", p.rel));
+        };
+        // A part read from the table names its files from the table's root.
+        let prefix = format!("{}/", p.rel);
+        let dir = match p.input.files.iter().all(|f| f.path.starts_with(&prefix)) {
+            true => root.join(&p.rel),
+            false => root.clone(),
+        };
+        let e = Expected {
+            path: keyindex::path_in(&dir, keys),
+            fingerprint: p.input.fingerprint.clone(),
+            files: p
+                .input
+                .files
+                .iter()
+                .map(|f| (f.path.clone(), root.join(&f.path), f.metadata.clone()))
+                .collect(),
+        };
+        if let Err(why) = keyindex::usable(&e, keys, &kinds) {
+            lacking.push(why.to_string());
+        }
+        out.push(e);
+    }
+    match lacking.first() {
+        None => Ok((kinds, out)),
+        Some(first) => Err(format!(
+            "{} of {} published partition(s) have no key index of these columns that can be used ({first}), so the partitions' files are read",
+            lacking.len(),
+            parts.len()
+        )),
+    }
+}
+
+/// How `across published` runs through the indexes `e`, for `explain`.
+pub(super) fn describe(e: &[Expected]) -> String {
+    let bytes: u64 = e
+        .iter()
+        .filter_map(|e| std::fs::metadata(&e.path).ok())
+        .map(|m| m.len())
+        .sum();
+    format!(
+        "by the key indexes beside the {} published version(s), {} in all, instead of their key columns: the distinct staged keys, sorted by 64-bit fingerprint, merged with each index's fingerprints; only the rows of keys whose fingerprints match are read from the Parquet files and compared as bytes",
+        e.len(),
+        match bytes {
+            0..1_000_000 => format!("{bytes} bytes"),
+            b => format!("{:.1} MB", b as f64 / 1e6),
+        }
+    )
+}
+
+/// Looks the staged keys (`distinct`) up in the indexes `expected` of
+/// `parts`, `threads` at a time (`started`: when the pass began); `Err`
+/// says why they could not be used (the caller then reads the partitions'
+/// files).
+pub(super) async fn lookup(
+    distinct: Distinct,
+    expected: Vec<Expected>,
+    (parts, keys): (&[PublishedPart], &[String]),
+    threads: usize,
+    started: Instant,
+) -> Result<Result<ByIndex, String>, ExecError> {
+    let read_staged = started.elapsed();
+    let distinct = Arc::new(distinct);
+    let shared = distinct.clone();
+    let columns = keys.to_vec();
+    let looked = tokio::task::spawn_blocking(move || {
+        keyindex::lookup(&shared, &columns, &expected, threads)
+    })
+    .await
+    .map_err(|e| ExecError::Audit(format!("the key index lookup stopped: {e}")))?;
+    let found = match looked {
+        Ok(f) => f,
+        Err(why) => {
+            return Ok(Err(format!("{why}, so the partitions' files are read")));
+        }
+    };
+    let mut hits: Vec<u32> = found.pairs.iter().map(|(e, _)| *e).collect();
+    hits.dedup();
+    let value = hits.len() as u64;
+    let best = top(&distinct, hits, SAMPLES);
+    let mut located = Vec::new();
+    for (i, e) in best.iter().enumerate() {
+        for (_, part) in found.pairs.iter().filter(|(x, _)| x == e) {
+            located.push((i, parts[*part as usize].rel.clone()));
+        }
+    }
+    located.sort_unstable();
+    let best = best
+        .iter()
+        .map(|e| {
+            let entry = &distinct.entries[*e as usize];
+            keyindex::decode(&distinct.kinds, distinct.key(entry))
+                .map(|v| (v, entry.rows))
+                .ok_or_else(|| ExecError::Audit("a staged key could not be decoded".into()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Ok(ByIndex {
+        value,
+        best,
+        located,
+        passes: vec![
+            format!(
+                "distinct staged keys for the key indexes ({}), while the footers were compared with them: {:.2} s",
+                distinct.entries.len(),
+                read_staged.as_secs_f64()
+            ),
+            format!(
+                "look them up in the key indexes of {} published partition(s), {} indexed key(s), {value} staged key(s) also there: {:.2} s",
+                parts.len(),
+                found.keys_read,
+                (started.elapsed() - read_staged).as_secs_f64()
+            ),
+        ],
+    }))
+}
+
+/// The `k` entries of `hits` with the most staged rows, ties by key value.
+fn top(d: &Distinct, mut hits: Vec<u32>, k: usize) -> Vec<u32> {
+    let order = |a: &u32, b: &u32| {
+        let (x, y) = (&d.entries[*a as usize], &d.entries[*b as usize]);
+        y.rows
+            .cmp(&x.rows)
+            .then_with(|| keyindex::cmp(&d.kinds, d.key(x), d.key(y)))
+    };
+    if hits.len() > k && k > 0 {
+        hits.select_nth_unstable_by(k - 1, order);
+    }
+    hits.truncate(k);
+    hits.sort_unstable_by(order);
+    hits
+}

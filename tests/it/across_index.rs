@@ -1,0 +1,250 @@
+//! `unique(...) across published` through the key indexes that `publish`
+//! writes beside each version: the verdict equals DataFusion's grouped semi
+//! join over the partitions' files, byte for byte, for text of random
+//! alphabets and layouts, composites and integers, with fingerprints cut to
+//! three bits too; and an index that is corrupt, missing, or not the index
+//! of the files beside it is never trusted.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::parquet::arrow::ArrowWriter;
+
+use super::across_text::{pool, rules, write};
+use super::oracle::splitmix::Rng;
+use crate::support::{check_across, dqgate};
+
+/// `dqgate publish rules.dq` of `staged` as `day=DAY` into `table`, with
+/// `env`; it must publish.
+fn publish(cwd: &Path, staged: &Path, day: &str, env: &[(&str, &str)]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .current_dir(cwd)
+        .args(["publish", "rules.dq", "--staged"])
+        .arg(staged)
+        .args(["--partition", &format!("day={day}"), "--table", "table"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "publish day={day}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The key index files of a published day.
+fn indexes(cwd: &Path, day: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(cwd.join(format!("table/day={day}")))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("_dqgate_keys_")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+const USED: &str = "look them up in the key indexes of";
+
+#[test]
+fn key_indexes_give_the_grouped_verdict() {
+    let text = "table t\npartitioned by day\n\
+                warn unique(s) across published\n\
+                warn unique(s, n) across published\n\
+                warn unique(n, s) across published\n\
+                warn unique(n) across published\n";
+    for (seed, bits) in [(31u64, None), (32, Some("3")), (33, None), (34, Some("3"))] {
+        let tmp = tempfile::tempdir().unwrap();
+        let cwd = tmp.path();
+        let mut rng = Rng(seed);
+        let keys = pool(&mut rng, 400);
+        rules(cwd, text);
+        let env: Vec<(&str, &str)> = bits
+            .map(|b| ("DQGATE_TEST_FINGERPRINT_BITS", b))
+            .into_iter()
+            .collect();
+        for day in 1..=3usize {
+            let dir = cwd.join(format!("s{day}"));
+            let layout = rng.below(4);
+            write(&mut rng, &dir, &keys, ((day - 1) * 80, 200, 160), layout);
+            publish(cwd, &dir, &day.to_string(), &env);
+            assert_eq!(indexes(cwd, &day.to_string()).len(), 4, "an index a key");
+        }
+        let staged = cwd.join("new");
+        let layout = rng.below(4);
+        write(&mut rng, &staged, &keys, (120, 200, 160), layout);
+        for day in ["2", "9"] {
+            let (grouped, _) = check_across(cwd, &staged, day, Some("grouped"));
+            assert!(grouped.contains("\"partition\""), "keys clash:\n{grouped}");
+            let (indexed, log) = check_across(cwd, &staged, day, None);
+            assert_eq!(indexed, grouped, "seed {seed}, day {day}");
+            assert_eq!(
+                log.matches(USED).count(),
+                4,
+                "every check used the indexes:\n{log}"
+            );
+        }
+    }
+}
+
+/// Writes a file of int64 keys `k` to `path`.
+fn ints(path: &Path, keys: impl IntoIterator<Item = i64>) {
+    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int64Array::from_iter_values(keys))],
+    )
+    .unwrap();
+    let mut w = ArrowWriter::try_new(File::create(path).unwrap(), schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// Three published days of integer keys (day d holds d*100 to d*100+99)
+/// and a staged day holding 150, 250 and 999.
+fn three_days(cwd: &Path) -> PathBuf {
+    rules(
+        cwd,
+        "table t\npartitioned by day\nwarn unique(k) across published\n",
+    );
+    for day in 1..=3i64 {
+        let dir = cwd.join(format!("s{day}"));
+        fs::create_dir_all(&dir).unwrap();
+        ints(&dir.join("part-0.parquet"), day * 100..day * 100 + 100);
+        publish(cwd, &dir, &day.to_string(), &[]);
+    }
+    let staged = cwd.join("new");
+    fs::create_dir_all(&staged).unwrap();
+    ints(&staged.join("part-0.parquet"), [150, 250, 999, 5000]);
+    staged
+}
+
+/// The verdict through the indexes equals the grouped one, and the log
+/// says why the indexes were not used (`None`: they were).
+fn same_as_grouped(cwd: &Path, staged: &Path, why: Option<&str>) -> String {
+    let (grouped, _) = check_across(cwd, staged, "9", Some("grouped"));
+    let (got, log) = check_across(cwd, staged, "9", None);
+    assert_eq!(got, grouped);
+    match why {
+        None => assert!(log.contains(USED), "{log}"),
+        Some(why) => assert!(
+            !log.contains(USED) && log.contains("key indexes not used") && log.contains(why),
+            "{log}"
+        ),
+    }
+    got
+}
+
+#[test]
+fn an_index_that_does_not_match_its_files_is_never_trusted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    let staged = three_days(cwd);
+    let got = same_as_grouped(cwd, &staged, None);
+    assert!(
+        got.contains("\"k\": 150") && got.contains("\"k\": 250"),
+        "{got}"
+    );
+    let explain = [
+        "explain",
+        "rules.dq",
+        "--staged",
+        "new",
+        "--partition",
+        "day=9",
+        "--table",
+        "table",
+    ];
+    let out = String::from_utf8(dqgate(cwd, &explain).stdout).unwrap();
+    assert!(
+        out.contains("by the key indexes beside the 3 published version(s)"),
+        "{out}"
+    );
+
+    // A flipped bit in day 2's index: refused, and `verify` says so.
+    let index = indexes(cwd, "2").pop().unwrap();
+    let good = fs::read(&index).unwrap();
+    let mut bad = good.clone();
+    let last = bad.len() - 3;
+    bad[last] ^= 1;
+    fs::write(&index, &bad).unwrap();
+    same_as_grouped(cwd, &staged, Some("is corrupt"));
+    let out = dqgate(cwd, &["verify", "table", "--partition", "day=2"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("changed: key index"));
+    fs::write(&index, &good).unwrap();
+    let out = dqgate(cwd, &["verify", "table", "--partition", "day=2"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    // Day 1's file replaced by hand (same name): its index is stale. It
+    // would say 150 is there; the file now holds 999 instead.
+    let file = fs::read_dir(cwd.join("table/day=1"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .unwrap();
+    ints(&file, 990..1000);
+    let got = same_as_grouped(cwd, &staged, Some("does not match its files"));
+    assert!(
+        got.contains("\"k\": 999") && !got.contains("\"k\": 150"),
+        "{got}"
+    );
+
+    // Day 3 without an index (as an older dqgate published it).
+    for i in indexes(cwd, "3") {
+        fs::remove_file(i).unwrap();
+    }
+    same_as_grouped(cwd, &staged, Some("have no key index"));
+    let out = String::from_utf8(dqgate(cwd, &explain).stdout).unwrap();
+    assert!(out.contains("key indexes not used: 2 of 3"), "{out}");
+}
+
+#[test]
+fn a_rolled_back_version_brings_its_own_index_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    let staged = three_days(cwd);
+    let again = cwd.join("again");
+    fs::create_dir_all(&again).unwrap();
+    ints(&again.join("part-0.parquet"), 5000..5010);
+    publish(cwd, &again, "1", &[]);
+    let got = same_as_grouped(cwd, &staged, None);
+    assert!(
+        got.contains("\"k\": 5000") && !got.contains("\"k\": 150"),
+        "{got}"
+    );
+    let out = dqgate(cwd, &["rollback", "table", "--partition", "day=1"]);
+    assert!(out.status.success(), "{out:?}");
+    let got = same_as_grouped(cwd, &staged, None);
+    assert!(
+        got.contains("\"k\": 150") && !got.contains("\"k\": 5000"),
+        "{got}"
+    );
+}
+
+/// Keys that rise with time: the footers leave little to read (here
+/// nothing), so the partitions' pruned files are read rather than every
+/// index.
+#[test]
+fn footers_that_prune_well_are_read_instead_of_the_indexes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    three_days(cwd);
+    let later = cwd.join("later");
+    fs::create_dir_all(&later).unwrap();
+    ints(&later.join("part-0.parquet"), [5000, 5001]);
+    let got = same_as_grouped(
+        cwd,
+        &later,
+        Some("the footers leave 0 of 300 published row(s) to read"),
+    );
+    assert!(got.contains("\"value\": 0"), "{got}");
+}
