@@ -163,7 +163,10 @@ pub struct Opened {
     file: File,
     pub header: Header,
     starts: Vec<u32>,
-    fps: Vec<u32>,
+    /// The head as read, and where its fingerprints start in it (they are
+    /// read in place: 4 bytes a key, the bulk of the head).
+    head: Vec<u8>,
+    fps_at: usize,
     sums: Vec<u64>,
     tail_at: u64,
     /// The last blocks of the tail read and checked (keys are asked for in
@@ -225,9 +228,9 @@ impl Opened {
         if hasher.finish() != sum {
             return Err(corrupt("its checksum does not match"));
         }
-        let (starts, head) = head.split_at(buckets as usize * 4);
-        let (fps, sums) = head.split_at(header.keys as usize * 4);
-        let starts = le_u32s(starts);
+        let fps_at = buckets as usize * 4;
+        let sums_at = fps_at + header.keys as usize * 4;
+        let starts = le_u32s(&head[..fps_at]);
         if starts.windows(2).any(|w| w[0] > w[1]) || starts.last() != Some(&(header.keys as u32)) {
             return Err(corrupt("its buckets are out of order"));
         }
@@ -235,49 +238,67 @@ impl Opened {
             path: path.to_path_buf(),
             file,
             starts,
-            fps: le_u32s(fps),
-            sums: sums
+            sums: head[sums_at..]
                 .chunks_exact(8)
                 .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
                 .collect(),
             tail_at,
             header,
+            head,
+            fps_at,
             cache: Vec::new(),
         })
     }
 
     /// Calls `f(j, i)` for each staged key `j` (of `prefixes`, sorted, see
     /// [`prefix`]) whose fingerprint equals the index's key `i`'s.
+    ///
+    /// Bucket by bucket of the staged keys, each staged key is compared with
+    /// every key of the index's bucket (about 8): compares that the cores
+    /// run without a branch they mispredict, where a merge of the two
+    /// sorted lists mispredicts one branch in two.
     pub fn matches(&self, prefixes: &[u64], mut f: impl FnMut(usize, u64)) {
+        let buckets = self.starts.len() - 1;
+        let fps = self.fingerprints();
         let mut j = 0usize;
-        for b in 0..self.starts.len() - 1 {
-            let (lo, hi) = (self.starts[b] as usize, self.starts[b + 1] as usize);
-            if lo == hi {
-                continue;
+        while j < prefixes.len() {
+            let b = (prefixes[j] >> 32) as usize;
+            let mut k = j + 1;
+            while k < prefixes.len() && (prefixes[k] >> 32) as usize == b {
+                k += 1;
             }
-            let base = (b as u64) << 32;
-            // Staged keys of this bucket start at or after `j`.
-            while j < prefixes.len() && prefixes[j] < base {
-                j += 1;
-            }
-            if j == prefixes.len() {
-                return;
-            }
-            if prefixes[j] >> 32 != b as u64 {
-                continue;
-            }
-            for (i, fp) in self.fps[lo..hi].iter().enumerate() {
-                let p = base | *fp as u64;
-                while j < prefixes.len() && prefixes[j] < p {
-                    j += 1;
+            if b < buckets {
+                let (lo, hi) = (self.starts[b] as usize, self.starts[b + 1] as usize);
+                let bucket = &fps[lo..hi];
+                for (s, p) in prefixes[j..k].iter().enumerate() {
+                    let low = *p as u32;
+                    // Compared all at once (vectorised); a hit is rare.
+                    if bucket.iter().fold(false, |any, fp| any | (*fp == low)) {
+                        for (i, fp) in bucket.iter().enumerate() {
+                            if *fp == low {
+                                f(j + s, (lo + i) as u64);
+                            }
+                        }
+                    }
                 }
-                let mut k = j;
-                while k < prefixes.len() && prefixes[k] == p {
-                    f(k, (lo + i) as u64);
-                    k += 1;
-                }
+            }
+            j = k;
+        }
+    }
+
+    /// The fingerprints, in place when the head's bytes are aligned little
+    /// endian words (they are where a `Vec<u8>` is), else copied.
+    fn fingerprints(&self) -> std::borrow::Cow<'_, [u32]> {
+        let bytes = &self.head[self.fps_at..self.fps_at + self.header.keys as usize * 4];
+        if cfg!(target_endian = "little") {
+            // SAFETY: every bit pattern is a valid u32; `align_to` puts in
+            // `words` only what is aligned for it.
+            let (before, words, after) = unsafe { bytes.align_to::<u32>() };
+            if before.is_empty() && after.is_empty() {
+                return std::borrow::Cow::Borrowed(words);
             }
         }
+        std::borrow::Cow::Owned(le_u32s(bytes))
     }
 
     /// The row that holds the index's key `i`, from a checked block.
