@@ -251,7 +251,7 @@ impl Opened {
     }
 
     /// Calls `f(j, i)` for each staged key `j` (of `prefixes`, sorted, see
-    /// [`prefix`]) whose fingerprint equals the index's key `i`'s.
+    /// `prefix`) whose fingerprint equals the index's key `i`'s.
     ///
     /// Bucket by bucket of the staged keys, each staged key is compared with
     /// every key of the index's bucket (about 8): compares that the cores
