@@ -10,7 +10,6 @@ use datafusion::common::ScalarValue;
 use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::{cast, Expr};
 use datafusion::prelude::{ident, lit, SessionContext};
-use futures::future::Either;
 use futures::TryStreamExt;
 
 use super::{on_engine, union_all, JoinResult, JoinSample, PublishedPart};
@@ -306,50 +305,38 @@ pub async fn across_published(
         true => fingerprint_plan(staged, parts, keys, bits)?,
         false => None,
     };
-    let building = async {
-        match &fingerprinted {
-            Some(plan) => {
-                let side = super::staged_side(ctx, staged, keys)?;
-                keys::join::build_fingerprinted(ctx, side, plan, label).await
+    let build = |now: bool| {
+        let plan = fingerprinted.as_ref().filter(|_| now);
+        async move {
+            match plan {
+                Some(plan) => {
+                    let side = super::staged_side(ctx, staged, keys)?;
+                    keys::join::build_fingerprinted(ctx, side, plan, label).await
+                }
+                None => Ok(None),
             }
-            None => Ok(None),
         }
     };
-    let usable = indexes.is_ok();
-    let distinct = async move {
-        match usable {
-            true => super::indexed::distinct_keys(ctx, staged, keys, 64).await,
-            false => Ok(None),
+    let distinct = async {
+        match &indexes {
+            Ok(_) => super::indexed::distinct_keys(ctx, staged, keys, 64).await,
+            Err(_) => Ok(None),
         }
     };
-    // The staged table is built beside them whenever it may be needed:
-    // without usable indexes, and with them too, for keys whose footers
-    // prune well (keys that rise with time join here, not through the
-    // indexes). Dropped unfinished when the indexes answer, which aborts
-    // its scan tasks.
-    let first = async { futures::try_join!(published_side(ctx, staged, parts, keys), distinct) };
-    futures::pin_mut!(first, building);
-    let (side, distinct, mut building, mut built) =
-        match futures::future::select(first, building).await {
-            Either::Left((first, building)) => {
-                let (side, distinct) = first?;
-                (side, distinct, Some(building), None)
-            }
-            Either::Right((built, first)) => {
-                let built = built?;
-                let (side, distinct) = first.await?;
-                (side, distinct, None, Some(built))
-            }
-        };
+    let (side, mut built, distinct) = futures::try_join!(
+        published_side(ctx, staged, parts, keys),
+        build(indexes.is_err()),
+        distinct
+    )?;
     let mut read_passes = Vec::new();
     let why = match (indexes, distinct) {
         (Ok((_, expected)), Some(distinct)) => match side.pruned_well() {
             Some(why) => why,
             None => {
                 let threads = keys::threads(ctx);
-                let by =
-                    super::indexed::lookup(distinct, expected, (parts, keys), threads, started);
-                match by.await? {
+                match super::indexed::lookup(distinct, expected, (parts, keys), threads, started)
+                    .await?
+                {
                     Ok(by) => return Ok(assemble(by.value, &by.best, by.located, by.passes)),
                     Err(why) => why,
                 }
@@ -362,12 +349,10 @@ pub async fn across_published(
     };
     if engine {
         read_passes.push(format!("key indexes not used: {why}"));
+        if built.is_none() {
+            built = build(true).await?;
+        }
     }
-    let mut built = match (built.take(), building.take()) {
-        (Some(built), _) => built,
-        (None, Some(building)) => building.await?,
-        (None, None) => None,
-    };
     read_passes.push(format!(
         "read the staged keys and prune the published side by footer ranges ({}): {:.2} s",
         match &side.pruned {
