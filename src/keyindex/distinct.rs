@@ -3,6 +3,8 @@
 //! index is written from, and what the staged side of a lookup in indexes
 //! is.
 
+use std::sync::Arc;
+
 use datafusion::execution::memory_pool::MemoryReservation;
 use twox_hash::XxHash3_64;
 
@@ -24,6 +26,8 @@ pub struct Entry {
 /// Distinct keys, sorted by fingerprint and bytes.
 pub struct Distinct {
     pub kinds: Vec<Kind>,
+    /// Bits of each fingerprint kept.
+    bits: u32,
     arena: Vec<u8>,
     pub entries: Vec<Entry>,
     _memory: MemoryReservation,
@@ -55,7 +59,7 @@ impl Collecting {
 
     /// What `rows` keys of `key_bytes` (with `parts` parts) will cost.
     pub fn bytes_for(rows: u64, key_bytes: u64, parts: usize) -> usize {
-        rows as usize * (key_bytes as usize + 9 * parts + ENTRY)
+        rows as usize * (key_bytes as usize + 9 * parts + ENTRY + ORDER)
     }
 
     /// Adds the keys of the first `rows` rows of `columns`, the first of
@@ -78,16 +82,30 @@ impl Collecting {
     /// The distinct keys, sorted by fingerprint and bytes.
     pub fn finish(self, kinds: Vec<Kind>, memory: MemoryReservation) -> Distinct {
         let Collecting {
-            arena, mut entries, ..
+            arena,
+            entries,
+            bits,
         } = self;
         let key = |e: &Entry| &arena[e.start as usize..][..e.len as usize];
-        entries.sort_unstable_by(|a, b| {
-            (a.hash.cmp(&b.hash))
-                .then_with(|| key(a).cmp(key(b)))
-                .then(a.row.cmp(&b.row))
-        });
+        // Sorted as (fingerprint, place) pairs, 16 bytes each, not as whole
+        // entries; only runs of one fingerprint (a key's repeats, or a
+        // collision) are sorted by their bytes, the first place first.
+        let mut order: Vec<(u64, u32)> = (entries.iter().enumerate())
+            .map(|(i, e)| (e.hash, i as u32))
+            .collect();
+        order.sort_unstable();
+        for run in order.chunk_by_mut(|a, b| a.0 == b.0) {
+            if run.len() > 1 {
+                run.sort_unstable_by(|a, b| {
+                    key(&entries[a.1 as usize])
+                        .cmp(key(&entries[b.1 as usize]))
+                        .then(a.1.cmp(&b.1))
+                });
+            }
+        }
         let mut kept: Vec<Entry> = Vec::with_capacity(entries.len());
-        for e in entries {
+        for (_, i) in order {
+            let e = entries[i as usize];
             match kept.last_mut() {
                 Some(last) if last.hash == e.hash && key(last) == key(&e) => last.rows += e.rows,
                 _ => kept.push(e),
@@ -95,6 +113,7 @@ impl Collecting {
         }
         Distinct {
             kinds,
+            bits,
             arena,
             entries: kept,
             _memory: memory,
@@ -104,6 +123,8 @@ impl Collecting {
 
 /// Bytes an entry costs besides its key's bytes.
 const ENTRY: usize = std::mem::size_of::<Entry>();
+/// Bytes a key costs while the keys are sorted.
+const ORDER: usize = std::mem::size_of::<(u64, u32)>();
 
 /// A key's fingerprint: XXH3-64 of its canonical bytes, with only its top
 /// `bits` kept (64 but under the test-only collision switch). It is
@@ -130,5 +151,66 @@ impl Distinct {
     /// How many rows carry a key.
     pub fn rows(&self) -> u64 {
         self.entries.iter().map(|e| e.rows).sum()
+    }
+}
+
+/// Distinct keys to look keys up in: a bitmap of their fingerprints' top
+/// bits (about 64 bits a key) in front of a search by fingerprint, then a
+/// compare of bytes.
+pub struct Finder {
+    keys: Arc<Distinct>,
+    /// Bits of each fingerprint compared (fewer than the keys' only under
+    /// the test-only collision switch).
+    hash_bits: u32,
+    bitmap: Vec<u64>,
+    shift: u32,
+}
+
+impl Finder {
+    /// A finder of `keys` comparing `hash_bits` of each fingerprint.
+    pub fn new(keys: Arc<Distinct>, hash_bits: u32) -> Finder {
+        let hash_bits = hash_bits.min(keys.bits);
+        let n = keys.entries.len() as u64;
+        let bits = (64 - n.leading_zeros() + 6).clamp(12, 28);
+        let shift = 64 - bits;
+        let mut bitmap = vec![0u64; (1usize << bits) / 64];
+        for e in &keys.entries {
+            let at = cut(e.hash, hash_bits) >> shift;
+            bitmap[(at >> 6) as usize] |= 1 << (at & 63);
+        }
+        Finder {
+            keys,
+            hash_bits,
+            bitmap,
+            shift,
+        }
+    }
+
+    /// The fingerprint of `key` (canonical bytes) that [`Finder::find`]
+    /// takes.
+    pub fn fingerprint(&self, key: &[u8]) -> u64 {
+        fingerprint(key, self.hash_bits)
+    }
+
+    /// Keeps in `at` only the places `i` whose fingerprint `hashes[i]` may
+    /// be a staged key's. The tests are independent loads, so many miss
+    /// the caches at once, where a test a key as it is found would wait
+    /// for each.
+    pub fn sift(&self, hashes: &[u64], at: &mut Vec<u32>) {
+        at.retain(|i| {
+            let b = hashes[*i as usize] >> self.shift;
+            self.bitmap[(b >> 6) as usize] >> (b & 63) & 1 != 0
+        });
+    }
+
+    /// The entry whose key is `key` (fingerprint `hash`), if there is one.
+    pub fn find(&self, key: &[u8], hash: u64) -> Option<usize> {
+        // Sorted by whole fingerprints, so by their cut ones too.
+        let entries = &self.keys.entries;
+        let cut_of = |i: usize| cut(entries[i].hash, self.hash_bits);
+        let from = entries.partition_point(|e| cut(e.hash, self.hash_bits) < hash);
+        (from..entries.len())
+            .take_while(|i| cut_of(*i) == hash)
+            .find(|i| self.keys.key(&entries[*i]) == key)
     }
 }

@@ -34,7 +34,7 @@ use datafusion::parquet::file::metadata::ParquetMetaData;
 
 pub use canon::{cmp, decode, Columns, Kind};
 use distinct::cut;
-pub use distinct::{fingerprint, Collecting, Distinct};
+pub use distinct::{fingerprint, Collecting, Distinct, Finder};
 pub use file::{file_name, Header, IndexError, Opened, PREFIX};
 pub use rows::read_keys;
 
@@ -163,12 +163,13 @@ pub fn lookup(
         for _ in 0..threads.clamp(1, expected.len().max(1)) {
             s.spawn(|| {
                 let mut found = Found::default();
-                // Staged prefixes, by (hash bits, bucket bits) of an index.
-                let mut prefixes: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
+                // The staged keys, by (hash bits, bucket bits) of an index.
+                let mut probes: HashMap<(u32, u32), file::Probe> = HashMap::new();
+                let mut head = Vec::new();
                 while !failed.load(Ordering::Relaxed) {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     let Some(e) = expected.get(n) else { break };
-                    let one = one_index(staged, columns, e, &mut prefixes, |j| {
+                    let one = one_index(staged, columns, e, (&mut probes, &mut head), |j| {
                         found.pairs.push((j as u32, n as u32));
                     });
                     match one {
@@ -202,10 +203,10 @@ fn one_index(
     staged: &Distinct,
     columns: &[String],
     e: &Expected,
-    prefixes: &mut HashMap<(u32, u32), Vec<u64>>,
+    (probes, head): (&mut HashMap<(u32, u32), file::Probe>, &mut Vec<u8>),
     mut hit: impl FnMut(usize),
 ) -> Result<u64, IndexError> {
-    let mut index = Opened::open(&e.path)?;
+    let mut index = Opened::open_reusing(&e.path, std::mem::take(head))?;
     let h = index.header.clone();
     check(&h, e, columns, &staged.kinds)?;
     let corrupt = |reason: &str| IndexError::Corrupt {
@@ -229,14 +230,11 @@ fn one_index(
         starts.push((at, f));
         at += rows;
     }
-    let p = prefixes
+    let p = probes
         .entry((h.hash_bits, h.bucket_bits))
         .or_insert_with(|| {
-            staged
-                .entries
-                .iter()
-                .map(|x| file::prefix(cut(x.hash, h.hash_bits), h.bucket_bits))
-                .collect()
+            let hashes = staged.entries.iter().map(|x| cut(x.hash, h.hash_bits));
+            file::Probe::new(hashes, h.bucket_bits)
         });
     let mut candidates = Vec::new();
     index.matches(p, |j, i| candidates.push((j, i)));
@@ -251,6 +249,7 @@ fn one_index(
         let (start, f) = starts[k - 1];
         wanted.push((f, row - start, j));
     }
+    *head = index.into_head();
     wanted.sort_unstable();
     for group in wanted.chunk_by(|a, b| a.0 == b.0) {
         let (_, path, meta) = &e.files[group[0].0];

@@ -16,7 +16,7 @@ use datafusion::parquet::arrow::ArrowWriter;
 
 use super::across_text::{pool, rules, write};
 use super::oracle::splitmix::Rng;
-use crate::support::{check_across, dqgate};
+use crate::support::{check_across, check_across_with, dqgate};
 
 /// `dqgate publish rules.dq` of `staged` as `day=DAY` into `table`, with
 /// `env`; it must publish.
@@ -247,4 +247,73 @@ fn footers_that_prune_well_are_read_instead_of_the_indexes() {
         Some("the footers leave 0 of 300 published row(s) to read"),
     );
     assert!(got.contains("\"value\": 0"), "{got}");
+}
+
+/// Writes rows of (`s` text, null where `None`; `n` int64) to `path`.
+fn texts(path: &Path, rows: &[(Option<String>, i64)]) {
+    use datafusion::arrow::array::StringArray;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("s", DataType::Utf8, true),
+        Field::new("n", DataType::Int64, false),
+    ]));
+    let s = StringArray::from_iter(rows.iter().map(|r| r.0.as_deref()));
+    let n = Int64Array::from_iter_values(rows.iter().map(|r| r.1));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(s), Arc::new(n)]).unwrap();
+    let mut w = ArrowWriter::try_new(File::create(path).unwrap(), schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// Keys that rise with time, stale keys among the staged ones: the footers
+/// leave a quarter of the rows, which are probed with the distinct staged
+/// keys read for the indexes (not read again), and the verdict, samples
+/// and the partitions they name included, is the grouped one.
+#[test]
+fn rising_keys_with_indexes_probe_the_pruned_rows_with_the_staged_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    rules(
+        cwd,
+        "table t\npartitioned by day\n\
+         warn unique(s) across published\n\
+         warn unique(n) across published\n\
+         warn unique(s, n) across published\n",
+    );
+    let row = |i: i64| (Some(format!("k{i:06}")), i);
+    for day in 1..=16i64 {
+        let dir = cwd.join(format!("s{day}"));
+        fs::create_dir_all(&dir).unwrap();
+        let mut rows: Vec<_> = (day * 100..day * 100 + 100).map(row).collect();
+        if day == 3 {
+            rows.push(row(205)); // a key of day 2 published again
+        }
+        texts(&dir.join("part-0.parquet"), &rows);
+        publish(cwd, &dir, &day.to_string(), &[]);
+    }
+    let staged = cwd.join("new");
+    fs::create_dir_all(&staged).unwrap();
+    let mut rows: Vec<_> = (3000..3100).map(row).collect();
+    for i in [205, 205, 205, 210, 210, 750, 799] {
+        rows.push(row(i));
+    }
+    rows.push((None, 260));
+    texts(&staged.join("part-0.parquet"), &rows);
+    let (grouped, _) = check_across(cwd, &staged, "99", Some("grouped"));
+    // Fingerprints cut to 3 bits: every key's bytes are compared.
+    let cut = [("DQGATE_TEST_FINGERPRINT_BITS", "3")];
+    let (collided, log) = check_across_with(cwd, &staged, "99", &cut, &[]);
+    assert_eq!(collided, grouped, "{log}");
+    let (got, log) = check_across(cwd, &staged, "99", None);
+    assert_eq!(got, grouped);
+    assert!(
+        got.contains("\"k000205\"") && got.contains("day=3") && got.contains("\"k000799\""),
+        "{got}"
+    );
+    assert!(!log.contains(USED), "{log}");
+    assert!(
+        log.matches("probe them with the published rows the footers left")
+            .count()
+            >= 2,
+        "{log}"
+    );
 }

@@ -317,10 +317,19 @@ pub async fn across_published(
             }
         }
     };
-    let distinct = async {
-        match &indexes {
-            Ok(_) => super::indexed::distinct_keys(ctx, staged, keys, 64).await,
-            Err(_) => Ok(None),
+    // A task of its own, so that it runs on another core than the
+    // footers' comparison.
+    let distinct = {
+        let (want, ctx, staged, keys) =
+            (indexes.is_ok(), ctx.clone(), staged.clone(), keys.to_vec());
+        async move {
+            if !want {
+                return Ok(None);
+            }
+            let task = async move { super::indexed::distinct_keys(&ctx, &staged, &keys, 64).await };
+            tokio::spawn(task)
+                .await
+                .map_err(|e| ExecError::Audit(format!("reading the staged keys stopped: {e}")))?
         }
     };
     let (side, mut built, distinct) = futures::try_join!(
@@ -330,9 +339,19 @@ pub async fn across_published(
     )?;
     let mut read_passes = Vec::new();
     let why = match (indexes, distinct) {
-        (Ok((_, expected)), Some(distinct)) => match side.pruned_well() {
-            Some(why) => why,
-            None => {
+        (Ok((_, expected)), Some(distinct)) => match (side.pruned_well(), &side.pruned) {
+            // The footers win: the staged keys read for the indexes serve
+            // as the probe's table, so they are not read a third time.
+            (Some(why), Some(pruned)) => {
+                let threads = keys::threads(ctx);
+                let by = super::indexed::probe_pruned(distinct, pruned, (threads, bits), started)
+                    .await?;
+                let mut passes = vec![format!("key indexes not used: {why}")];
+                passes.extend(by.passes);
+                return Ok(assemble(by.value, &by.best, by.located, passes));
+            }
+            (Some(why), None) => why,
+            _ => {
                 let threads = keys::threads(ctx);
                 match super::indexed::lookup(distinct, expected, (parts, keys), threads, started)
                     .await?

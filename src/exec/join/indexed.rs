@@ -8,14 +8,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::{DataType, UInt32Type};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::prelude::{ident, SessionContext};
 use futures::StreamExt;
 
 use super::PublishedPart;
+use crate::exec::published;
 use crate::exec::{keys, ExecError, SAMPLES};
-use crate::keyindex::{self, Built, Collecting, Columns, Distinct, Expected, Kind};
+use crate::keyindex::{self, Built, Collecting, Columns, Distinct, Expected, Finder, Kind};
 use crate::staged::{Location, StagedInput};
 use crate::value::Value;
 
@@ -179,7 +181,7 @@ pub(super) fn describe(e: &[Expected]) -> String {
         .map(|m| m.len())
         .sum();
     format!(
-        "by the key indexes beside the {} published version(s), {} in all, instead of their key columns: the distinct staged keys, sorted by 64-bit fingerprint, merged with each index's fingerprints; only the rows of keys whose fingerprints match are read from the Parquet files and compared as bytes",
+        "by the key indexes beside the {} published version(s), {} in all, instead of their key columns: the distinct staged keys, sorted by 64-bit fingerprint, as a bitmap each index's fingerprints are tested against; only the rows of keys whose fingerprints match are read from the Parquet files and compared as bytes",
         e.len(),
         match bytes {
             0..1_000_000 => format!("{bytes} bytes"),
@@ -214,14 +216,135 @@ pub(super) async fn lookup(
             return Ok(Err(format!("{why}, so the partitions' files are read")));
         }
     };
-    let mut hits: Vec<u32> = found.pairs.iter().map(|(e, _)| *e).collect();
+    let passes = vec![
+        staged_pass(&distinct, read_staged),
+        format!(
+            "look them up in the key indexes of {} published partition(s), {} indexed key(s), {} staged key(s) also there: {:.2} s",
+            parts.len(),
+            found.keys_read,
+            clashing(&found.pairs),
+            (started.elapsed() - read_staged).as_secs_f64()
+        ),
+    ];
+    by_found(
+        &distinct,
+        found.pairs,
+        |p| parts[p as usize].rel.clone(),
+        passes,
+    )
+    .map(Ok)
+}
+
+/// Looks the staged keys (`distinct`) up in the published rows the footers
+/// left to read (`pruned`, keys that rise with time), `threads` streams at
+/// a time: each row's key is found among the staged keys by fingerprint
+/// and compared as bytes. The staged keys were read once, for the
+/// indexes, and serve as the probe's table (`started`: when the pass began;
+/// `bits`: the test-only collision switch).
+pub(super) async fn probe_pruned(
+    distinct: Distinct,
+    pruned: &published::Pruned,
+    (threads, bits): (usize, Option<u32>),
+    started: Instant,
+) -> Result<ByIndex, ExecError> {
+    let read_staged = started.elapsed();
+    let distinct = Arc::new(distinct);
+    let finder = Arc::new(Finder::new(distinct.clone(), bits.unwrap_or(64)));
+    let kinds = distinct.kinds.clone();
+    let tasks: Vec<_> = pruned
+        .streams(threads)
+        .into_iter()
+        .map(|mut stream| {
+            let (finder, kinds) = (finder.clone(), kinds.clone());
+            tokio::spawn(async move {
+                let (mut pairs, mut key) = (Vec::new(), Vec::new());
+                let (mut hashes, mut rows) = (Vec::new(), Vec::new());
+                while let Some(batch) = stream.next().await {
+                    let batch =
+                        batch.map_err(|e| ExecError::engine("reading the published keys", e))?;
+                    let n = kinds.len();
+                    let columns = Columns::new(&batch.columns()[..n], &kinds)?;
+                    let part = batch.column(n).as_primitive::<UInt32Type>();
+                    // Fingerprints first, then the bitmap's tests all
+                    // together, then only the rows they let through.
+                    hashes.clear();
+                    rows.clear();
+                    for row in 0..batch.num_rows() {
+                        key.clear();
+                        if columns.encode(row, &mut key) {
+                            rows.push(hashes.len() as u32);
+                        }
+                        hashes.push(finder.fingerprint(&key));
+                    }
+                    finder.sift(&hashes, &mut rows);
+                    for row in rows.iter().map(|r| *r as usize) {
+                        key.clear();
+                        columns.encode(row, &mut key);
+                        if let Some(e) = finder.find(&key, hashes[row]) {
+                            pairs.push((e as u32, part.value(row)));
+                        }
+                    }
+                }
+                Ok::<_, ExecError>(pairs)
+            })
+        })
+        .collect();
+    let mut pairs = Vec::new();
+    for t in tasks {
+        let got = t
+            .await
+            .map_err(|e| ExecError::Audit(format!("the probe of the pruned rows stopped: {e}")))?;
+        pairs.extend(got?);
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    let passes = vec![
+        staged_pass(&distinct, read_staged),
+        format!(
+            "probe them with the published rows the footers left (reads {}), {} staged key(s) also there: {:.2} s",
+            pruned.counts.describe(),
+            clashing(&pairs),
+            (started.elapsed() - read_staged).as_secs_f64()
+        ),
+    ];
+    by_found(
+        &distinct,
+        pairs,
+        |p| pruned.rel(p as usize).to_string(),
+        passes,
+    )
+}
+
+/// The timing line of reading the distinct staged keys (`took`).
+fn staged_pass(distinct: &Distinct, took: std::time::Duration) -> String {
+    format!(
+        "distinct staged keys for the key indexes ({}), while the footers were compared with them: {:.2} s",
+        distinct.entries.len(),
+        took.as_secs_f64()
+    )
+}
+
+/// How many staged keys (the firsts of sorted `pairs`) were found.
+fn clashing(pairs: &[(u32, u32)]) -> u64 {
+    pairs.chunk_by(|a, b| a.0 == b.0).count() as u64
+}
+
+/// The clashing keys of `pairs` (staged entry, part; sorted), the top ones
+/// with their values and the parts they are in (`rel` names a part).
+fn by_found(
+    distinct: &Distinct,
+    pairs: Vec<(u32, u32)>,
+    rel: impl Fn(u32) -> String,
+    passes: Vec<String>,
+) -> Result<ByIndex, ExecError> {
+    let mut hits: Vec<u32> = pairs.iter().map(|(e, _)| *e).collect();
     hits.dedup();
     let value = hits.len() as u64;
-    let best = top(&distinct, hits, SAMPLES);
+    let best = top(distinct, hits, SAMPLES);
     let mut located = Vec::new();
     for (i, e) in best.iter().enumerate() {
-        for (_, part) in found.pairs.iter().filter(|(x, _)| x == e) {
-            located.push((i, parts[*part as usize].rel.clone()));
+        for (_, part) in pairs.iter().filter(|(x, _)| x == e) {
+            located.push((i, rel(*part)));
         }
     }
     located.sort_unstable();
@@ -234,24 +357,12 @@ pub(super) async fn lookup(
                 .ok_or_else(|| ExecError::Audit("a staged key could not be decoded".into()))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Ok(ByIndex {
+    Ok(ByIndex {
         value,
         best,
         located,
-        passes: vec![
-            format!(
-                "distinct staged keys for the key indexes ({}), while the footers were compared with them: {:.2} s",
-                distinct.entries.len(),
-                read_staged.as_secs_f64()
-            ),
-            format!(
-                "look them up in the key indexes of {} published partition(s), {} indexed key(s), {value} staged key(s) also there: {:.2} s",
-                parts.len(),
-                found.keys_read,
-                (started.elapsed() - read_staged).as_secs_f64()
-            ),
-        ],
-    }))
+        passes,
+    })
 }
 
 /// The `k` entries of `hits` with the most staged rows, ties by key value.
