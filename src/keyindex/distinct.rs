@@ -186,6 +186,11 @@ impl Finder {
         }
     }
 
+    /// The kinds of the keys' parts.
+    pub fn kinds(&self) -> &[Kind] {
+        &self.keys.kinds
+    }
+
     /// The fingerprint of `key` (canonical bytes) that [`Finder::find`]
     /// takes.
     pub fn fingerprint(&self, key: &[u8]) -> u64 {

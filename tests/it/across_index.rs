@@ -92,6 +92,17 @@ fn key_indexes_give_the_grouped_verdict() {
                 "every check used the indexes:\n{log}"
             );
         }
+        // Day 2 without its indexes: its files are read beside the other
+        // days' indexes, fingerprints cut as the indexes' are.
+        for i in indexes(cwd, "2") {
+            fs::remove_file(i).unwrap();
+        }
+        let (grouped, _) = check_across(cwd, &staged, "9", Some("grouped"));
+        let (mixed, log) = check_across_with(cwd, &staged, "9", &env, &[]);
+        assert_eq!(mixed, grouped, "seed {seed}, day 2 without indexes");
+        let line = "1 of 3 published partition(s) have no key index";
+        assert_eq!(log.matches(USED).count(), 4, "{log}");
+        assert_eq!(log.matches(line).count(), 4, "{log}");
     }
 }
 
@@ -185,26 +196,57 @@ fn an_index_that_does_not_match_its_files_is_never_trusted() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 
     // Day 1's file replaced by hand (same name): its index is stale. It
-    // would say 150 is there; the file now holds 999 instead.
+    // would say 150 is there; the file now holds 999 instead. Day 1's file
+    // is read, beside the other days' indexes.
     let file = fs::read_dir(cwd.join("table/day=1"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "parquet"))
         .unwrap();
     ints(&file, 990..1000);
-    let got = same_as_grouped(cwd, &staged, Some("does not match its files"));
+    let got = same_as_grouped_mixed(cwd, &staged, "1 of 3", "does not match its files");
     assert!(
         got.contains("\"k\": 999") && !got.contains("\"k\": 150"),
         "{got}"
     );
 
-    // Day 3 without an index (as an older dqgate published it).
+    // Day 3 without an index too (as an older dqgate published it).
     for i in indexes(cwd, "3") {
         fs::remove_file(i).unwrap();
     }
-    same_as_grouped(cwd, &staged, Some("have no key index"));
+    same_as_grouped_mixed(cwd, &staged, "2 of 3", "does not match its files");
     let out = String::from_utf8(dqgate(cwd, &explain).stdout).unwrap();
-    assert!(out.contains("key indexes not used: 2 of 3"), "{out}");
+    assert!(
+        out.contains("by the key indexes beside the 1 published version(s)")
+            && out.contains("2 of 3 published partition(s) have no key index"),
+        "{out}"
+    );
+
+    // No day with an index: every day's files are read as before.
+    for i in indexes(cwd, "2") {
+        fs::remove_file(i).unwrap();
+    }
+    same_as_grouped(
+        cwd,
+        &staged,
+        Some("3 of 3 published partition(s) have no key index"),
+    );
+    let out = String::from_utf8(dqgate(cwd, &explain).stdout).unwrap();
+    assert!(out.contains("key indexes not used: 3 of 3"), "{out}");
+}
+
+/// The verdict through the indexes of some parts and the files of `count`
+/// others (`why` the first has no usable index) equals the grouped one.
+fn same_as_grouped_mixed(cwd: &Path, staged: &Path, count: &str, why: &str) -> String {
+    let (grouped, _) = check_across(cwd, staged, "9", Some("grouped"));
+    let (got, log) = check_across(cwd, staged, "9", None);
+    assert_eq!(got, grouped);
+    let line = format!("{count} published partition(s) have no key index");
+    assert!(
+        log.contains(USED) && log.contains(&line) && log.contains(why),
+        "{log}"
+    );
+    got
 }
 
 #[test]

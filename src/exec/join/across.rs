@@ -45,13 +45,18 @@ pub fn across_by_index_plan(
     side: &PublishedSide,
 ) -> Result<Result<String, String>, ExecError> {
     let types = across_types(staged, parts, keys)?;
-    let (_, expected) = match super::indexed::expected(staged, parts, keys, &types) {
+    let indexes = match super::indexed::expected(staged, parts, keys, &types) {
         Ok(e) => e,
         Err(why) => return Ok(Err(why)),
     };
-    Ok(match side.pruned_well() {
-        Some(why) => Err(why),
-        None => Ok(super::indexed::describe(&expected)),
+    Ok(match (side.pruned_well(), &side.pruned) {
+        (Some(why), _) => Err(why),
+        (None, None) if !indexes.lacking.is_empty() => Err(format!(
+            "{} of {} published partition(s) have no key index of these columns that can be used, and their files cannot be read beside the others' indexes",
+            indexes.lacking.len(),
+            parts.len()
+        )),
+        (None, _) => Ok(super::indexed::describe(&indexes, parts.len())),
     })
 }
 
@@ -339,7 +344,7 @@ pub async fn across_published(
     )?;
     let mut read_passes = Vec::new();
     let why = match (indexes, distinct) {
-        (Ok((_, expected)), Some(distinct)) => match (side.pruned_well(), &side.pruned) {
+        (Ok(indexes), Some(distinct)) => match (side.pruned_well(), &side.pruned) {
             // The footers win: the staged keys read for the indexes serve
             // as the probe's table, so they are not read a third time.
             (Some(why), Some(pruned)) => {
@@ -353,7 +358,9 @@ pub async fn across_published(
             (Some(why), None) => why,
             _ => {
                 let threads = keys::threads(ctx);
-                match super::indexed::lookup(distinct, expected, (parts, keys), threads, started)
+                let read = side.pruned.as_ref();
+                let how = (threads, bits);
+                match super::indexed::lookup(distinct, indexes, read, (parts, keys), how, started)
                     .await?
                 {
                     Ok(by) => return Ok(assemble(by.value, &by.best, by.located, by.passes)),

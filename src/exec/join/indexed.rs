@@ -124,21 +124,49 @@ pub async fn key_index(
     Ok(read.map(|(keys, files, columns)| Built::new(&columns, keys, bits, files)))
 }
 
-/// Where each part's index is, or why the indexes cannot be used.
+/// The key indexes a check can read.
+pub(super) struct Indexes {
+    /// Each part with a usable index (its number in the parts) and where
+    /// that index is.
+    pub indexed: Vec<(usize, Expected)>,
+    /// The parts without one, whose files are read instead, and why the
+    /// first of them has none.
+    pub lacking: Vec<usize>,
+    pub why: Option<String>,
+}
+
+impl Indexes {
+    /// What `-v` and `explain` say of the parts without an index.
+    fn lacking_line(&self, parts: usize) -> Option<String> {
+        self.why.as_ref().map(|why| {
+            format!(
+                "{} of {parts} published partition(s) have no key index of these columns that can be used ({why})",
+                self.lacking.len()
+            )
+        })
+    }
+}
+
+/// Where each part's index is, or why no index can be used (then every
+/// part's files are read). A part without a usable index among parts with
+/// one is read from its files, beside the others' indexes.
 pub(super) fn expected(
     staged: &StagedInput,
     parts: &[PublishedPart],
     keys: &[String],
     compared: &[DataType],
-) -> Result<(Vec<Kind>, Vec<Expected>), String> {
+) -> Result<Indexes, String> {
     let staged_types = super::staged_types(staged, keys).map_err(|e| e.to_string())?;
     let kinds = match (Kind::all(&staged_types), Kind::all(compared)) {
         (Some(a), Some(b)) if a == b => a,
         _ => return Err("the key has a part that no index holds (only integers and text)".into()),
     };
-    let mut out = Vec::with_capacity(parts.len());
-    let mut lacking = Vec::new();
-    for p in parts {
+    let mut out = Indexes {
+        indexed: Vec::with_capacity(parts.len()),
+        lacking: Vec::new(),
+        why: None,
+    };
+    for (n, p) in parts.iter().enumerate() {
         let Location::Local(root) = &p.input.location else {
             return Err(format!("the partition `{}` is on an object store", p.rel));
         };
@@ -158,53 +186,67 @@ pub(super) fn expected(
                 .map(|f| (f.path.clone(), root.join(&f.path), f.metadata.clone()))
                 .collect(),
         };
-        if let Err(why) = keyindex::usable(&e, keys, &kinds) {
-            lacking.push(why.to_string());
+        match keyindex::usable(&e, keys, &kinds) {
+            Ok(()) => out.indexed.push((n, e)),
+            Err(why) => {
+                out.lacking.push(n);
+                out.why.get_or_insert(why.to_string());
+            }
         }
-        out.push(e);
     }
-    match lacking.first() {
-        None => Ok((kinds, out)),
-        Some(first) => Err(format!(
-            "{} of {} published partition(s) have no key index of these columns that can be used ({first}), so the partitions' files are read",
-            lacking.len(),
-            parts.len()
-        )),
+    match (out.indexed.is_empty(), out.lacking_line(parts.len())) {
+        (true, Some(line)) => Err(format!("{line}, so the partitions' files are read")),
+        _ => Ok(out),
     }
 }
 
-/// How `across published` runs through the indexes `e`, for `explain`.
-pub(super) fn describe(e: &[Expected]) -> String {
-    let bytes: u64 = e
-        .iter()
-        .filter_map(|e| std::fs::metadata(&e.path).ok())
+/// How `across published` runs through the indexes `i` of `parts`
+/// published partitions, for `explain`.
+pub(super) fn describe(i: &Indexes, parts: usize) -> String {
+    let bytes: u64 = (i.indexed.iter())
+        .filter_map(|(_, e)| std::fs::metadata(&e.path).ok())
         .map(|m| m.len())
         .sum();
-    format!(
+    let mut out = format!(
         "by the key indexes beside the {} published version(s), {} in all, instead of their key columns: the distinct staged keys, sorted by 64-bit fingerprint, as a bitmap each index's fingerprints are tested against; only the rows of keys whose fingerprints match are read from the Parquet files and compared as bytes",
-        e.len(),
+        i.indexed.len(),
         match bytes {
             0..1_000_000 => format!("{bytes} bytes"),
             b => format!("{:.1} MB", b as f64 / 1e6),
         }
-    )
+    );
+    if let Some(line) = i.lacking_line(parts) {
+        out += &format!(
+            "; {line}: their files are read and their keys probed with the same staged keys"
+        );
+    }
+    out
 }
 
-/// Looks the staged keys (`distinct`) up in the indexes `expected` of
-/// `parts`, `threads` at a time (`started`: when the pass began); `Err`
-/// says why they could not be used (the caller then reads the partitions'
-/// files).
+/// Looks the staged keys (`distinct`) up in the indexes of `parts`, and in
+/// the files of the parts without one (read as `pruned` says; `None`: they
+/// cannot be read so), `threads` at a time (`started`: when the pass began;
+/// `bits`: the test-only collision switch). `Err` says why they could not
+/// be used (the caller then reads every part's files).
 pub(super) async fn lookup(
     distinct: Distinct,
-    expected: Vec<Expected>,
+    indexes: Indexes,
+    pruned: Option<&published::Pruned>,
     (parts, keys): (&[PublishedPart], &[String]),
-    threads: usize,
+    (threads, bits): (usize, Option<u32>),
     started: Instant,
 ) -> Result<Result<ByIndex, String>, ExecError> {
+    let lacking = indexes.lacking_line(parts.len());
+    let rest = match (&lacking, pruned) {
+        (None, _) => None,
+        (Some(_), Some(p)) => Some(p.only(|part| indexes.lacking.binary_search(&part).is_ok())),
+        (Some(line), None) => return Ok(Err(format!("{line}, so the partitions' files are read"))),
+    };
     let read_staged = started.elapsed();
     let distinct = Arc::new(distinct);
     let shared = distinct.clone();
     let columns = keys.to_vec();
+    let (numbers, expected): (Vec<usize>, Vec<Expected>) = indexes.indexed.into_iter().unzip();
     let looked = tokio::task::spawn_blocking(move || {
         keyindex::lookup(&shared, &columns, &expected, threads)
     })
@@ -216,31 +258,41 @@ pub(super) async fn lookup(
             return Ok(Err(format!("{why}, so the partitions' files are read")));
         }
     };
-    let passes = vec![
+    let mut pairs: Vec<(u32, u32)> = (found.pairs.iter())
+        .map(|(e, n)| (*e, numbers[*n as usize] as u32))
+        .collect();
+    let mut passes = vec![
         staged_pass(&distinct, read_staged),
         format!(
             "look them up in the key indexes of {} published partition(s), {} indexed key(s), {} staged key(s) also there: {:.2} s",
-            parts.len(),
+            numbers.len(),
             found.keys_read,
             clashing(&found.pairs),
             (started.elapsed() - read_staged).as_secs_f64()
         ),
     ];
-    by_found(
-        &distinct,
-        found.pairs,
-        |p| parts[p as usize].rel.clone(),
-        passes,
-    )
-    .map(Ok)
+    if let (Some(rest), Some(line)) = (rest, lacking) {
+        let from = started.elapsed();
+        let finder = Arc::new(Finder::new(distinct.clone(), bits.unwrap_or(64)));
+        let more = probe_rows(finder, &rest, threads).await?;
+        passes.push(format!(
+            "{line}: probe them with those partitions' rows (reads {}), {} staged key(s) also there: {:.2} s",
+            rest.counts.describe(),
+            clashing(&more),
+            (started.elapsed() - from).as_secs_f64()
+        ));
+        pairs.extend(more);
+        pairs.sort_unstable();
+        pairs.dedup();
+    }
+    by_found(&distinct, pairs, |p| parts[p as usize].rel.clone(), passes).map(Ok)
 }
 
 /// Looks the staged keys (`distinct`) up in the published rows the footers
 /// left to read (`pruned`, keys that rise with time), `threads` streams at
-/// a time: each row's key is found among the staged keys by fingerprint
-/// and compared as bytes. The staged keys were read once, for the
-/// indexes, and serve as the probe's table (`started`: when the pass began;
-/// `bits`: the test-only collision switch).
+/// a time. The staged keys were read once, for the indexes, and serve as
+/// the probe's table (`started`: when the pass began; `bits`: the
+/// test-only collision switch).
 pub(super) async fn probe_pruned(
     distinct: Distinct,
     pruned: &published::Pruned,
@@ -250,7 +302,33 @@ pub(super) async fn probe_pruned(
     let read_staged = started.elapsed();
     let distinct = Arc::new(distinct);
     let finder = Arc::new(Finder::new(distinct.clone(), bits.unwrap_or(64)));
-    let kinds = distinct.kinds.clone();
+    let pairs = probe_rows(finder, pruned, threads).await?;
+    let passes = vec![
+        staged_pass(&distinct, read_staged),
+        format!(
+            "probe them with the published rows the footers left (reads {}), {} staged key(s) also there: {:.2} s",
+            pruned.counts.describe(),
+            clashing(&pairs),
+            (started.elapsed() - read_staged).as_secs_f64()
+        ),
+    ];
+    by_found(
+        &distinct,
+        pairs,
+        |p| pruned.rel(p as usize).to_string(),
+        passes,
+    )
+}
+
+/// (staged entry, part) of every row of `pruned` whose key `finder` holds,
+/// sorted, read `threads` streams at a time: each row's key is found among
+/// the staged keys by fingerprint and compared as bytes.
+async fn probe_rows(
+    finder: Arc<Finder>,
+    pruned: &published::Pruned,
+    threads: usize,
+) -> Result<Vec<(u32, u32)>, ExecError> {
+    let kinds = finder.kinds().to_vec();
     let tasks: Vec<_> = pruned
         .streams(threads)
         .into_iter()
@@ -291,28 +369,14 @@ pub(super) async fn probe_pruned(
         .collect();
     let mut pairs = Vec::new();
     for t in tasks {
-        let got = t
-            .await
-            .map_err(|e| ExecError::Audit(format!("the probe of the pruned rows stopped: {e}")))?;
+        let got = t.await.map_err(|e| {
+            ExecError::Audit(format!("the probe of the published rows stopped: {e}"))
+        })?;
         pairs.extend(got?);
     }
     pairs.sort_unstable();
     pairs.dedup();
-    let passes = vec![
-        staged_pass(&distinct, read_staged),
-        format!(
-            "probe them with the published rows the footers left (reads {}), {} staged key(s) also there: {:.2} s",
-            pruned.counts.describe(),
-            clashing(&pairs),
-            (started.elapsed() - read_staged).as_secs_f64()
-        ),
-    ];
-    by_found(
-        &distinct,
-        pairs,
-        |p| pruned.rel(p as usize).to_string(),
-        passes,
-    )
+    Ok(pairs)
 }
 
 /// The timing line of reading the distinct staged keys (`took`).

@@ -93,6 +93,36 @@ impl Pruned {
         out
     }
 
+    /// Only the items of the parts `keep` says (by part number); the counts
+    /// are of what is read of those parts, out of all of them (pages not
+    /// counted).
+    pub fn only(&self, keep: impl Fn(usize) -> bool) -> Pruned {
+        let items: Vec<Item> = self
+            .items
+            .iter()
+            .filter(|i| keep(i.part))
+            .cloned()
+            .collect();
+        let counts = Counts {
+            files: (items.len(), self.counts.files.1),
+            row_groups: (
+                items.iter().map(|i| i.row_groups.len()).sum(),
+                self.counts.row_groups.1,
+            ),
+            pages: (0, 0),
+            rows: (items.iter().map(|i| i.rows).sum(), self.counts.rows.1),
+        };
+        Pruned {
+            items,
+            rels: self.rels.clone(),
+            keys: self.keys.clone(),
+            schema: self.schema.clone(),
+            with_part: self.with_part.clone(),
+            types: self.types.clone(),
+            counts,
+        }
+    }
+
     /// Whether nothing is left to read.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
