@@ -869,3 +869,112 @@ fn report_reads_a_delta_tables_history_from_its_snapshot_and_log() {
         row("2")
     );
 }
+
+/// The key index files in partition `d` of the lake.
+fn key_indexes_of(lake: &Lake, d: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(lake.root().join(format!("d={d}")))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("_dqgate_keys_")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `check unique(version) across published` of `staged` as `d=9` against
+/// the lake, with `-v`: its checks (JSON) and its log; `grouped` runs the
+/// grouped DataFusion join instead of the key engine and the indexes.
+fn across_check(lake: &Lake, staged: &Path, grouped: bool) -> (Json, String) {
+    let file = lake.tmp.path().join("across-check.dq");
+    fs::write(
+        &file,
+        "table t\npartitioned by d\ncheck unique(version) across published\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dqgate"));
+    cmd.arg("check")
+        .arg(&file)
+        .arg("--staged")
+        .arg(staged)
+        .args(["--partition", "d=9", "--format", "json", "-v", "--table"])
+        .arg(lake.root());
+    if grouped {
+        cmd.env("DQGATE_TEST_KEY_STRATEGY", "grouped");
+    }
+    let out = cmd.output().unwrap();
+    let verdict: Json = serde_json::from_slice(&out.stdout).unwrap();
+    (verdict["checks"].clone(), stderr(&out))
+}
+
+#[test]
+fn key_indexes_beside_delta_versions_answer_across_published() {
+    let lake = Lake::new();
+    let rules = lake.tmp.path().join("across.dq");
+    let text =
+        "table t\npartitioned by d\ncheck row_count > 0\nwarn unique(version) across published\n";
+    fs::write(&rules, text).unwrap();
+    for d in 1..=3i64 {
+        let staged = lake.stage(&format!("s{d}"), d * 10, 2);
+        let out = lake
+            .command(&rules, &staged, &d.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(key_indexes_of(&lake, &d.to_string()).len(), 1, "d={d}");
+        let v = verify(&lake, &d.to_string());
+        assert_eq!(code(&v), 0, "{}", String::from_utf8_lossy(&v.stdout));
+    }
+    let staged = lake.stage("new", 20, 1);
+    let used = "look them up in the key indexes of";
+    let same = |why: Option<&str>| {
+        let (grouped, _) = across_check(&lake, &staged, true);
+        let (got, log) = across_check(&lake, &staged, false);
+        assert_eq!(got, grouped, "{log}");
+        assert!(log.contains(used), "{log}");
+        if let Some(why) = why {
+            assert!(log.contains(why), "{log}");
+        }
+        got
+    };
+    let got = same(None);
+    assert_eq!(got[0]["value"], 1, "{got}");
+
+    // d=1 published again with the staged key: its index is replaced with
+    // the new version's, which the commit makes the partition's.
+    let again = lake.stage("again", 20, 1);
+    let out = lake.command(&rules, &again, "1").output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let got = same(None);
+    assert!(
+        got.to_string().contains("d=1") && got.to_string().contains("d=2"),
+        "{got}"
+    );
+
+    // Rolled back: d=1's files are the first version's again, its index
+    // is gone (it was the undone version's), and d=1 is read from files.
+    assert_eq!(code(&rollback(&lake, "1")), 0);
+    assert!(key_indexes_of(&lake, "1").is_empty());
+    let v = verify(&lake, "1");
+    assert_eq!(code(&v), 0, "{}", String::from_utf8_lossy(&v.stdout));
+    let got = same(Some("1 of 3 published partition(s) have no key index"));
+    assert!(!got.to_string().contains("d=1"), "{got}");
+
+    // A changed index: `verify` says so, and it is never trusted.
+    let index = key_indexes_of(&lake, "2").pop().unwrap();
+    let mut bytes = fs::read(&index).unwrap();
+    let at = bytes.len() - 2;
+    bytes[at] ^= 4;
+    fs::write(&index, &bytes).unwrap();
+    let v = verify(&lake, "2");
+    assert_eq!(code(&v), 1);
+    assert!(String::from_utf8_lossy(&v.stdout).contains("changed: key index"));
+    let (grouped, _) = across_check(&lake, &staged, true);
+    let (got, log) = across_check(&lake, &staged, false);
+    assert_eq!(got, grouped, "{log}");
+}

@@ -20,12 +20,13 @@ use super::log::{
     CurrentFile, CHECKPOINT_INTERVAL, MAX_ATTEMPTS,
 };
 use super::schema::{check_compatible, protocol_for, table_schema};
+use crate::keyindex::Built;
 use crate::publish::error::PublishError;
-use crate::publish::fsx;
 use crate::publish::readset::ReadSet;
 use crate::publish::record::RECORD;
 use crate::publish::root::{footer_rows, Root};
 use crate::publish::PublishOutcome;
+use crate::publish::{fsx, indexes};
 use crate::runkey::RunKey;
 use crate::staged::StagedInput;
 use crate::verdict::json::{to_record_json, PublishedFile, PublishedManifest};
@@ -42,7 +43,7 @@ pub async fn publish(
     staged: &StagedInput,
     passed: &PassedVerdict,
     audited_against: Option<i64>,
-    read: &ReadSet,
+    (read, indexes): (&ReadSet, &[Built]),
 ) -> Result<PublishOutcome, PublishError> {
     if key.is_empty() {
         return Err(PublishError::Refused(
@@ -122,10 +123,28 @@ pub async fn publish(
         }
     }
     files.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+    let published: Vec<PublishedFile> = files.iter().map(|(f, _)| f.clone()).collect();
+    // The key indexes go beside the copies before the commit. Until it
+    // lands they are not the index of the partition's files (their
+    // fingerprint says so), and no audit trusts them; if it never lands
+    // they stay so. A local table only: an object store's get none.
+    let key_indexes = match root {
+        Root::Local(dir) if !indexes.is_empty() => {
+            fsx::phase("key indexes");
+            match indexes::write(&dir.join(&rel_dir), &rel_dir, &published, indexes) {
+                Ok(written) => written,
+                Err(e) => {
+                    copies.remove(root, &rel_dir).await;
+                    return Err(e);
+                }
+            }
+        }
+        _ => Vec::new(),
+    };
     let manifest = PublishedManifest {
         version: copies.token.clone(),
-        files: files.iter().map(|(f, _)| f.clone()).collect(),
-        key_indexes: Vec::new(),
+        files: published,
+        key_indexes,
     };
     // Statistics from the audited footers (the copies' footers are the
     // same bytes: the fingerprint above compared them).
@@ -219,6 +238,11 @@ pub(super) async fn already_published(
             files: published,
             key_indexes: Vec::new(),
         };
+        // The rebuilt record lists no key index, so none stays (audits
+        // read the partition's files until it is published again).
+        if let Root::Local(dir) = root {
+            indexes::remove(&dir.join(&rel_dir))?;
+        }
         root.write(
             &record_at,
             to_record_json(passed.verdict(), &manifest, None).as_bytes(),

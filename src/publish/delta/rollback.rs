@@ -61,6 +61,14 @@ pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError>
     let [(last, _), (_, record), ..] = touching.as_slice() else {
         return Err(nothing("fewer than two versions were published"));
     };
+    // The restored version's key indexes were replaced by the undone
+    // one's: none stays (removed once the rollback commits), and the record
+    // lists none, so audits read the partition's files until it is
+    // published again.
+    let mut record = record.clone();
+    if let Some(listed) = record.pointer_mut("/published/key_indexes") {
+        *listed = Json::Array(Vec::new());
+    }
     let mut before = handle(root)?;
     before
         .load_version(last - 1)
@@ -122,7 +130,10 @@ pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError>
         }
         Err(e) => return Err(delta_err(root, e)),
     }
-    let text = serde_json::to_string_pretty(record).map_err(|e| delta_err(root, e))?;
+    if let Root::Local(dir) = root {
+        crate::publish::indexes::remove(&dir.join(&rel_dir))?;
+    }
+    let text = serde_json::to_string_pretty(&record).map_err(|e| delta_err(root, e))?;
     root.write(
         &format!("{rel_dir}/{RECORD}"),
         format!("{text}\n").as_bytes(),

@@ -144,9 +144,13 @@ impl Snapshot for DeltaRead {
             r.staged,
             r.passed,
             self.txn,
-            r.read,
+            (r.read, r.indexes),
         )
         .await
+    }
+
+    fn keeps_key_indexes(&self) -> bool {
+        matches!(self.snapshot.root, Root::Local(_))
     }
 }
 

@@ -65,6 +65,13 @@ pub async fn verify(root: &Root, key: &RunKey) -> Result<VerifyReport, PublishEr
             ));
         }
     }
+    if let Root::Local(dir) = root {
+        let listed = &record.key_indexes;
+        differences.extend(crate::publish::indexes::differences(
+            &dir.join(&rel_dir),
+            listed,
+        ));
+    }
     if differences.is_empty() {
         differences.extend(refingerprint(root, &rel_dir, &record).await);
     }
