@@ -18,9 +18,10 @@ pub struct Entry {
     start: u64,
     len: u32,
     /// How many rows carry it.
-    pub rows: u64,
-    /// The first row that holds it, counted through the files read.
-    pub row: u64,
+    pub rows: u32,
+    /// The first row that holds it, counted through the files read (the
+    /// callers take at most `u32::MAX` rows).
+    pub row: u32,
 }
 
 /// Distinct keys, sorted by fingerprint and bytes.
@@ -73,7 +74,7 @@ impl Collecting {
                     start: start as u64,
                     len: (self.arena.len() - start) as u32,
                     rows: 1,
-                    row: first + row as u64,
+                    row: (first + row as u64) as u32,
                 });
             }
         }
@@ -150,7 +151,7 @@ impl Distinct {
 
     /// How many rows carry a key.
     pub fn rows(&self) -> u64 {
-        self.entries.iter().map(|e| e.rows).sum()
+        self.entries.iter().map(|e| e.rows as u64).sum()
     }
 }
 

@@ -166,7 +166,7 @@ pub fn encode(
     let bits = bucket_bits(n);
     let mut tail = Vec::with_capacity(keys.entries.len() * 4);
     for e in &keys.entries {
-        tail.extend_from_slice(&(e.row as u32).to_le_bytes());
+        tail.extend_from_slice(&e.row.to_le_bytes());
     }
     let header = Header {
         format: 1,

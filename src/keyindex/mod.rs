@@ -140,6 +140,9 @@ fn check(h: &Header, e: &Expected, columns: &[String], kinds: &[Kind]) -> Result
     Ok(())
 }
 
+/// The probes of the staged keys, by (hash bits, bucket bits) of an index.
+type Probes = Mutex<HashMap<(u32, u32), Arc<file::Probe>>>;
+
 /// What a lookup found: (staged entry, index number) of every staged key
 /// an index holds, sorted; and how many index keys it went through.
 #[derive(Debug, Default)]
@@ -159,17 +162,19 @@ pub fn lookup(
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let out = Mutex::new((Found::default(), None::<IndexError>));
+    // The staged keys as each (hash bits, bucket bits) of an index needs
+    // them, built once for all threads.
+    let probes: Probes = Mutex::new(HashMap::new());
     std::thread::scope(|s| {
         for _ in 0..threads.clamp(1, expected.len().max(1)) {
             s.spawn(|| {
                 let mut found = Found::default();
                 // The staged keys, by (hash bits, bucket bits) of an index.
-                let mut probes: HashMap<(u32, u32), file::Probe> = HashMap::new();
                 let mut head = Vec::new();
                 while !failed.load(Ordering::Relaxed) {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     let Some(e) = expected.get(n) else { break };
-                    let one = one_index(staged, columns, e, (&mut probes, &mut head), |j| {
+                    let one = one_index(staged, columns, e, (&probes, &mut head), |j| {
                         found.pairs.push((j as u32, n as u32));
                     });
                     match one {
@@ -203,7 +208,7 @@ fn one_index(
     staged: &Distinct,
     columns: &[String],
     e: &Expected,
-    (probes, head): (&mut HashMap<(u32, u32), file::Probe>, &mut Vec<u8>),
+    (probes, head): (&Probes, &mut Vec<u8>),
     mut hit: impl FnMut(usize),
 ) -> Result<u64, IndexError> {
     let mut index = Opened::open_reusing(&e.path, std::mem::take(head))?;
@@ -230,14 +235,18 @@ fn one_index(
         starts.push((at, f));
         at += rows;
     }
-    let p = probes
-        .entry((h.hash_bits, h.bucket_bits))
-        .or_insert_with(|| {
-            let hashes = staged.entries.iter().map(|x| cut(x.hash, h.hash_bits));
-            file::Probe::new(hashes, h.bucket_bits)
-        });
+    let p = {
+        let mut built = probes.lock().expect("no thread panics holding it");
+        built
+            .entry((h.hash_bits, h.bucket_bits))
+            .or_insert_with(|| {
+                let hashes = staged.entries.iter().map(|x| cut(x.hash, h.hash_bits));
+                Arc::new(file::Probe::new(hashes, h.bucket_bits))
+            })
+            .clone()
+    };
     let mut candidates = Vec::new();
-    index.matches(p, |j, i| candidates.push((j, i)));
+    index.matches(&p, |j, i| candidates.push((j, i)));
     // (file, row in it, staged entry) of each candidate.
     let mut wanted: Vec<(usize, u64, usize)> = Vec::with_capacity(candidates.len());
     for (j, i) in candidates {

@@ -417,7 +417,7 @@ fn by_found(
         .map(|e| {
             let entry = &distinct.entries[*e as usize];
             keyindex::decode(&distinct.kinds, distinct.key(entry))
-                .map(|v| (v, entry.rows))
+                .map(|v| (v, entry.rows as u64))
                 .ok_or_else(|| ExecError::Audit("a staged key could not be decoded".into()))
         })
         .collect::<Result<Vec<_>, _>>()?;
