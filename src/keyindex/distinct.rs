@@ -60,7 +60,7 @@ impl Collecting {
 
     /// What `rows` keys of `key_bytes` (with `parts` parts) will cost.
     pub fn bytes_for(rows: u64, key_bytes: u64, parts: usize) -> usize {
-        rows as usize * (key_bytes as usize + 9 * parts + ENTRY + ORDER)
+        rows as usize * (key_bytes as usize + 9 * parts + 2 * ENTRY)
     }
 
     /// Adds the keys of the first `rows` rows of `columns`, the first of
@@ -88,30 +88,54 @@ impl Collecting {
             bits,
         } = self;
         let key = |e: &Entry| &arena[e.start as usize..][..e.len as usize];
-        // Sorted as (fingerprint, place) pairs, 16 bytes each, not as whole
-        // entries; only runs of one fingerprint (a key's repeats, or a
-        // collision) are sorted by their bytes, the first place first.
-        let mut order: Vec<(u64, u32)> = (entries.iter().enumerate())
-            .map(|(i, e)| (e.hash, i as u32))
-            .collect();
-        order.sort_unstable();
-        for run in order.chunk_by_mut(|a, b| a.0 == b.0) {
-            if run.len() > 1 {
-                run.sort_unstable_by(|a, b| {
-                    key(&entries[a.1 as usize])
-                        .cmp(key(&entries[b.1 as usize]))
-                        .then(a.1.cmp(&b.1))
-                });
-            }
+        // Fingerprints are uniform: the entries are scattered into buckets
+        // by their top bits (about 8 a bucket, in one pass), and each bucket
+        // sorted where it lies, in the cache; no comparison sort of the
+        // whole and no gather in random order.
+        let top = match entries.len() {
+            0..=15 => 0,
+            n => (usize::BITS - 1 - n.leading_zeros())
+                .saturating_sub(3)
+                .min(24),
+        };
+        let bucket = |e: &Entry| match top {
+            0 => 0,
+            t => (e.hash >> (64 - t)) as usize,
+        };
+        let mut starts = vec![0usize; (1 << top) + 1];
+        for e in &entries {
+            starts[bucket(e) + 1] += 1;
         }
-        let mut kept: Vec<Entry> = Vec::with_capacity(entries.len());
-        for (_, i) in order {
-            let e = entries[i as usize];
-            match kept.last_mut() {
-                Some(last) if last.hash == e.hash && key(last) == key(&e) => last.rows += e.rows,
-                _ => kept.push(e),
-            }
+        for b in 1..starts.len() {
+            starts[b] += starts[b - 1];
         }
+        let mut kept: Vec<Entry> = match entries.first() {
+            Some(first) => vec![*first; entries.len()],
+            None => Vec::new(),
+        };
+        let mut at = starts.clone();
+        for e in &entries {
+            let b = bucket(e);
+            kept[at[b]] = *e;
+            at[b] += 1;
+        }
+        drop(entries);
+        for w in starts.windows(2) {
+            // By fingerprint, then bytes (a collision), then row (the first
+            // row of a key is the one kept).
+            kept[w[0]..w[1]].sort_unstable_by(|a, b| {
+                (a.hash.cmp(&b.hash))
+                    .then_with(|| key(a).cmp(key(b)))
+                    .then(a.row.cmp(&b.row))
+            });
+        }
+        kept.dedup_by(|later, first| {
+            let same = later.hash == first.hash && key(later) == key(first);
+            if same {
+                first.rows += later.rows;
+            }
+            same
+        });
         Distinct {
             kinds,
             bits,
@@ -124,8 +148,6 @@ impl Collecting {
 
 /// Bytes an entry costs besides its key's bytes.
 const ENTRY: usize = std::mem::size_of::<Entry>();
-/// Bytes a key costs while the keys are sorted.
-const ORDER: usize = std::mem::size_of::<(u64, u32)>();
 
 /// A key's fingerprint: XXH3-64 of its canonical bytes, with only its top
 /// `bits` kept (64 but under the test-only collision switch). It is

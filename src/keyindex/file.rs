@@ -274,11 +274,10 @@ impl Opened {
         if tail_at.checked_add(header.tail) != Some(size) {
             return Err(corrupt("its size is not what its header says"));
         }
+        // One read of the whole head (a reused buffer is only cleared).
         head.clear();
-        let read = (&mut file).take(rest).read_to_end(&mut head);
-        if read.map_err(|e| io(path, e))? as u64 != rest {
-            return Err(corrupt("it ends early"));
-        }
+        head.resize(rest as usize, 0);
+        read_exact(&mut file, &mut head, path)?;
         let mut hasher = XxHash3_64::default();
         use std::hash::Hasher;
         hasher.write(&start[16..20]);
