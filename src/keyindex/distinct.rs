@@ -187,6 +187,11 @@ pub struct Finder {
     hash_bits: u32,
     bitmap: Vec<u64>,
     shift: u32,
+    /// Where the keys of each bucket of fingerprints (their top
+    /// `64 - bucket_shift` bits, about 8 keys a bucket) start: a key is
+    /// looked for among its bucket's, not by a search of them all.
+    starts: Vec<u32>,
+    bucket_shift: u32,
 }
 
 impl Finder {
@@ -194,18 +199,29 @@ impl Finder {
     pub fn new(keys: Arc<Distinct>, hash_bits: u32) -> Finder {
         let hash_bits = hash_bits.min(keys.bits);
         let n = keys.entries.len() as u64;
+        // About 64 bits a key (16 and 32 measured no faster on 30M rows).
         let bits = (64 - n.leading_zeros() + 6).clamp(12, 28);
         let shift = 64 - bits;
         let mut bitmap = vec![0u64; (1usize << bits) / 64];
+        let top = (64 - n.leading_zeros()).saturating_sub(3).clamp(1, 28);
+        let bucket_shift = 64 - top;
+        let mut starts = vec![0u32; (1 << top) + 1];
         for e in &keys.entries {
-            let at = cut(e.hash, hash_bits) >> shift;
+            let h = cut(e.hash, hash_bits);
+            let at = h >> shift;
             bitmap[(at >> 6) as usize] |= 1 << (at & 63);
+            starts[(h >> bucket_shift) as usize + 1] += 1;
+        }
+        for b in 1..starts.len() {
+            starts[b] += starts[b - 1];
         }
         Finder {
             keys,
             hash_bits,
             bitmap,
             shift,
+            starts,
+            bucket_shift,
         }
     }
 
@@ -235,10 +251,10 @@ impl Finder {
     pub fn find(&self, key: &[u8], hash: u64) -> Option<usize> {
         // Sorted by whole fingerprints, so by their cut ones too.
         let entries = &self.keys.entries;
-        let cut_of = |i: usize| cut(entries[i].hash, self.hash_bits);
-        let from = entries.partition_point(|e| cut(e.hash, self.hash_bits) < hash);
-        (from..entries.len())
-            .take_while(|i| cut_of(*i) == hash)
+        let b = (hash >> self.bucket_shift) as usize;
+        let (lo, hi) = (self.starts[b] as usize, self.starts[b + 1] as usize);
+        (lo..hi)
+            .filter(|i| cut(entries[*i].hash, self.hash_bits) == hash)
             .find(|i| self.keys.key(&entries[*i]) == key)
     }
 }
