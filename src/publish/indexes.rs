@@ -36,7 +36,6 @@ pub(crate) fn write(
         .map(|f| (format!("{rel}/{}", f.path), dir.join(&f.path)))
         .collect();
     let fingerprint = fingerprint_of(named.iter().map(|(n, p)| (n.as_str(), p.as_path())))?;
-    let files_of = files;
     let mut written: Vec<KeyIndexFile> = Vec::new();
     for index in indexes {
         let path = index.file_name();
@@ -44,7 +43,7 @@ pub(crate) fn write(
             continue;
         }
         let published = |staged: &str| {
-            let f = files_of.iter().find(|f| f.staged_path == staged)?;
+            let f = files.iter().find(|f| f.staged_path == staged)?;
             Some(format!("{rel}/{}", f.path))
         };
         let Some(bytes) = index.bytes(&fingerprint, published) else {
