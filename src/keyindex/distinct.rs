@@ -9,6 +9,7 @@ use datafusion::execution::memory_pool::MemoryReservation;
 use twox_hash::XxHash3_64;
 
 use super::canon::{Columns, Kind};
+use super::sieve::{bucket, bucket_bits, starts, Sieve};
 
 /// One distinct key.
 #[derive(Debug, Clone, Copy)]
@@ -89,41 +90,27 @@ impl Collecting {
         } = self;
         let key = |e: &Entry| &arena[e.start as usize..][..e.len as usize];
         // Fingerprints are uniform: the entries are scattered into buckets
-        // by their top bits (about 8 a bucket, in one pass), and each bucket
+        // by their top bits (8 to 16 a bucket, in one pass), and each bucket
         // sorted where it lies, in the cache; no comparison sort of the
         // whole and no gather in random order.
-        let top = match entries.len() {
-            0..=15 => 0,
-            n => (usize::BITS - 1 - n.leading_zeros())
-                .saturating_sub(3)
-                .min(24),
-        };
-        let bucket = |e: &Entry| match top {
-            0 => 0,
-            t => (e.hash >> (64 - t)) as usize,
-        };
-        let mut starts = vec![0usize; (1 << top) + 1];
-        for e in &entries {
-            starts[bucket(e) + 1] += 1;
-        }
-        for b in 1..starts.len() {
-            starts[b] += starts[b - 1];
-        }
+        let top = bucket_bits(entries.len() as u64);
+        let bucket_of = |e: &Entry| bucket(e.hash, top) as usize;
+        let starts = starts(1 << top, entries.iter().map(bucket_of));
         let mut kept: Vec<Entry> = match entries.first() {
             Some(first) => vec![*first; entries.len()],
             None => Vec::new(),
         };
         let mut at = starts.clone();
         for e in &entries {
-            let b = bucket(e);
-            kept[at[b]] = *e;
+            let b = bucket_of(e);
+            kept[at[b] as usize] = *e;
             at[b] += 1;
         }
         drop(entries);
         for w in starts.windows(2) {
             // By fingerprint, then bytes (a collision), then row (the first
             // row of a key is the one kept).
-            kept[w[0]..w[1]].sort_unstable_by(|a, b| {
+            kept[w[0] as usize..w[1] as usize].sort_unstable_by(|a, b| {
                 (a.hash.cmp(&b.hash))
                     .then_with(|| key(a).cmp(key(b)))
                     .then(a.row.cmp(&b.row))
@@ -177,51 +164,35 @@ impl Distinct {
     }
 }
 
-/// Distinct keys to look keys up in: a bitmap of their fingerprints' top
-/// bits (about 64 bits a key) in front of a search by fingerprint, then a
-/// compare of bytes.
+/// Distinct keys to look keys up in: a [`Sieve`] of their fingerprints in
+/// front of a search of the key's bucket, then a compare of bytes.
 pub struct Finder {
     keys: Arc<Distinct>,
     /// Bits of each fingerprint compared (fewer than the keys' only under
     /// the test-only collision switch).
     hash_bits: u32,
-    bitmap: Vec<u64>,
-    shift: u32,
-    /// Where the keys of each bucket of fingerprints (their top
-    /// `64 - bucket_shift` bits, about 8 keys a bucket) start: a key is
-    /// looked for among its bucket's, not by a search of them all.
+    sieve: Sieve,
+    /// Where the keys of each bucket of fingerprints start: a key is looked
+    /// for among its bucket's (8 to 16), not by a search of them all.
     starts: Vec<u32>,
-    bucket_shift: u32,
+    bucket_bits: u32,
 }
 
 impl Finder {
     /// A finder of `keys` comparing `hash_bits` of each fingerprint.
     pub fn new(keys: Arc<Distinct>, hash_bits: u32) -> Finder {
         let hash_bits = hash_bits.min(keys.bits);
-        let n = keys.entries.len() as u64;
-        // About 64 bits a key (16 and 32 measured no faster on 30M rows).
-        let bits = (64 - n.leading_zeros() + 6).clamp(12, 28);
-        let shift = 64 - bits;
-        let mut bitmap = vec![0u64; (1usize << bits) / 64];
-        let top = (64 - n.leading_zeros()).saturating_sub(3).clamp(1, 28);
-        let bucket_shift = 64 - top;
-        let mut starts = vec![0u32; (1 << top) + 1];
-        for e in &keys.entries {
-            let h = cut(e.hash, hash_bits);
-            let at = h >> shift;
-            bitmap[(at >> 6) as usize] |= 1 << (at & 63);
-            starts[(h >> bucket_shift) as usize + 1] += 1;
-        }
-        for b in 1..starts.len() {
-            starts[b] += starts[b - 1];
-        }
+        let hashes = || keys.entries.iter().map(|e| cut(e.hash, hash_bits));
+        let bucket_bits = bucket_bits(keys.entries.len() as u64);
         Finder {
-            keys,
+            sieve: Sieve::new(hashes(), 64),
+            starts: starts(
+                1 << bucket_bits,
+                hashes().map(|h| bucket(h, bucket_bits) as usize),
+            ),
+            bucket_bits,
             hash_bits,
-            bitmap,
-            shift,
-            starts,
-            bucket_shift,
+            keys,
         }
     }
 
@@ -241,17 +212,14 @@ impl Finder {
     /// the caches at once, where a test a key as it is found would wait
     /// for each.
     pub fn sift(&self, hashes: &[u64], at: &mut Vec<u32>) {
-        at.retain(|i| {
-            let b = hashes[*i as usize] >> self.shift;
-            self.bitmap[(b >> 6) as usize] >> (b & 63) & 1 != 0
-        });
+        at.retain(|i| self.sieve.holds(hashes[*i as usize]));
     }
 
     /// The entry whose key is `key` (fingerprint `hash`), if there is one.
     pub fn find(&self, key: &[u8], hash: u64) -> Option<usize> {
         // Sorted by whole fingerprints, so by their cut ones too.
         let entries = &self.keys.entries;
-        let b = (hash >> self.bucket_shift) as usize;
+        let b = bucket(hash, self.bucket_bits) as usize;
         let (lo, hi) = (self.starts[b] as usize, self.starts[b + 1] as usize);
         (lo..hi)
             .filter(|i| cut(entries[*i].hash, self.hash_bits) == hash)

@@ -29,6 +29,7 @@ use twox_hash::XxHash3_64;
 
 use super::canon::Kind;
 use super::distinct::Distinct;
+use super::sieve::{bucket, bucket_bits, starts, Sieve};
 
 const MAGIC: &[u8; 8] = b"DQGKEYS1";
 const BLOCK: u64 = 1 << 16;
@@ -78,22 +79,6 @@ pub fn file_name(columns: &[String]) -> String {
     )
 }
 
-/// Bits of the bucket number: 8 to 16 keys a bucket.
-fn bucket_bits(keys: u64) -> u32 {
-    match keys {
-        0..=15 => 0,
-        n => (63 - n.leading_zeros()).saturating_sub(3).min(30),
-    }
-}
-
-/// The top `bits` of a fingerprint.
-fn bucket(hash: u64, bits: u32) -> u64 {
-    match bits {
-        0 => 0,
-        b => hash >> (64 - b),
-    }
-}
-
 /// The 32 bits after the bucket's.
 fn fp(hash: u64, bits: u32) -> u32 {
     ((hash << bits) >> 32) as u32
@@ -104,53 +89,26 @@ pub fn prefix(hash: u64, bits: u32) -> u64 {
     hash >> (32 - bits)
 }
 
-/// The staged keys as an index with `bucket_bits` of bucket sees them: their
-/// prefixes (see [`prefix`]) sorted, where each bucket's start, and a bitmap
-/// of their top bits, about 64 bits a key.
+/// The staged keys as an index with `bucket_bits` of bucket sees them: the
+/// low 32 bits of their prefixes (see [`prefix`]), sorted, where each
+/// bucket's start, and a [`Sieve`] of the prefixes.
 pub struct Probe {
-    /// The low 32 bits of each prefix, sorted.
     lows: Vec<u32>,
     starts: Vec<u32>,
-    bitmap: Vec<u64>,
-    /// Bits of a prefix the bitmap is addressed by.
-    bits: u32,
+    sieve: Sieve,
 }
 
 impl Probe {
     /// The probe of staged fingerprints `hashes` (sorted, cut to the
     /// index's hash bits) for indexes of `bucket_bits`.
     pub fn new(hashes: impl ExactSizeIterator<Item = u64>, bucket_bits: u32) -> Probe {
-        let n = hashes.len() as u64;
-        // About 64 bits a key: fewer let more keys through to their
-        // buckets, more cost more misses of the caches (measured at 1M keys,
-        // between 8 and 256 bits a key).
-        let bits = (64 - n.leading_zeros() + 6).clamp(12, 28);
         let prefixes: Vec<u64> = hashes.map(|h| prefix(h, bucket_bits)).collect();
-        let mut starts = vec![0u32; (1usize << bucket_bits) + 1];
-        for p in &prefixes {
-            starts[(p >> 32) as usize + 1] += 1;
-        }
-        for b in 1..starts.len() {
-            starts[b] += starts[b - 1];
-        }
-        let mut bitmap = vec![0u64; (1usize << bits).div_ceil(64)];
-        let shift = bucket_bits + 32 - bits;
-        for p in &prefixes {
-            let at = p >> shift;
-            bitmap[(at >> 6) as usize] |= 1 << (at & 63);
-        }
+        let buckets = prefixes.iter().map(|p| (p >> 32) as usize);
         Probe {
+            starts: starts(1 << bucket_bits, buckets),
+            sieve: Sieve::new(prefixes.iter().copied(), bucket_bits + 32),
             lows: prefixes.iter().map(|p| *p as u32).collect(),
-            starts,
-            bitmap,
-            bits,
         }
-    }
-
-    /// Whether bit `at` of the bitmap is set.
-    #[inline]
-    fn holds(&self, at: u64) -> bool {
-        self.bitmap[(at >> 6) as usize] >> (at & 63) & 1 != 0
     }
 }
 
@@ -183,16 +141,12 @@ pub fn encode(
     let mut head = Vec::new();
     head.extend_from_slice(&(json.len() as u32).to_le_bytes());
     head.extend_from_slice(&json);
-    let mut starts = vec![0u32; (1usize << bits) + 1];
-    for e in &keys.entries {
-        starts[bucket(e.hash, bits) as usize + 1] += 1;
-    }
-    for b in 1..starts.len() {
-        starts[b] += starts[b - 1];
-    }
-    starts
-        .iter()
-        .for_each(|s| head.extend_from_slice(&s.to_le_bytes()));
+    starts(
+        1 << bits,
+        keys.entries.iter().map(|e| bucket(e.hash, bits) as usize),
+    )
+    .iter()
+    .for_each(|s| head.extend_from_slice(&s.to_le_bytes()));
     for e in &keys.entries {
         head.extend_from_slice(&fp(e.hash, bits).to_le_bytes());
     }
@@ -318,12 +272,10 @@ impl Opened {
     /// keys of its bucket.
     pub fn matches(&self, probe: &Probe, mut f: impl FnMut(usize, u64)) {
         let fps = self.fingerprints();
-        let shift = self.header.bucket_bits + 32 - probe.bits;
         for (b, w) in self.starts.windows(2).enumerate() {
             let high = (b as u64) << 32;
             for (i, fp) in fps[w[0] as usize..w[1] as usize].iter().enumerate() {
-                let p = high | *fp as u64;
-                if probe.holds(p >> shift) {
+                if probe.sieve.holds(high | *fp as u64) {
                     let (lo, hi) = (probe.starts[b] as usize, probe.starts[b + 1] as usize);
                     for (s, x) in probe.lows[lo..hi].iter().enumerate() {
                         if *x == *fp {

@@ -19,11 +19,13 @@
 //! - `canon`: keys as canonical bytes, the same whatever the layout or width.
 //! - `distinct`: the distinct keys of a stream, sorted by fingerprint.
 //! - `file`: the index file, written and read.
+//! - `sieve`: the bitmap and buckets the staged keys are looked up through.
 
 mod canon;
 mod distinct;
 mod file;
 mod rows;
+mod sieve;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -169,7 +171,7 @@ pub fn lookup(
         for _ in 0..threads.clamp(1, expected.len().max(1)) {
             s.spawn(|| {
                 let mut found = Found::default();
-                // The staged keys, by (hash bits, bucket bits) of an index.
+                // The buffer each index's head is read into.
                 let mut head = Vec::new();
                 while !failed.load(Ordering::Relaxed) {
                     let n = next.fetch_add(1, Ordering::Relaxed);

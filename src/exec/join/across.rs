@@ -49,14 +49,10 @@ pub fn across_by_index_plan(
         Ok(e) => e,
         Err(why) => return Ok(Err(why)),
     };
-    Ok(match (side.pruned_well(), &side.pruned) {
-        (Some(why), _) => Err(why),
-        (None, None) if !indexes.lacking.is_empty() => Err(format!(
-            "{} of {} published partition(s) have no key index of these columns that can be used, and their files cannot be read beside the others' indexes",
-            indexes.lacking.len(),
-            parts.len()
-        )),
-        (None, _) => Ok(super::indexed::describe(&indexes, parts.len())),
+    let unreadable = indexes.unreadable(side.pruned.is_some(), parts.len());
+    Ok(match side.pruned_well().or(unreadable) {
+        Some(why) => Err(why),
+        None => Ok(super::indexed::describe(&indexes, parts.len())),
     })
 }
 

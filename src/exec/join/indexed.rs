@@ -136,6 +136,14 @@ pub(super) struct Indexes {
 }
 
 impl Indexes {
+    /// Why the parts without an index cannot be read beside the others'
+    /// indexes (`readable`: whether the footers planned the rows of every
+    /// part), so that every part's files are read; `None` when they can.
+    pub fn unreadable(&self, readable: bool, parts: usize) -> Option<String> {
+        let line = self.lacking_line(parts).filter(|_| !readable)?;
+        Some(format!("{line}, so the partitions' files are read"))
+    }
+
     /// What `-v` and `explain` say of the parts without an index.
     fn lacking_line(&self, parts: usize) -> Option<String> {
         self.why.as_ref().map(|why| {
@@ -236,12 +244,13 @@ pub(super) async fn lookup(
     (threads, bits): (usize, Option<u32>),
     started: Instant,
 ) -> Result<Result<ByIndex, String>, ExecError> {
+    if let Some(why) = indexes.unreadable(pruned.is_some(), parts.len()) {
+        return Ok(Err(why));
+    }
     let lacking = indexes.lacking_line(parts.len());
-    let rest = match (&lacking, pruned) {
-        (None, _) => None,
-        (Some(_), Some(p)) => Some(p.only(|part| indexes.lacking.binary_search(&part).is_ok())),
-        (Some(line), None) => return Ok(Err(format!("{line}, so the partitions' files are read"))),
-    };
+    let rest = pruned
+        .filter(|_| lacking.is_some())
+        .map(|p| p.only(|part| indexes.lacking.binary_search(&part).is_ok()));
     let read_staged = started.elapsed();
     let distinct = Arc::new(distinct);
     let shared = distinct.clone();
