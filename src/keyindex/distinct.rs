@@ -9,7 +9,7 @@ use datafusion::execution::memory_pool::MemoryReservation;
 use twox_hash::XxHash3_64;
 
 use super::canon::{Columns, Kind};
-use super::sieve::{bucket, bucket_bits, starts, Sieve};
+use super::topbits::{bucket, bucket_bits, starts, TopBits};
 
 /// One distinct key.
 #[derive(Debug, Clone, Copy)]
@@ -164,14 +164,15 @@ impl Distinct {
     }
 }
 
-/// Distinct keys to look keys up in: a [`Sieve`] of their fingerprints in
-/// front of a search of the key's bucket, then a compare of bytes.
+/// Distinct keys to look keys up in: a bitmap of the top bits of their
+/// fingerprints, in front of a search of the key's bucket, then a compare
+/// of bytes.
 pub struct Finder {
     keys: Arc<Distinct>,
     /// Bits of each fingerprint compared (fewer than the keys' only under
     /// the test-only collision switch).
     hash_bits: u32,
-    sieve: Sieve,
+    top_bits: TopBits,
     /// Where the keys of each bucket of fingerprints start: a key is looked
     /// for among its bucket's (8 to 16), not by a search of them all.
     starts: Vec<u32>,
@@ -185,7 +186,7 @@ impl Finder {
         let hashes = || keys.entries.iter().map(|e| cut(e.hash, hash_bits));
         let bucket_bits = bucket_bits(keys.entries.len() as u64);
         Finder {
-            sieve: Sieve::new(hashes(), 64),
+            top_bits: TopBits::new(hashes(), 64),
             starts: starts(
                 1 << bucket_bits,
                 hashes().map(|h| bucket(h, bucket_bits) as usize),
@@ -212,7 +213,7 @@ impl Finder {
     /// the caches at once, where a test a key as it is found would wait
     /// for each.
     pub fn sift(&self, hashes: &[u64], at: &mut Vec<u32>) {
-        at.retain(|i| self.sieve.holds(hashes[*i as usize]));
+        at.retain(|i| self.top_bits.holds(hashes[*i as usize]));
     }
 
     /// The entry whose key is `key` (fingerprint `hash`), if there is one.

@@ -29,7 +29,7 @@ use twox_hash::XxHash3_64;
 
 use super::canon::Kind;
 use super::distinct::Distinct;
-use super::sieve::{bucket, bucket_bits, starts, Sieve};
+use super::topbits::{bucket, bucket_bits, starts, TopBits};
 
 const MAGIC: &[u8; 8] = b"DQGKEYS1";
 const BLOCK: u64 = 1 << 16;
@@ -91,11 +91,11 @@ pub fn prefix(hash: u64, bits: u32) -> u64 {
 
 /// The staged keys as an index with `bucket_bits` of bucket sees them: the
 /// low 32 bits of their prefixes (see [`prefix`]), sorted, where each
-/// bucket's start, and a [`Sieve`] of the prefixes.
+/// bucket's start, and a bitmap of the top bits of the prefixes.
 pub struct Probe {
     lows: Vec<u32>,
     starts: Vec<u32>,
-    sieve: Sieve,
+    top_bits: TopBits,
 }
 
 impl Probe {
@@ -106,7 +106,7 @@ impl Probe {
         let buckets = prefixes.iter().map(|p| (p >> 32) as usize);
         Probe {
             starts: starts(1 << bucket_bits, buckets),
-            sieve: Sieve::new(prefixes.iter().copied(), bucket_bits + 32),
+            top_bits: TopBits::new(prefixes.iter().copied(), bucket_bits + 32),
             lows: prefixes.iter().map(|p| *p as u32).collect(),
         }
     }
@@ -275,7 +275,7 @@ impl Opened {
         for (b, w) in self.starts.windows(2).enumerate() {
             let high = (b as u64) << 32;
             for (i, fp) in fps[w[0] as usize..w[1] as usize].iter().enumerate() {
-                if probe.sieve.holds(high | *fp as u64) {
+                if probe.top_bits.holds(high | *fp as u64) {
                     let (lo, hi) = (probe.starts[b] as usize, probe.starts[b + 1] as usize);
                     for (s, x) in probe.lows[lo..hi].iter().enumerate() {
                         if *x == *fp {

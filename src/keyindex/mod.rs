@@ -19,13 +19,13 @@
 //! - `canon`: keys as canonical bytes, the same whatever the layout or width.
 //! - `distinct`: the distinct keys of a stream, sorted by fingerprint.
 //! - `file`: the index file, written and read.
-//! - `sieve`: the bitmap and buckets the staged keys are looked up through.
+//! - `topbits`: the bitmap and buckets the staged keys are looked up through.
 
 mod canon;
 mod distinct;
 mod file;
 mod rows;
-mod sieve;
+mod topbits;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

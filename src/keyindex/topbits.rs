@@ -32,13 +32,13 @@ pub(super) fn starts(buckets: usize, of: impl Iterator<Item = usize>) -> Vec<u32
 
 /// A bitmap of the top bits of `width`-bit values, about 64 bits a value:
 /// a value whose bit is clear is not among them.
-pub(super) struct Sieve {
+pub(super) struct TopBits {
     words: Vec<u64>,
     shift: u32,
 }
 
-impl Sieve {
-    pub fn new(values: impl ExactSizeIterator<Item = u64>, width: u32) -> Sieve {
+impl TopBits {
+    pub fn new(values: impl ExactSizeIterator<Item = u64>, width: u32) -> TopBits {
         let n = values.len() as u64;
         // About 64 bits a value: fewer let more through to a compare, more
         // cost more misses of the caches (measured at 1M keys, 8 to 256
@@ -50,7 +50,7 @@ impl Sieve {
             let at = v >> shift;
             words[(at >> 6) as usize] |= 1 << (at & 63);
         }
-        Sieve { words, shift }
+        TopBits { words, shift }
     }
 
     /// Whether `value` may be among the values.
