@@ -173,6 +173,9 @@ pub struct Finder {
     /// the test-only collision switch).
     hash_bits: u32,
     top_bits: TopBits,
+    /// The keys' fingerprints, cut to `hash_bits`, in the keys' order: a
+    /// bucket's are compared in one or two cache lines, not in its entries.
+    hashes: Vec<u64>,
     /// Where the keys of each bucket of fingerprints start: a key is looked
     /// for among its bucket's (8 to 16), not by a search of them all.
     starts: Vec<u32>,
@@ -183,14 +186,17 @@ impl Finder {
     /// A finder of `keys` comparing `hash_bits` of each fingerprint.
     pub fn new(keys: Arc<Distinct>, hash_bits: u32) -> Finder {
         let hash_bits = hash_bits.min(keys.bits);
-        let hashes = || keys.entries.iter().map(|e| cut(e.hash, hash_bits));
+        let hashes: Vec<u64> = (keys.entries.iter())
+            .map(|e| cut(e.hash, hash_bits))
+            .collect();
         let bucket_bits = bucket_bits(keys.entries.len() as u64);
         Finder {
-            top_bits: TopBits::new(hashes(), 64),
+            top_bits: TopBits::new(hashes.iter().copied(), 64),
             starts: starts(
                 1 << bucket_bits,
-                hashes().map(|h| bucket(h, bucket_bits) as usize),
+                hashes.iter().map(|h| bucket(*h, bucket_bits) as usize),
             ),
+            hashes,
             bucket_bits,
             hash_bits,
             keys,
@@ -216,14 +222,49 @@ impl Finder {
         at.retain(|i| self.top_bits.holds(hashes[*i as usize]));
     }
 
+    /// Whether a key whose fingerprint's top 32 bits are `top` may be
+    /// among the keys.
+    #[inline]
+    pub fn may_hold_top(&self, top: u32) -> bool {
+        self.top_bits.holds((top as u64) << 32)
+    }
+
+    /// The entries whose fingerprints' top 32 bits are `top`.
+    pub fn with_top(&self, top: u32) -> impl Iterator<Item = usize> + '_ {
+        let (lo, hi) = self.bucket_of_top(top);
+        (lo..hi).filter(move |i| (self.hashes[*i] >> 32) as u32 == top)
+    }
+
+    /// Brings into the caches the fingerprints that [`Finder::with_top`]
+    /// of each of `tops` compares: the loads do not wait on each other, so
+    /// their misses overlap, where the compares would take them one by one.
+    pub fn warm(&self, tops: impl Iterator<Item = u32>) {
+        let sum = tops.fold(0u64, |sum, top| {
+            let (lo, hi) = self.bucket_of_top(top);
+            let first = self.hashes.get(lo).copied().unwrap_or(0);
+            sum.wrapping_add(first).wrapping_add(hi as u64)
+        });
+        std::hint::black_box(sum);
+    }
+
+    /// Where the bucket of fingerprints with top 32 bits `top` is.
+    fn bucket_of_top(&self, top: u32) -> (usize, usize) {
+        let b = bucket((top as u64) << 32, self.bucket_bits) as usize;
+        (self.starts[b] as usize, self.starts[b + 1] as usize)
+    }
+
+    /// The fingerprint of entry `i`, cut to the bits compared.
+    pub fn hash(&self, i: usize) -> u64 {
+        self.hashes[i]
+    }
+
     /// The entry whose key is `key` (fingerprint `hash`), if there is one.
     pub fn find(&self, key: &[u8], hash: u64) -> Option<usize> {
         // Sorted by whole fingerprints, so by their cut ones too.
-        let entries = &self.keys.entries;
         let b = bucket(hash, self.bucket_bits) as usize;
         let (lo, hi) = (self.starts[b] as usize, self.starts[b + 1] as usize);
         (lo..hi)
-            .filter(|i| cut(entries[*i].hash, self.hash_bits) == hash)
-            .find(|i| self.keys.key(&entries[*i]) == key)
+            .filter(|i| self.hashes[*i] == hash)
+            .find(|i| self.keys.key(&self.keys.entries[*i]) == key)
     }
 }

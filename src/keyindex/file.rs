@@ -1,23 +1,31 @@
 //! The index file: `_dqgate_keys_<hash of the columns>.idx` in a version's
-//! directory.
+//! directory. This dqgate writes format 2 and reads formats 1 and 2.
 //!
 //! ```text
-//! "DQGKEYS1"                     magic, 8 bytes
+//! "DQGKEYS2"                     magic, 8 bytes
 //! checksum                       XXH3-64 of everything from here to the tail
 //! header length, header          4 bytes (LE), then JSON (`Header`)
-//! buckets                        (2^bucket_bits + 1) × u32: where each bucket starts
-//! fingerprints                   keys × u32: the 32 bits after the bucket's
-//! block checksums                one XXH3-64 a 64 KiB block of the tail
-//! tail                           keys × u32: a row that holds the key, counted
-//!                                through the header's files in their order
+//! tops                           keys × u32: each fingerprint's top 32 bits
+//! block checksums                one XXH3-64 a 1 KiB block of the tail
+//! tail                           keys × u32: each fingerprint's low 32 bits;
+//!                                then keys × u32: a row that holds the key,
+//!                                counted through the header's files in order
 //! ```
 //!
-//! Keys are sorted by fingerprint. A lookup reads the head (about 4.5
-//! bytes a key) and, only for the keys whose fingerprints match, their rows
-//! from the tail, in whole checked blocks; the key at that row is then read
-//! from its Parquet file and compared as bytes. Nothing read is used
-//! before its checksum is: a bit flipped anywhere makes the index refused,
-//! never a key missed. The whole index is about 8.5 bytes a distinct key.
+//! Keys are sorted by fingerprint. A lookup reads the head (4 bytes a key
+//! and a header): each top tests one bit of a bitmap of the staged
+//! fingerprints in one flat pass. Only where a top equals a staged key's
+//! (about one key in 4,000) is its low half read from the tail, in checked
+//! blocks; where the whole fingerprint matches, its row is, and the key at
+//! that row is read from its Parquet file and compared as bytes. Nothing
+//! read is used before its checksum is: a bit flipped anywhere makes the
+//! index refused, never a key missed. The whole index is about 12 bytes a
+//! distinct key.
+//!
+//! Format 1 (`"DQGKEYS1"`, written until 2026-12-03) kept a bucket table
+//! and the 32 bits after each key's bucket in the head, and only the rows
+//! in the tail (64 KiB blocks); its test of the bitmap needs each key's
+//! bucket, a loop per bucket that costs twice the flat pass.
 
 use std::fs::File;
 use std::io::Read;
@@ -27,12 +35,24 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use twox_hash::XxHash3_64;
 
-use super::canon::Kind;
-use super::distinct::Distinct;
-use super::topbits::{bucket, bucket_bits, starts, TopBits};
+use std::sync::Arc;
 
-const MAGIC: &[u8; 8] = b"DQGKEYS1";
-const BLOCK: u64 = 1 << 16;
+use super::canon::Kind;
+use super::distinct::{Distinct, Finder};
+use super::topbits::{starts, TopBits};
+
+const MAGIC_1: &[u8; 8] = b"DQGKEYS1";
+const MAGIC: &[u8; 8] = b"DQGKEYS2";
+/// The format this dqgate writes.
+const FORMAT: u32 = 2;
+/// The tail's checked blocks, by format: small in format 2, where the low
+/// halves of scattered fingerprints are read one at a time.
+fn block_size(format: u32) -> u64 {
+    match format {
+        1 => 1 << 16,
+        _ => 1 << 10,
+    }
+}
 /// The file names of indexes start with this.
 pub const PREFIX: &str = "_dqgate_keys_";
 
@@ -53,6 +73,7 @@ pub struct Header {
     /// test-only collision switch).
     pub hash_bits: u32,
     pub keys: u64,
+    /// Bits of the bucket table (format 1; 0 in format 2, which has none).
     pub bucket_bits: u32,
     pub tail: u64,
 }
@@ -79,17 +100,13 @@ pub fn file_name(columns: &[String]) -> String {
     )
 }
 
-/// The 32 bits after the bucket's.
-fn fp(hash: u64, bits: u32) -> u32 {
-    ((hash << bits) >> 32) as u32
-}
-
-/// `hash` cut to what an index with `bits` of bucket holds of it.
-pub fn prefix(hash: u64, bits: u32) -> u64 {
+/// `hash` cut to what a format 1 index with `bits` of bucket holds of it:
+/// the bucket's bits and the 32 after them.
+fn prefix(hash: u64, bits: u32) -> u64 {
     hash >> (32 - bits)
 }
 
-/// The staged keys as an index with `bucket_bits` of bucket sees them: the
+/// The staged keys as a format 1 index with `bucket_bits` of bucket sees them: the
 /// low 32 bits of their prefixes (see [`prefix`]), sorted, where each
 /// bucket's start, and a bitmap of the top bits of the prefixes.
 pub struct Probe {
@@ -121,36 +138,32 @@ pub fn encode(
     hash_bits: u32,
 ) -> Vec<u8> {
     let n = keys.entries.len() as u64;
-    let bits = bucket_bits(n);
-    let mut tail = Vec::with_capacity(keys.entries.len() * 4);
+    let mut tail = Vec::with_capacity(keys.entries.len() * 8);
+    for e in &keys.entries {
+        tail.extend_from_slice(&(e.hash as u32).to_le_bytes());
+    }
     for e in &keys.entries {
         tail.extend_from_slice(&e.row.to_le_bytes());
     }
     let header = Header {
-        format: 1,
+        format: FORMAT,
         columns: columns.to_vec(),
         kinds: keys.kinds.clone(),
         fingerprint: fingerprint.to_string(),
         files,
         hash_bits,
         keys: n,
-        bucket_bits: bits,
+        bucket_bits: 0,
         tail: tail.len() as u64,
     };
     let json = serde_json::to_vec(&header).expect("a header serializes");
     let mut head = Vec::new();
     head.extend_from_slice(&(json.len() as u32).to_le_bytes());
     head.extend_from_slice(&json);
-    starts(
-        1 << bits,
-        keys.entries.iter().map(|e| bucket(e.hash, bits) as usize),
-    )
-    .iter()
-    .for_each(|s| head.extend_from_slice(&s.to_le_bytes()));
     for e in &keys.entries {
-        head.extend_from_slice(&fp(e.hash, bits).to_le_bytes());
+        head.extend_from_slice(&((e.hash >> 32) as u32).to_le_bytes());
     }
-    for block in tail.chunks(BLOCK as usize) {
+    for block in tail.chunks(block_size(FORMAT) as usize) {
         head.extend_from_slice(&XxHash3_64::oneshot(block).to_le_bytes());
     }
     let mut out = Vec::with_capacity(16 + head.len() + tail.len());
@@ -166,11 +179,13 @@ pub struct Opened {
     path: PathBuf,
     file: File,
     pub header: Header,
+    /// Where each bucket starts (format 1; empty in format 2).
     starts: Vec<u32>,
-    /// The head as read, and where its fingerprints start in it (they are
-    /// read in place: 4 bytes a key, the bulk of the head).
+    /// The head as read, and where its words (format 1: the 32 bits after
+    /// each key's bucket; format 2: each fingerprint's top 32 bits) start
+    /// in it. They are read in place: 4 bytes a key, the bulk of the head.
     head: Vec<u8>,
-    fps_at: usize,
+    words_at: usize,
     sums: Vec<u64>,
     tail_at: u64,
     /// The last blocks of the tail read and checked (keys are asked for in
@@ -194,7 +209,7 @@ impl Opened {
         let mut file = open(path)?;
         let mut start = [0u8; 20];
         read_exact(&mut file, &mut start, path)?;
-        let len = check_start(&start, path)?;
+        let (_, len) = check_start(&start, path)?;
         let mut json = vec![0u8; len];
         read_exact(&mut file, &mut json, path)?;
         parse_header(&json, path)
@@ -212,24 +227,38 @@ impl Opened {
         let size = file.metadata().map_err(|e| io(path, e))?.len();
         let mut start = [0u8; 20];
         read_exact(&mut file, &mut start, path)?;
-        let len = check_start(&start, path)?;
+        let (format, len) = check_start(&start, path)?;
         let sum = u64::from_le_bytes(start[8..16].try_into().expect("8 bytes"));
         let mut json = vec![0u8; len];
         read_exact(&mut file, &mut json, path)?;
         let header = parse_header(&json, path)?;
         let corrupt = |reason: &str| corrupt(path, reason);
-        if header.format != 1 || header.bucket_bits > 30 || header.keys > u32::MAX as u64 {
+        let bucket_bits = match format {
+            1 => header.bucket_bits,
+            _ => 0,
+        };
+        if header.format != format || bucket_bits > 30 || header.keys > u32::MAX as u64 {
             return Err(corrupt("its header is not one this dqgate writes"));
         }
-        let buckets = (1u64 << header.bucket_bits) + 1;
-        let blocks = header.tail.div_ceil(BLOCK);
+        let buckets = match format {
+            1 => (1u64 << bucket_bits) + 1,
+            _ => 0,
+        };
+        let blocks = header.tail.div_ceil(block_size(format));
         let rest = buckets * 4 + header.keys * 4 + blocks * 8;
         let tail_at = 20 + len as u64 + rest;
         if tail_at.checked_add(header.tail) != Some(size) {
             return Err(corrupt("its size is not what its header says"));
         }
-        // One read of the whole head (a reused buffer is only cleared).
-        head.clear();
+        let tail_per_key = match format {
+            1 => 4,
+            _ => 8,
+        };
+        if header.tail != header.keys * tail_per_key {
+            return Err(corrupt("its tail is not as long as its keys need"));
+        }
+        // One read of the whole head into a reused buffer: it is cut or
+        // grown, not cleared, as every byte is read over.
         head.resize(rest as usize, 0);
         read_exact(&mut file, &mut head, path)?;
         let mut hasher = XxHash3_64::default();
@@ -240,10 +269,13 @@ impl Opened {
         if hasher.finish() != sum {
             return Err(corrupt("its checksum does not match"));
         }
-        let fps_at = buckets as usize * 4;
-        let sums_at = fps_at + header.keys as usize * 4;
-        let starts = le_u32s(&head[..fps_at]);
-        if starts.windows(2).any(|w| w[0] > w[1]) || starts.last() != Some(&(header.keys as u32)) {
+        let words_at = buckets as usize * 4;
+        let sums_at = words_at + header.keys as usize * 4;
+        let starts = le_u32s(&head[..words_at]);
+        if format == 1
+            && (starts.windows(2).any(|w| w[0] > w[1])
+                || starts.last() != Some(&(header.keys as u32)))
+        {
             return Err(corrupt("its buckets are out of order"));
         }
         Ok(Opened {
@@ -257,21 +289,59 @@ impl Opened {
             tail_at,
             header,
             head,
-            fps_at,
+            words_at,
             cache: Vec::new(),
         })
     }
 
-    /// Calls `f(j, i)` for each staged key `j` of `probe` whose
-    /// fingerprint equals the index's key `i`'s.
-    ///
-    /// Each of the index's keys tests one bit of the probe's bitmap; the
-    /// keys are sorted by fingerprint, so the bitmap is read in order, and
-    /// no test waits on another's outcome. Only a set bit (about one key in
-    /// 64 that the staged keys do not hold) compares the key with the staged
-    /// keys of its bucket.
-    pub fn matches(&self, probe: &Probe, mut f: impl FnMut(usize, u64)) {
-        let fps = self.fingerprints();
+    /// Calls `f(j, i)` for each staged key `j` whose fingerprint equals
+    /// the index's key `i`'s. The staged keys (cut to the index's hash
+    /// bits) are made on demand as the index's format needs them: as a
+    /// [`Finder`] (format 2) or a `Probe` (format 1).
+    pub fn matches(
+        &mut self,
+        finder: impl FnOnce() -> Arc<Finder>,
+        probe: impl FnOnce() -> Arc<Probe>,
+        mut f: impl FnMut(usize, u64),
+    ) -> Result<(), IndexError> {
+        if self.header.format == 1 {
+            self.matches_by_bucket(&probe(), f);
+            return Ok(());
+        }
+        let finder = finder();
+        // One flat pass over the tops: each tests one bit of the staged
+        // bitmap, independent loads read in order. About one key in 64
+        // passes; of those, the ones whose top equals a staged key's top
+        // (about one in 64 again) have their low halves read.
+        let mut passed = Vec::new();
+        for (i, top) in self.words().iter().enumerate() {
+            if finder.may_hold_top(*top) {
+                passed.push((i as u64, *top));
+            }
+        }
+        finder.warm(passed.iter().map(|(_, top)| *top));
+        for (i, top) in passed {
+            let mut low = None;
+            for j in finder.with_top(top) {
+                let low = match low {
+                    Some(l) => l,
+                    None => *low.insert(self.word(i)?),
+                };
+                if finder.hash(j) & 0xFFFF_FFFF == low {
+                    f(j, i);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Opened::matches`] in a format 1 index: each of the index's keys
+    /// tests one bit of the probe's bitmap; the keys are sorted by
+    /// fingerprint, so the bitmap is read in order. Only a set bit (about
+    /// one key in 64 that the staged keys do not hold) compares the key
+    /// with the staged keys of its bucket.
+    fn matches_by_bucket(&self, probe: &Probe, mut f: impl FnMut(usize, u64)) {
+        let fps = self.words();
         for (b, w) in self.starts.windows(2).enumerate() {
             let high = (b as u64) << 32;
             for (i, fp) in fps[w[0] as usize..w[1] as usize].iter().enumerate() {
@@ -292,10 +362,10 @@ impl Opened {
         self.head
     }
 
-    /// The fingerprints, in place when the head's bytes are aligned little
+    /// The head's words, in place when the head's bytes are aligned little
     /// endian words (they are where a `Vec<u8>` is), else copied.
-    fn fingerprints(&self) -> std::borrow::Cow<'_, [u32]> {
-        let bytes = &self.head[self.fps_at..self.fps_at + self.header.keys as usize * 4];
+    fn words(&self) -> std::borrow::Cow<'_, [u32]> {
+        let bytes = &self.head[self.words_at..self.words_at + self.header.keys as usize * 4];
         if cfg!(target_endian = "little") {
             // SAFETY: every bit pattern is a valid u32; `align_to` puts in
             // `words` only what is aligned for it.
@@ -309,38 +379,31 @@ impl Opened {
 
     /// The row that holds the index's key `i`, from a checked block.
     pub fn row(&mut self, i: u64) -> Result<u64, IndexError> {
-        if i >= self.header.keys || self.header.tail != self.header.keys * 4 {
+        let rows_at = match self.header.format {
+            1 => 0,
+            _ => self.header.keys,
+        };
+        self.word(rows_at + i)
+    }
+
+    /// The tail's word `i`, from a checked block.
+    fn word(&mut self, i: u64) -> Result<u64, IndexError> {
+        if i * 4 + 4 > self.header.tail {
             return Err(corrupt(&self.path, "a key beyond its end was asked for"));
         }
-        let at = self.tail(i * 4, i * 4 + 4)?;
-        Ok(u32::from_le_bytes(at[..4].try_into().expect("4 bytes")) as u64)
+        let size = block_size(self.header.format);
+        let (b, at) = (i * 4 / size, (i * 4 % size) as usize);
+        let block = self.block(b, size)?;
+        Ok(u32::from_le_bytes(block[at..at + 4].try_into().expect("4 bytes")) as u64)
     }
 
-    /// Bytes `[start, end)` of the tail, every block they touch checked.
-    fn tail(&mut self, start: u64, end: u64) -> Result<Vec<u8>, IndexError> {
-        if end > self.header.tail {
-            return Err(corrupt(&self.path, "it ends early"));
-        }
-        let mut out = Vec::with_capacity((end - start) as usize);
-        let mut at = start;
-        while at < end {
-            let b = at / BLOCK;
-            let block = self.block(b)?;
-            let from = (at - b * BLOCK) as usize;
-            let to = ((end - b * BLOCK) as usize).min(block.len());
-            out.extend_from_slice(&block[from..to]);
-            at = b * BLOCK + to as u64;
-        }
-        Ok(out)
-    }
-
-    /// Block `b` of the tail, checked.
-    fn block(&mut self, b: u64) -> Result<&[u8], IndexError> {
+    /// Block `b` (of `size` bytes) of the tail, checked.
+    fn block(&mut self, b: u64, size: u64) -> Result<&[u8], IndexError> {
         if let Some(k) = self.cache.iter().position(|(n, _)| *n == b) {
             return Ok(&self.cache[k].1);
         }
-        let from = b * BLOCK;
-        let to = (from + BLOCK).min(self.header.tail);
+        let from = b * size;
+        let to = (from + size).min(self.header.tail);
         let mut bytes = vec![0u8; (to - from) as usize];
         self.file
             .read_exact_at(&mut bytes, self.tail_at + from)
@@ -375,15 +438,18 @@ fn read_exact(file: &mut File, buf: &mut [u8], path: &Path) -> Result<(), IndexE
     })
 }
 
-fn check_start(start: &[u8; 20], path: &Path) -> Result<usize, IndexError> {
-    if &start[..8] != MAGIC {
-        return Err(corrupt(path, "it does not start as a dqgate key index"));
-    }
+/// The format and the header's length.
+fn check_start(start: &[u8; 20], path: &Path) -> Result<(u32, usize), IndexError> {
+    let format = match &start[..8] {
+        m if m == MAGIC => FORMAT,
+        m if m == MAGIC_1 => 1,
+        _ => return Err(corrupt(path, "it does not start as a dqgate key index")),
+    };
     let len = u32::from_le_bytes(start[16..20].try_into().expect("4 bytes")) as usize;
     if len > 1 << 20 {
         return Err(corrupt(path, "its header is too long"));
     }
-    Ok(len)
+    Ok((format, len))
 }
 
 fn parse_header(json: &[u8], path: &Path) -> Result<Header, IndexError> {

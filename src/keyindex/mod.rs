@@ -5,9 +5,9 @@
 //! its version on a rollback or a prune.
 //!
 //! A later audit's `across published` reads the indexes of the other
-//! partitions instead of their Parquet key columns: about 4.5 bytes a key
-//! (a 32-bit fingerprint and a share of the bucket table), then only the
-//! keys whose fingerprints match a staged key's, compared as bytes.
+//! partitions instead of their Parquet key columns: 4 bytes a key (the top
+//! 32 bits of its fingerprint), then only the keys whose whole fingerprints
+//! match a staged key's, compared as bytes.
 //!
 //! An index is used only when it is whole and is the index of the files
 //! beside it: its header carries the fingerprint of those files (relative
@@ -142,8 +142,16 @@ fn check(h: &Header, e: &Expected, columns: &[String], kinds: &[Kind]) -> Result
     Ok(())
 }
 
-/// The probes of the staged keys, by (hash bits, bucket bits) of an index.
-type Probes = Mutex<HashMap<(u32, u32), Arc<file::Probe>>>;
+/// The staged keys as each index needs them, built once for all threads:
+/// a finder by the index's hash bits, and for a format 1 index a probe by
+/// its (hash bits, bucket bits).
+#[derive(Default)]
+struct Looking {
+    finders: HashMap<u32, Arc<Finder>>,
+    probes: HashMap<(u32, u32), Arc<file::Probe>>,
+}
+
+type Probes = Mutex<Looking>;
 
 /// What a lookup found: (staged entry, index number) of every staged key
 /// an index holds, sorted; and how many index keys it went through.
@@ -156,7 +164,7 @@ pub struct Found {
 /// Looks up every key of `staged` in every index of `expected`, `threads`
 /// at a time. Any index that cannot be used stops the lookup with why.
 pub fn lookup(
-    staged: &Distinct,
+    staged: &Arc<Distinct>,
     columns: &[String],
     expected: &[Expected],
     threads: usize,
@@ -166,7 +174,7 @@ pub fn lookup(
     let out = Mutex::new((Found::default(), None::<IndexError>));
     // The staged keys as each (hash bits, bucket bits) of an index needs
     // them, built once for all threads.
-    let probes: Probes = Mutex::new(HashMap::new());
+    let probes: Probes = Mutex::new(Looking::default());
     std::thread::scope(|s| {
         for _ in 0..threads.clamp(1, expected.len().max(1)) {
             s.spawn(|| {
@@ -207,7 +215,7 @@ pub fn lookup(
 /// Looks up `staged` in one index; calls `hit` with each staged entry it
 /// holds; returns how many keys the index has.
 fn one_index(
-    staged: &Distinct,
+    staged: &Arc<Distinct>,
     columns: &[String],
     e: &Expected,
     (probes, head): (&Probes, &mut Vec<u8>),
@@ -237,9 +245,16 @@ fn one_index(
         starts.push((at, f));
         at += rows;
     }
-    let p = {
-        let mut built = probes.lock().expect("no thread panics holding it");
-        built
+    let finder = || {
+        (probes.lock().expect("no thread panics holding it"))
+            .finders
+            .entry(h.hash_bits)
+            .or_insert_with(|| Arc::new(Finder::new(staged.clone(), h.hash_bits)))
+            .clone()
+    };
+    let probe = || {
+        (probes.lock().expect("no thread panics holding it"))
+            .probes
             .entry((h.hash_bits, h.bucket_bits))
             .or_insert_with(|| {
                 let hashes = staged.entries.iter().map(|x| cut(x.hash, h.hash_bits));
@@ -248,7 +263,7 @@ fn one_index(
             .clone()
     };
     let mut candidates = Vec::new();
-    index.matches(&p, |j, i| candidates.push((j, i)));
+    index.matches(finder, probe, |j, i| candidates.push((j, i)))?;
     // (file, row in it, staged entry) of each candidate.
     let mut wanted: Vec<(usize, u64, usize)> = Vec::with_capacity(candidates.len());
     for (j, i) in candidates {
@@ -378,7 +393,7 @@ mod tests {
     }
 
     /// The staged keys found through the index, as their bytes.
-    fn found(staged: &Distinct, e: &Expected) -> Result<HashSet<Vec<u8>>, IndexError> {
+    fn found(staged: &Arc<Distinct>, e: &Expected) -> Result<HashSet<Vec<u8>>, IndexError> {
         let f = lookup(staged, &columns(), std::slice::from_ref(e), 1)?;
         Ok(f.pairs
             .iter()
@@ -401,7 +416,7 @@ mod tests {
             std::fs::write(&index, &bytes).unwrap();
             let staged_file = tmp.path().join("s.parquet");
             let staged_meta = parquet(&staged_file, &rows(200, 500));
-            let staged = distinct(&staged_file, &staged_meta, 64);
+            let staged = Arc::new(distinct(&staged_file, &staged_meta, 64));
             let want: HashSet<Vec<u8>> = staged
                 .entries
                 .iter()

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Int64Array, RecordBatch};
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
 
@@ -358,4 +358,73 @@ fn rising_keys_with_indexes_probe_the_pruned_rows_with_the_staged_keys() {
             >= 2,
         "{log}"
     );
+}
+
+/// The first bytes of every key index of `day`.
+fn magics(cwd: &Path, day: &str) -> Vec<Vec<u8>> {
+    (indexes(cwd, day).iter())
+        .map(|p| fs::read(p).unwrap()[..8].to_vec())
+        .collect()
+}
+
+/// Indexes written in format 1 (by the dqgate of 2026-12-03, before format
+/// 2) are still read, beside format 2 ones. The fixture is a table of two
+/// days published by that dqgate (`testdata/keyindex-format1`).
+#[test]
+fn indexes_of_the_first_format_are_still_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/keyindex-format1");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(fixture.join("."))
+        .arg(cwd)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    for day in ["1", "2"] {
+        assert_eq!(magics(cwd, day), vec![b"DQGKEYS1".to_vec(); 2], "day={day}");
+    }
+    // `staged` holds 200 new keys and 5, 299, 301 and 599 again.
+    let (json, err) = check_across(cwd, &cwd.join("staged"), "3", None);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let values: Vec<&serde_json::Value> = (v["checks"].as_array().unwrap().iter())
+        .map(|c| &c["value"])
+        .collect();
+    assert_eq!(values, [&serde_json::json!(4), &serde_json::json!(4)]);
+    assert_eq!(
+        err.matches(&format!("{USED} 2 published")).count(),
+        2,
+        "{err}"
+    );
+    // A day published now gets format 2; both are read together.
+    publish(cwd, &cwd.join("next"), "3", &[]);
+    assert_eq!(magics(cwd, "3"), vec![b"DQGKEYS2".to_vec(); 2]);
+    let (json, err) = check_across(cwd, &cwd.join("staged"), "4", None);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["checks"][0]["value"], 4, "{json}");
+    assert_eq!(
+        err.matches(&format!("{USED} 3 published")).count(),
+        2,
+        "{err}"
+    );
+    // And a staged day with the keys of day 3, and two of days 1 and 2
+    // (so that no footer prunes), finds them through the indexes.
+    let ids: Vec<i64> = (800..900).chain([0, 599]).collect();
+    let refs: Vec<String> = ids.iter().map(|i| format!("R-{i:05}-x")).collect();
+    let batch = RecordBatch::try_from_iter([
+        ("order_id", Arc::new(Int64Array::from(ids)) as _),
+        ("ref", Arc::new(StringArray::from(refs)) as _),
+    ])
+    .unwrap();
+    fs::create_dir(cwd.join("again")).unwrap();
+    let file = File::create(cwd.join("again/part-0.parquet")).unwrap();
+    let mut w = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let (json, err) = check_across(cwd, &cwd.join("again"), "4", None);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["checks"][0]["value"], 102, "{json}");
+    assert_eq!(v["checks"][1]["value"], 102, "{json}");
+    assert!(err.contains(&format!("{USED} 3 published")), "{err}");
 }
