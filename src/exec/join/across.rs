@@ -327,26 +327,38 @@ pub async fn across_published(
             if !want {
                 return Ok(None);
             }
-            let task = async move { super::indexed::distinct_keys(&ctx, &staged, &keys, 64).await };
+            let task = async move {
+                let keys = super::indexed::distinct_keys(&ctx, &staged, &keys, 64).await?;
+                Ok::<_, ExecError>(keys.map(|k| (k, started.elapsed())))
+            };
             tokio::spawn(task)
                 .await
                 .map_err(|e| ExecError::Audit(format!("reading the staged keys stopped: {e}")))?
         }
     };
-    let (side, mut built, distinct) = futures::try_join!(
-        published_side(ctx, staged, parts, keys),
-        build(indexes.is_err()),
-        distinct
-    )?;
+    let side = async {
+        let side = published_side(ctx, staged, parts, keys).await?;
+        Ok::<_, ExecError>((side, started.elapsed()))
+    };
+    let ((side, footers), mut built, distinct) =
+        futures::try_join!(side, build(indexes.is_err()), distinct)?;
+    let distinct = distinct.map(|(keys, took)| {
+        let took = super::indexed::Took {
+            started,
+            distinct: took,
+            footers,
+        };
+        (keys, took)
+    });
     let mut read_passes = Vec::new();
     let why = match (indexes, distinct) {
-        (Ok(indexes), Some(distinct)) => match (side.pruned_well(), &side.pruned) {
+        (Ok(indexes), Some((distinct, took))) => match (side.pruned_well(), &side.pruned) {
             // The footers win: the staged keys read for the indexes serve
             // as the probe's table, so they are not read a third time.
             (Some(why), Some(pruned)) => {
                 let threads = keys::threads(ctx);
-                let by = super::indexed::probe_pruned(distinct, pruned, (threads, bits), started)
-                    .await?;
+                let by =
+                    super::indexed::probe_pruned(distinct, pruned, (threads, bits), took).await?;
                 let mut passes = vec![format!("key indexes not used: {why}")];
                 passes.extend(by.passes);
                 return Ok(assemble(by.value, &by.best, by.located, passes));
@@ -356,7 +368,7 @@ pub async fn across_published(
                 let threads = keys::threads(ctx);
                 let read = side.pruned.as_ref();
                 let how = (threads, bits);
-                match super::indexed::lookup(distinct, indexes, read, (parts, keys), how, started)
+                match super::indexed::lookup(distinct, indexes, read, (parts, keys), how, took)
                     .await?
                 {
                     Ok(by) => return Ok(assemble(by.value, &by.best, by.located, by.passes)),

@@ -233,8 +233,8 @@ pub(super) fn describe(i: &Indexes, parts: usize) -> String {
 
 /// Looks the staged keys (`distinct`) up in the indexes of `parts`, and in
 /// the files of the parts without one (read as `pruned` says; `None`: they
-/// cannot be read so), `threads` at a time (`started`: when the pass began;
-/// `bits`: the test-only collision switch). `Err` says why they could not
+/// cannot be read so), `threads` at a time (`took`: when the pass began,
+/// and what its first steps took; `bits`: the test-only collision switch). `Err` says why they could not
 /// be used (the caller then reads every part's files).
 pub(super) async fn lookup(
     distinct: Distinct,
@@ -242,8 +242,9 @@ pub(super) async fn lookup(
     pruned: Option<&published::Pruned>,
     (parts, keys): (&[PublishedPart], &[String]),
     (threads, bits): (usize, Option<u32>),
-    started: Instant,
+    took: Took,
 ) -> Result<Result<ByIndex, String>, ExecError> {
+    let started = took.started;
     if let Some(why) = indexes.unreadable(pruned.is_some(), parts.len()) {
         return Ok(Err(why));
     }
@@ -271,7 +272,7 @@ pub(super) async fn lookup(
         .map(|(e, n)| (*e, numbers[*n as usize] as u32))
         .collect();
     let mut passes = vec![
-        staged_pass(&distinct, read_staged),
+        staged_pass(&distinct, &took),
         format!(
             "look them up in the key indexes of {} published partition(s), {} indexed key(s), {} staged key(s) also there: {:.2} s",
             numbers.len(),
@@ -300,20 +301,21 @@ pub(super) async fn lookup(
 /// Looks the staged keys (`distinct`) up in the published rows the footers
 /// left to read (`pruned`, keys that rise with time), `threads` streams at
 /// a time. The staged keys were read once, for the indexes, and serve as
-/// the probe's table (`started`: when the pass began; `bits`: the
-/// test-only collision switch).
+/// the probe's table (`took`: when the pass began, and what its first
+/// steps took; `bits`: the test-only collision switch).
 pub(super) async fn probe_pruned(
     distinct: Distinct,
     pruned: &published::Pruned,
     (threads, bits): (usize, Option<u32>),
-    started: Instant,
+    took: Took,
 ) -> Result<ByIndex, ExecError> {
+    let started = took.started;
     let read_staged = started.elapsed();
     let distinct = Arc::new(distinct);
     let finder = Arc::new(Finder::new(distinct.clone(), bits.unwrap_or(64)));
     let pairs = probe_rows(finder, pruned, threads).await?;
     let passes = vec![
-        staged_pass(&distinct, read_staged),
+        staged_pass(&distinct, &took),
         format!(
             "probe them with the published rows the footers left (reads {}), {} staged key(s) also there: {:.2} s",
             pruned.counts.describe(),
@@ -389,12 +391,21 @@ async fn probe_rows(
 }
 
 /// The timing line of reading the distinct staged keys (`took`).
-fn staged_pass(distinct: &Distinct, took: std::time::Duration) -> String {
+fn staged_pass(distinct: &Distinct, took: &Took) -> String {
     format!(
-        "distinct staged keys for the key indexes ({}), while the footers were compared with them: {:.2} s",
+        "distinct staged keys for the key indexes ({}): {:.2} s, beside the footers' comparison with the staged keys: {:.2} s",
         distinct.entries.len(),
-        took.as_secs_f64()
+        took.distinct.as_secs_f64(),
+        took.footers.as_secs_f64()
     )
+}
+
+/// When the pass began, and what its two first steps took (they run at
+/// once): the distinct staged keys, and the footers' comparison.
+pub(super) struct Took {
+    pub started: Instant,
+    pub distinct: std::time::Duration,
+    pub footers: std::time::Duration,
 }
 
 /// How many staged keys (the firsts of sorted `pairs`) were found.
