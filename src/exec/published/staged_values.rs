@@ -1,7 +1,8 @@
 //! The staged key columns' values, read once for pruning the published
 //! side: per key column, the sorted distinct values (integer-like columns
-//! as order-preserving codes), or only their range when there are too many,
-//! and which footer ranges `[min, max]` they admit.
+//! as order-preserving codes; other columns as 16 bytes of their row
+//! format after the prefix all of them share), or only their range when
+//! there are too many, and which footer ranges `[min, max]` they admit.
 
 use datafusion::arrow::array::{Array, ArrayRef};
 use datafusion::arrow::compute::cast;
@@ -23,10 +24,8 @@ enum Admit {
     /// The sorted distinct codes of an integer-like column (see
     /// [`int_codes`]), or (too many to keep) only their range.
     Ints(Vec<u64>, Option<(u64, u64)>),
-    /// The non-null staged values, and their order (indices into them,
-    /// sorted by value): sorting indices, not the rows themselves, spares
-    /// a copy of every row in random order.
-    Values(Rows, Vec<u32>),
+    /// The non-null staged values as [`Cut`] keys, sorted and distinct.
+    Values(Cut, Vec<u128>),
     /// Only the range of the staged values (too many to keep).
     Range(OwnedRow, OwnedRow),
     /// No staged value: no staged key, nothing is admitted.
@@ -98,9 +97,10 @@ impl Column {
     fn admits(&self, min: Row<'_>, max: Row<'_>) -> bool {
         match &self.admit {
             Admit::Range(lo, hi) => min <= hi.row() && max >= lo.row(),
-            Admit::Values(rows, order) => {
-                let at = order.partition_point(|i| rows.row(*i as usize) < min);
-                at < order.len() && rows.row(order[at] as usize) <= max
+            Admit::Values(cut, keys) => {
+                let (lo, hi) = (cut.key(min.as_ref()), cut.key(max.as_ref()));
+                let at = keys.partition_point(|k| *k < lo);
+                at < keys.len() && keys[at] <= hi
             }
             Admit::Ints(..) | Admit::Nothing => unreachable!("answered by admits_ranges"),
         }
@@ -192,10 +192,16 @@ impl StagedValues {
                         range: Some((lo, hi)),
                     } => Admit::Range(lo, hi),
                     Values::Rows {
-                        kept: Some(rows), ..
+                        kept: Some(rows),
+                        range: Some((lo, hi)),
                     } => {
-                        let order = sorted_order(&rows);
-                        Admit::Values(rows, order)
+                        let cut = Cut::of(lo.row().as_ref(), hi.row().as_ref());
+                        let mut keys: Vec<u128> = (0..rows.num_rows())
+                            .map(|i| cut.key(rows.row(i).as_ref()))
+                            .collect();
+                        keys.sort_unstable();
+                        keys.dedup();
+                        Admit::Values(cut, keys)
                     }
                 };
                 Column { converter, admit }
@@ -294,36 +300,45 @@ fn int_codes(array: &ArrayRef) -> Option<Vec<Option<u64>>> {
     )
 }
 
-/// The indices of `rows` in the order of their values. Rows sort by their
-/// first 16 bytes as one integer (zero-padded: the row format is
-/// order-preserving bytes, so a shorter row that is a prefix of a longer
-/// one still sorts first), and by their whole bytes only within a run of
-/// equal prefixes: a plain comparison sort of 1M rows spent most of its
-/// time in `memcmp`.
-fn sorted_order(rows: &Rows) -> Vec<u32> {
-    let prefix = |i: usize| {
-        let bytes = rows.row(i);
-        let bytes = bytes.as_ref();
-        let mut p = [0u8; 16];
-        let n = bytes.len().min(16);
-        p[..n].copy_from_slice(&bytes[..n]);
-        u128::from_be_bytes(p)
-    };
-    let mut order: Vec<(u128, u32)> = (0..rows.num_rows())
-        .map(|i| (prefix(i), i as u32))
-        .collect();
-    order.sort_unstable();
-    let mut at = 0;
-    while at < order.len() {
-        let p = order[at].0;
-        let end = at + order[at..].iter().take_while(|(q, _)| *q == p).count();
-        if end - at > 1 {
-            order[at..end]
-                .sort_unstable_by(|a, b| rows.row(a.1 as usize).cmp(&rows.row(b.1 as usize)));
+/// Values in the row format cut to one `u128` each, in an order-keeping
+/// way (`a <= b` gives `key(a) <= key(b)`): the bytes all staged values
+/// share (those of their least and greatest) are skipped, and the next 16
+/// are the key. A range `[min, max]` is admitted when some staged key lies
+/// within `[key(min), key(max)]`: never less than the values admit, more
+/// only when values differ beyond those 16 bytes. A sort of these keys is
+/// a sort of 16-byte integers; the rows themselves, with an index each,
+/// spent most of their sort in `memcmp`.
+pub(super) struct Cut {
+    shared: Vec<u8>,
+}
+
+impl Cut {
+    /// The cut of values from `lo` to `hi` (the least and the greatest).
+    fn of(lo: &[u8], hi: &[u8]) -> Cut {
+        let n = lo.iter().zip(hi).take_while(|(a, b)| a == b).count();
+        Cut {
+            shared: lo[..n].to_vec(),
         }
-        at = end;
     }
-    order.into_iter().map(|(_, i)| i).collect()
+
+    /// The key of `row`: 0 below every value that shares the prefix,
+    /// `u128::MAX` above every one, else the 16 bytes after the prefix
+    /// (zero-padded: a row that is a prefix of another sorts first).
+    fn key(&self, row: &[u8]) -> u128 {
+        let n = self.shared.len();
+        let head = &row[..n.min(row.len())];
+        match head.cmp(&self.shared[..]) {
+            std::cmp::Ordering::Less => 0,
+            std::cmp::Ordering::Greater => u128::MAX,
+            std::cmp::Ordering::Equal => {
+                let rest = &row[head.len()..];
+                let mut p = [0u8; 16];
+                let k = rest.len().min(16);
+                p[..k].copy_from_slice(&rest[..k]);
+                u128::from_be_bytes(p)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -336,39 +351,93 @@ mod tests {
         Arc::new(Int64Array::from(values))
     }
 
-    /// Indices in value order, whether rows differ within their first 16
-    /// bytes or only beyond them, with repeats, and with one value a prefix
-    /// of another.
+    /// Text keys that share a long prefix and differ within or beyond the
+    /// 16 bytes after it: the cut keeps their order, and a range holding
+    /// a staged value is always admitted.
     #[test]
-    fn sorted_order_orders_rows_as_their_values() {
+    fn cut_keys_keep_the_order_and_never_refuse_a_range_with_a_value() {
         use datafusion::arrow::array::StringArray;
-        let long = "order-2026-12-03-000000000";
-        let values: Vec<String> = [
-            "b",
+        let shared = "https://shop.example.com/orders/2026-12-03/";
+        let mut values: Vec<String> = [
             "",
-            "a",
-            "ab",
-            "a",
-            long,
-            "order-2026-12-03-0000000001",
-            "order-2026-12-03-00000000",
-            "éa",
-            "zz",
-            long,
+            "0",
+            "00000000000000000001",
+            "00000000000000000002",
+            "1",
+            "9",
+            "é",
         ]
         .iter()
-        .map(|s| s.to_string())
+        .map(|s| format!("{shared}{s}"))
         .collect();
+        values.extend(
+            [
+                "a",
+                "",
+                "https://",
+                "zz",
+                "https://shop.example.com/orders/2026-12-04/1",
+            ]
+            .map(String::from),
+        );
         let array: ArrayRef = Arc::new(StringArray::from(values.clone()));
         let converter = RowConverter::new(vec![SortField::new(DataType::Utf8)]).unwrap();
         let rows = converter.convert_columns(&[array]).unwrap();
-        let got: Vec<&str> = sorted_order(&rows)
+        let mut order: Vec<usize> = (0..values.len()).collect();
+        order.sort_by_key(|i| &values[*i]);
+        // Staged: the ones under the shared prefix.
+        let staged: Vec<usize> = (0..7).collect();
+        let (lo, hi) = (
+            staged.iter().map(|i| rows.row(*i)).min().unwrap(),
+            staged.iter().map(|i| rows.row(*i)).max().unwrap(),
+        );
+        let cut = Cut::of(lo.as_ref(), hi.as_ref());
+        assert!(cut.shared.len() >= shared.len());
+        for w in order.windows(2) {
+            let (a, b) = (rows.row(w[0]), rows.row(w[1]));
+            assert!(
+                cut.key(a.as_ref()) <= cut.key(b.as_ref()),
+                "{:?} {:?}",
+                values[w[0]],
+                values[w[1]]
+            );
+        }
+        let mut keys: Vec<u128> = staged
             .iter()
-            .map(|i| values[*i as usize].as_str())
+            .map(|i| cut.key(rows.row(*i).as_ref()))
             .collect();
-        let mut want: Vec<&str> = values.iter().map(String::as_str).collect();
-        want.sort();
-        assert_eq!(got, want);
+        keys.sort_unstable();
+        keys.dedup();
+        let column = Column {
+            converter,
+            admit: Admit::Values(cut, keys),
+        };
+        // Every range of two of the values: admitted when a staged value
+        // lies within it.
+        for a in 0..values.len() {
+            for b in 0..values.len() {
+                if values[a] > values[b] {
+                    continue;
+                }
+                let holds = staged
+                    .iter()
+                    .any(|s| values[a] <= values[*s] && values[*s] <= values[b]);
+                if holds {
+                    assert!(
+                        column.admits(rows.row(a), rows.row(b)),
+                        "{:?}..{:?}",
+                        values[a],
+                        values[b]
+                    );
+                }
+            }
+        }
+        // Ranges wholly above the staged values are refused (one below
+        // them may be admitted: its key, 0, can be the least value's).
+        for above in [values.len() - 2, values.len() - 1] {
+            let r = rows.row(above);
+            assert!(!column.admits(r, r), "{:?}", values[above]);
+        }
     }
 
     #[test]
