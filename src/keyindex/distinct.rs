@@ -35,10 +35,14 @@ pub struct Distinct {
     _memory: MemoryReservation,
 }
 
-/// Keys being collected, in the order they came.
+/// Keys being collected, in the order they came: their bytes, and beside
+/// them only what [`Collecting::finish`] cannot work out (16 bytes a key,
+/// not a whole [`Entry`]: the entries are made once, where they belong).
 pub struct Collecting {
     arena: Vec<u8>,
-    entries: Vec<Entry>,
+    hashes: Vec<u64>,
+    lens: Vec<u32>,
+    rows: Vec<u32>,
     /// Bits of each fingerprint kept.
     bits: u32,
 }
@@ -47,21 +51,27 @@ impl Collecting {
     /// Room for `rows` keys of about `key_bytes` each, fingerprints cut to
     /// `bits`.
     pub fn new(rows: u64, key_bytes: u64, bits: u32) -> Collecting {
+        let n = rows as usize;
         Collecting {
             arena: Vec::with_capacity((rows * key_bytes) as usize),
-            entries: Vec::with_capacity(rows as usize),
+            hashes: Vec::with_capacity(n),
+            lens: Vec::with_capacity(n),
+            rows: Vec::with_capacity(n),
             bits,
         }
     }
 
     /// The bytes it holds now.
     pub fn bytes(&self) -> usize {
-        self.arena.capacity() + self.entries.capacity() * ENTRY
+        self.arena.capacity()
+            + self.hashes.capacity() * 8
+            + (self.lens.capacity() + self.rows.capacity()) * 4
     }
 
-    /// What `rows` keys of `key_bytes` (with `parts` parts) will cost.
+    /// What `rows` keys of `key_bytes` (with `parts` parts) will cost, at
+    /// the most (while they are sorted).
     pub fn bytes_for(rows: u64, key_bytes: u64, parts: usize) -> usize {
-        rows as usize * (key_bytes as usize + 9 * parts + 2 * ENTRY)
+        rows as usize * (key_bytes as usize + 9 * parts + 16 + ENTRY)
     }
 
     /// Adds the keys of the first `rows` rows of `columns`, the first of
@@ -70,13 +80,10 @@ impl Collecting {
         for row in 0..rows {
             let start = self.arena.len();
             if columns.encode(row, &mut self.arena) {
-                self.entries.push(Entry {
-                    hash: fingerprint(&self.arena[start..], self.bits),
-                    start: start as u64,
-                    len: (self.arena.len() - start) as u32,
-                    rows: 1,
-                    row: (first + row as u64) as u32,
-                });
+                self.hashes
+                    .push(fingerprint(&self.arena[start..], self.bits));
+                self.lens.push((self.arena.len() - start) as u32);
+                self.rows.push((first + row as u64) as u32);
             }
         }
     }
@@ -85,28 +92,41 @@ impl Collecting {
     pub fn finish(self, kinds: Vec<Kind>, memory: MemoryReservation) -> Distinct {
         let Collecting {
             arena,
-            entries,
+            hashes,
+            lens,
+            rows,
             bits,
         } = self;
         let key = |e: &Entry| &arena[e.start as usize..][..e.len as usize];
-        // Fingerprints are uniform: the entries are scattered into buckets
-        // by their top bits (8 to 16 a bucket, in one pass), and each bucket
-        // sorted where it lies, in the cache; no comparison sort of the
-        // whole and no gather in random order.
-        let top = bucket_bits(entries.len() as u64);
-        let bucket_of = |e: &Entry| bucket(e.hash, top) as usize;
-        let starts = starts(1 << top, entries.iter().map(bucket_of));
-        let mut kept: Vec<Entry> = match entries.first() {
-            Some(first) => vec![*first; entries.len()],
-            None => Vec::new(),
+        // Fingerprints are uniform: the entries are made straight into
+        // buckets by their top bits (8 to 16 a bucket, in one pass), and
+        // each bucket sorted where it lies, in the cache; no comparison
+        // sort of the whole and no gather in random order.
+        let top = bucket_bits(hashes.len() as u64);
+        let starts = starts(1 << top, hashes.iter().map(|h| bucket(*h, top) as usize));
+        let empty = Entry {
+            hash: 0,
+            start: 0,
+            len: 0,
+            rows: 0,
+            row: 0,
         };
+        let mut kept = vec![empty; hashes.len()];
         let mut at = starts.clone();
-        for e in &entries {
-            let b = bucket_of(e);
-            kept[at[b] as usize] = *e;
+        let mut start = 0u64;
+        for ((hash, len), row) in hashes.iter().zip(&lens).zip(&rows) {
+            let b = bucket(*hash, top) as usize;
+            kept[at[b] as usize] = Entry {
+                hash: *hash,
+                start,
+                len: *len,
+                rows: 1,
+                row: *row,
+            };
             at[b] += 1;
+            start += *len as u64;
         }
-        drop(entries);
+        drop((hashes, lens, rows));
         for w in starts.windows(2) {
             // By fingerprint, then bytes (a collision), then row (the first
             // row of a key is the one kept).
