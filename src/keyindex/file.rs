@@ -32,10 +32,10 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use twox_hash::XxHash3_64;
-
-use std::sync::Arc;
 
 use super::canon::Kind;
 use super::distinct::{Distinct, Finder};
@@ -51,6 +51,15 @@ fn block_size(format: u32) -> u64 {
     match format {
         1 => 1 << 16,
         _ => 1 << 10,
+    }
+}
+
+/// What a format keeps where, for an index of `keys` keys whose header says
+/// `bucket_bits`: the words of its bucket table and the tail's bytes.
+fn layout(format: u32, bucket_bits: u32, keys: u64) -> (u64, u64) {
+    match format {
+        1 => ((1 << bucket_bits) + 1, keys * 4),
+        _ => (0, keys * 8),
     }
 }
 /// The file names of indexes start with this.
@@ -233,29 +242,19 @@ impl Opened {
         read_exact(&mut file, &mut json, path)?;
         let header = parse_header(&json, path)?;
         let corrupt = |reason: &str| corrupt(path, reason);
-        let bucket_bits = match format {
-            1 => header.bucket_bits,
-            _ => 0,
-        };
+        let bucket_bits = if format == 1 { header.bucket_bits } else { 0 };
         if header.format != format || bucket_bits > 30 || header.keys > u32::MAX as u64 {
             return Err(corrupt("its header is not one this dqgate writes"));
         }
-        let buckets = match format {
-            1 => (1u64 << bucket_bits) + 1,
-            _ => 0,
-        };
+        let (buckets, tail) = layout(format, bucket_bits, header.keys);
+        if header.tail != tail {
+            return Err(corrupt("its tail is not as long as its keys need"));
+        }
         let blocks = header.tail.div_ceil(block_size(format));
         let rest = buckets * 4 + header.keys * 4 + blocks * 8;
         let tail_at = 20 + len as u64 + rest;
         if tail_at.checked_add(header.tail) != Some(size) {
             return Err(corrupt("its size is not what its header says"));
-        }
-        let tail_per_key = match format {
-            1 => 4,
-            _ => 8,
-        };
-        if header.tail != header.keys * tail_per_key {
-            return Err(corrupt("its tail is not as long as its keys need"));
         }
         // One read of the whole head into a reused buffer: it is cut or
         // grown, not cleared, as every byte is read over.
