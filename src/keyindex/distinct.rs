@@ -37,7 +37,7 @@ pub struct Distinct {
 
 /// Keys being collected, in the order they came: their bytes, and beside
 /// them only what [`Collecting::finish`] cannot work out (16 bytes a key,
-/// not a whole [`Entry`]: the entries are made once, where they belong).
+/// not a whole `Entry`: the entries are made once, where they belong).
 pub struct Collecting {
     arena: Vec<u8>,
     hashes: Vec<u64>,
