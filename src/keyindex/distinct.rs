@@ -267,9 +267,15 @@ impl Finder {
         std::hint::black_box(sum);
     }
 
-    /// Where the bucket of fingerprints with top 32 bits `top` is.
+    /// Where the bucket of fingerprints with top 32 bits `top` is (a
+    /// bucket is at most 30 top bits).
     fn bucket_of_top(&self, top: u32) -> (usize, usize) {
-        let b = bucket((top as u64) << 32, self.bucket_bits) as usize;
+        self.bucket_of((top as u64) << 32)
+    }
+
+    /// Where the bucket of fingerprint `hash` is.
+    fn bucket_of(&self, hash: u64) -> (usize, usize) {
+        let b = bucket(hash, self.bucket_bits) as usize;
         (self.starts[b] as usize, self.starts[b + 1] as usize)
     }
 
@@ -281,8 +287,7 @@ impl Finder {
     /// The entry whose key is `key` (fingerprint `hash`), if there is one.
     pub fn find(&self, key: &[u8], hash: u64) -> Option<usize> {
         // Sorted by whole fingerprints, so by their cut ones too.
-        let b = bucket(hash, self.bucket_bits) as usize;
-        let (lo, hi) = (self.starts[b] as usize, self.starts[b + 1] as usize);
+        let (lo, hi) = self.bucket_of(hash);
         (lo..hi)
             .filter(|i| self.hashes[*i] == hash)
             .find(|i| self.keys.key(&self.keys.entries[*i]) == key)

@@ -172,8 +172,6 @@ pub fn lookup(
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let out = Mutex::new((Found::default(), None::<IndexError>));
-    // The staged keys as each (hash bits, bucket bits) of an index needs
-    // them, built once for all threads.
     let probes: Probes = Mutex::new(Looking::default());
     std::thread::scope(|s| {
         for _ in 0..threads.clamp(1, expected.len().max(1)) {

@@ -106,17 +106,19 @@ fn key_indexes_give_the_grouped_verdict() {
     }
 }
 
+/// Writes `batch` to `path` as one Parquet file.
+fn parquet(path: &Path, batch: &RecordBatch) {
+    let mut w = ArrowWriter::try_new(File::create(path).unwrap(), batch.schema(), None).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+}
+
 /// Writes a file of int64 keys `k` to `path`.
 fn ints(path: &Path, keys: impl IntoIterator<Item = i64>) {
     let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        vec![Arc::new(Int64Array::from_iter_values(keys))],
-    )
-    .unwrap();
-    let mut w = ArrowWriter::try_new(File::create(path).unwrap(), schema, None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    let batch =
+        RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(keys))]).unwrap();
+    parquet(path, &batch);
 }
 
 /// Three published days of integer keys (day d holds d*100 to d*100+99)
@@ -300,10 +302,8 @@ fn texts(path: &Path, rows: &[(Option<String>, i64)]) {
     ]));
     let s = StringArray::from_iter(rows.iter().map(|r| r.0.as_deref()));
     let n = Int64Array::from_iter_values(rows.iter().map(|r| r.1));
-    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(s), Arc::new(n)]).unwrap();
-    let mut w = ArrowWriter::try_new(File::create(path).unwrap(), schema, None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(s), Arc::new(n)]).unwrap();
+    parquet(path, &batch);
 }
 
 /// Keys that rise with time, stale keys among the staged ones: the footers
@@ -418,10 +418,7 @@ fn indexes_of_the_first_format_are_still_read() {
     ])
     .unwrap();
     fs::create_dir(cwd.join("again")).unwrap();
-    let file = File::create(cwd.join("again/part-0.parquet")).unwrap();
-    let mut w = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    parquet(&cwd.join("again/part-0.parquet"), &batch);
     let (json, err) = check_across(cwd, &cwd.join("again"), "4", None);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["checks"][0]["value"], 102, "{json}");
