@@ -7,7 +7,7 @@ A Hive table of DAYS published days (`day=1` ... `day=DAYS`, each one
 pyarrow-written file of ROWS int64 keys, one row group, no page index: the
 writers' defaults) is published by dqgate itself, one `dqgate publish` a
 day. The staged day holds ROWS new keys and 100 keys already published.
-Four key shapes, and for the rising ones two kinds of stale keys:
+Key shapes, and for the rising ones two kinds of stale keys:
 
 - `scattered`: a bijective mix of the global row number (hashed ids):
   every row group's range spans nearly all int64, nothing can be pruned;
@@ -21,7 +21,14 @@ Four key shapes, and for the rising ones two kinds of stale keys:
   second time-prefixed as ULIDs are;
 - `composite`: the key `(k, n)`, `k` the scattered ULID-like text and `n`
   a small int32 (a store number): a composite with a text part, which the
-  key engine compares in Arrow's row format.
+  key engine compares in Arrow's row format;
+- `region-rising`: region-prefixed order numbers, `eu-warehouse-orders-`
+  or `us-` the same, then the row number in 13 digits, in files sorted by
+  key with row groups of 128Ki rows (8 a day, as a sorted DuckDB or Spark
+  write makes them). The staged keys' least and greatest differ in their
+  first byte, so all of them share the 16 bytes after their common prefix
+  (`eu-warehouse-ord`, or `us-`): the shape that sorting the staged keys
+  by those 16 bytes fits worst.
 
 For each, in one run on the same files (warm page cache, one warm-up run
 discarded, median of --reps whole processes under /usr/bin/time):
@@ -86,9 +93,24 @@ def keys_of(np, shape, start, n):
     return keys_at(np, shape, np.arange(start, start + n, dtype=np.uint64))
 
 
+def region_orders(np, i):
+    """`eu-warehouse-orders-` or `us-warehouse-orders-` (by a mix of the
+    row number), then the row number in 13 decimal digits."""
+    head = np.where((mix(np, i) & np.uint64(1)).astype(bool), b"us", b"eu").astype("S2")
+    head = np.frombuffer(head.tobytes(), dtype=np.uint8).reshape(len(i), 2)
+    middle = np.tile(np.frombuffer(b"-warehouse-orders-", dtype=np.uint8), (len(i), 1))
+    digits = np.empty((len(i), 13), dtype=np.uint8)
+    for d in range(13):
+        digits[:, 12 - d] = ((i // np.uint64(10 ** d)) % np.uint64(10)).astype(np.uint8) + ord("0")
+    text = np.concatenate([head, middle, digits], axis=1)
+    return np.ascontiguousarray(text).view(f"S{text.shape[1]}").ravel()
+
+
 def keys_at(np, shape, i):
     """Keys of the global rows `i` (uint64): one array, or for `composite`
     a tuple of two."""
+    if shape == "region-rising":
+        return region_orders(np, i)
     if shape == "composite":
         return (keys_at(np, "ulid-scattered", i), (i % np.uint64(97)).astype(np.int32))
     if shape == "rising":
@@ -101,7 +123,7 @@ def keys_at(np, shape, i):
     return ulids(np, i if shape == "ulid-rising" else mix(np, i), tail)
 
 
-def write(path, keys):
+def write(path, keys, row_group_size=None):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -112,7 +134,7 @@ def write(path, keys):
         if pa.types.is_binary(column.type) or pa.types.is_fixed_size_binary(column.type):
             column = column.cast(pa.binary()).cast(pa.string())
         columns[name] = column
-    pq.write_table(pa.table(columns), path)
+    pq.write_table(pa.table(columns), path, row_group_size=row_group_size)
 
 
 def day_files(np, root, shape, days, rows):
@@ -121,7 +143,11 @@ def day_files(np, root, shape, days, rows):
     for day in range(1, days + 1):
         f = os.path.join(d, f"day-{day:03}.parquet")
         if not os.path.exists(f):
-            write(f, keys_of(np, shape, (day - 1) * rows, rows))
+            keys = keys_of(np, shape, (day - 1) * rows, rows)
+            if shape == "region-rising":
+                write(f, np.sort(keys), row_group_size=128 * 1024)
+            else:
+                write(f, keys)
     return d
 
 
@@ -235,7 +261,8 @@ def main():
                                a.reps, a.warmup)
             own = median_runs([a.bin, "check", rules["own-composite" if pair else "own"], "--staged", staged]
                               + threads, a.reps, a.warmup)
-            floor = rules["floor-composite" if pair else "floor-text" if shape.startswith("ulid") else "floor"]
+            text = shape.startswith("ulid") or shape == "region-rising"
+            floor = rules["floor-composite" if pair else "floor-text" if text else "floor"]
             low = median_runs([a.bin, "check", floor, "--staged", table, "--scan-only"] + threads,
                               a.reps, a.warmup)
             if pair:

@@ -193,55 +193,51 @@ fn pruned_reads_find_every_clash_a_full_read_finds() {
     }
 }
 
-/// Days whose ids rise: a staged day with two stale ids of day 1 reads
-/// day 1's file only, and only the pages that hold them when the file has
-/// a page index; `explain` says so.
-#[test]
-fn rising_keys_read_only_the_row_groups_and_pages_that_hold_staged_keys() {
-    let tmp = tempfile::tempdir().unwrap();
-    let cwd = tmp.path();
+/// Writes `batch` as `dir/part-0.parquet` in row groups of `group` rows
+/// and pages of `page` rows (with a page index).
+fn put(dir: &Path, batch: RecordBatch, group: usize, page: usize) {
+    fs::create_dir_all(dir).unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(group))
+        .set_data_page_row_count_limit(page)
+        .set_write_batch_size(page)
+        .build();
+    let file = File::create(dir.join("part-0.parquet")).unwrap();
+    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// A batch of one column `name`.
+fn column(name: &str, values: ArrayRef) -> RecordBatch {
+    let field = Field::new(name, values.data_type().clone(), false);
+    RecordBatch::try_new(Arc::new(Schema::new(vec![field])), vec![values]).unwrap()
+}
+
+/// Publishes each of `days` (day 0, 1, ...) into `cwd`'s table, then
+/// stages `new` with `unique(key) across published` as the rule file:
+/// `explain`'s text and `check`'s verdict for the staged day 9.
+fn explain_and_check(
+    cwd: &Path,
+    days: Vec<RecordBatch>,
+    new: RecordBatch,
+    key: &str,
+) -> (String, Json) {
     fs::write(
         cwd.join("rules.dq"),
         "table t\npartitioned by day\ncheck row_count >= 0\n",
     )
     .unwrap();
-    let ids = |range: std::ops::Range<i64>| -> RecordBatch {
-        RecordBatch::try_new(
-            Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)])),
-            vec![Arc::new(Int64Array::from(range.collect::<Vec<_>>()))],
-        )
-        .unwrap()
-    };
-    let put = |dir: &Path, batch: RecordBatch| {
-        fs::create_dir_all(dir).unwrap();
-        let props = WriterProperties::builder()
-            .set_max_row_group_row_count(Some(1000))
-            .set_data_page_row_count_limit(100)
-            .set_write_batch_size(100)
-            .build();
-        let file = File::create(dir.join("part-0.parquet")).unwrap();
-        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
-    };
-    for day in 0..5 {
+    let (group, page) = (1000, 100);
+    for (day, batch) in days.into_iter().enumerate() {
         let dir = cwd.join(format!("s{day}"));
-        put(&dir, ids(day * 10_000..(day + 1) * 10_000));
+        put(&dir, batch, group, page);
         publish_into(cwd, "rules.dq", &dir, &format!("day={day}"));
     }
-    let mut new: Vec<i64> = (50_000..60_000).collect();
-    new.extend([12_345, 12_999]); // day 1, row group 2, pages 3 and 9
-    put(
-        &cwd.join("new"),
-        RecordBatch::try_new(
-            Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)])),
-            vec![Arc::new(Int64Array::from(new))],
-        )
-        .unwrap(),
-    );
+    put(&cwd.join("new"), new, group, page);
     fs::write(
         cwd.join("rules.dq"),
-        "table t\npartitioned by day\ncheck unique(id) across published\n",
+        format!("table t\npartitioned by day\ncheck unique({key}) across published\n"),
     )
     .unwrap();
     let args = [
@@ -254,7 +250,27 @@ fn rising_keys_read_only_the_row_groups_and_pages_that_hold_staged_keys() {
         "table",
     ];
     let out = dqgate(cwd, &[&["explain"][..], &args[..]].concat());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let out = dqgate(
+        cwd,
+        &[&["check"][..], &args[..], &["--format", "json"][..]].concat(),
+    );
+    (text, serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// Days whose ids rise: a staged day with two stale ids of day 1 reads
+/// day 1's file only, and only the pages that hold them when the file has
+/// a page index; `explain` says so.
+#[test]
+fn rising_keys_read_only_the_row_groups_and_pages_that_hold_staged_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ids = |ids: Vec<i64>| column("id", Arc::new(Int64Array::from(ids)));
+    let days = (0..5)
+        .map(|day| ids((day * 10_000..(day + 1) * 10_000).collect()))
+        .collect();
+    let mut new: Vec<i64> = (50_000..60_000).collect();
+    new.extend([12_345, 12_999]); // day 1, row group 2, pages 3 and 9
+    let (text, v) = explain_and_check(tmp.path(), days, ids(new), "id");
     assert!(
         text.contains("reads 1 of 5 file(s), 1 of 50 row group(s), 2 of 10 page(s) in files with a page index, 200 of 50000 row(s)"),
         "{text}"
@@ -263,11 +279,37 @@ fn rising_keys_read_only_the_row_groups_and_pages_that_hold_staged_keys() {
         text.contains("day=1/part-0") && text.contains(".parquet (row group(s) 2, pages picked"),
         "{text}"
     );
-    let out = dqgate(
-        cwd,
-        &[&["check"][..], &args[..], &["--format", "json"][..]].concat(),
+    assert_eq!(v["checks"][0]["value"], 2);
+    assert_eq!(v["checks"][0]["samples"][0]["partition"], "day=1");
+}
+
+/// Region-prefixed order numbers in files sorted by key: the staged keys'
+/// least and greatest differ in their first byte, so all of them share
+/// the 16 bytes that follow (`eu-warehouse-or…`). Two stale keys of day 1
+/// still read only the two pages that hold them.
+#[test]
+fn text_keys_that_share_a_long_part_read_only_the_pages_that_hold_staged_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let order = |n: i64| {
+        let region = if n % 2 == 0 { "eu" } else { "us" };
+        format!("{region}-warehouse-orders-{n:013}")
+    };
+    let orders = |range: std::ops::Range<i64>, extra: &[i64]| {
+        let mut keys: Vec<String> = range.chain(extra.iter().copied()).map(order).collect();
+        keys.sort();
+        column("k", Arc::new(StringArray::from(keys)))
+    };
+    let days = (0..5)
+        .map(|day| orders(day * 10_000..(day + 1) * 10_000, &[]))
+        .collect();
+    // Day 1's 1,173rd eu key and 1,173rd us key: row groups 2 and 7.
+    let new = orders(50_000..60_000, &[12_345, 12_346]);
+    let (text, v) = explain_and_check(tmp.path(), days, new, "k");
+    assert!(
+        text.contains("reads 1 of 5 file(s), 2 of 50 row group(s), 2 of 20 page(s) in files with a page index, 200 of 50000 row(s)"),
+        "{text}"
     );
-    let v: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(text.contains("day=1/part-0"), "{text}");
     assert_eq!(v["checks"][0]["value"], 2);
     assert_eq!(v["checks"][0]["samples"][0]["partition"], "day=1");
 }

@@ -1,8 +1,9 @@
 //! The staged key columns' values, read once for pruning the published
-//! side: per key column, the sorted distinct values (integer-like columns
-//! as order-preserving codes; other columns as 16 bytes of their row
-//! format after the prefix all of them share), or only their range when
-//! there are too many, and which footer ranges `[min, max]` they admit.
+//! side: per key column, the sorted values (integer-like columns as
+//! order-preserving codes; other columns in their row format, sorted by
+//! 16-byte windows, see [`Sorted`]), or only their range when there are
+//! too many, and which footer ranges `[min, max]` they admit: exactly those
+//! that hold a staged value.
 
 use datafusion::arrow::array::{Array, ArrayRef};
 use datafusion::arrow::compute::cast;
@@ -24,8 +25,8 @@ enum Admit {
     /// The sorted distinct codes of an integer-like column (see
     /// [`int_codes`]), or (too many to keep) only their range.
     Ints(Vec<u64>, Option<(u64, u64)>),
-    /// The non-null staged values as [`Cut`] keys, sorted and distinct.
-    Values(Cut, Vec<u128>),
+    /// The non-null staged values, sorted.
+    Values(Sorted),
     /// Only the range of the staged values (too many to keep).
     Range(OwnedRow, OwnedRow),
     /// No staged value: no staged key, nothing is admitted.
@@ -97,11 +98,7 @@ impl Column {
     fn admits(&self, min: Row<'_>, max: Row<'_>) -> bool {
         match &self.admit {
             Admit::Range(lo, hi) => min <= hi.row() && max >= lo.row(),
-            Admit::Values(cut, keys) => {
-                let (lo, hi) = (cut.key(min.as_ref()), cut.key(max.as_ref()));
-                let at = keys.partition_point(|k| *k < lo);
-                at < keys.len() && keys[at] <= hi
-            }
+            Admit::Values(sorted) => sorted.admits(min, max),
             Admit::Ints(..) | Admit::Nothing => unreachable!("answered by admits_ranges"),
         }
     }
@@ -194,15 +191,7 @@ impl StagedValues {
                     Values::Rows {
                         kept: Some(rows),
                         range: Some((lo, hi)),
-                    } => {
-                        let cut = Cut::of(lo.row().as_ref(), hi.row().as_ref());
-                        let mut keys: Vec<u128> = (0..rows.num_rows())
-                            .map(|i| cut.key(rows.row(i).as_ref()))
-                            .collect();
-                        keys.sort_unstable();
-                        keys.dedup();
-                        Admit::Values(cut, keys)
-                    }
+                    } => Admit::Values(Sorted::new(rows, lo.row().as_ref(), hi.row().as_ref())),
                 };
                 Column { converter, admit }
             })
@@ -300,43 +289,98 @@ fn int_codes(array: &ArrayRef) -> Option<Vec<Option<u64>>> {
     )
 }
 
-/// Values in the row format cut to one `u128` each, in an order-keeping
-/// way (`a <= b` gives `key(a) <= key(b)`): the bytes all staged values
-/// share (those of their least and greatest) are skipped, and the next 16
-/// are the key. A range `[min, max]` is admitted when some staged key lies
-/// within `[key(min), key(max)]`: never less than the values admit, more
-/// only when values differ beyond those 16 bytes. A sort of these keys is
-/// a sort of 16-byte integers; the rows themselves, with an index each,
-/// spent most of their sort in `memcmp`.
-pub(super) struct Cut {
+/// Staged values in the row format, in their exact order, found by
+/// 16-byte windows: each value's window is the 16 bytes after the prefix
+/// all of them share (the prefix of their least and greatest), as a
+/// `u128`. Windows keep the order (`a <= b` gives `window(a) <=
+/// window(b)`), so a sort of windows is a sort of 16-byte integers, and
+/// only values whose windows are equal need more: they are sorted by their
+/// next 16 bytes, and so on. (The rows themselves, with an index each,
+/// spent most of their sort in `memcmp`.) A range `[min, max]` is admitted
+/// exactly when a staged value lies within it: windows decide, and rows
+/// are compared only where a window equals the bound's.
+pub(super) struct Sorted {
     shared: Vec<u8>,
+    rows: Rows,
+    /// (window, row) in the rows' order.
+    order: Vec<(u128, u32)>,
 }
 
-impl Cut {
-    /// The cut of values from `lo` to `hi` (the least and the greatest).
-    fn of(lo: &[u8], hi: &[u8]) -> Cut {
+impl Sorted {
+    /// Sorts `rows`, whose least value is `lo` and greatest `hi`.
+    fn new(rows: Rows, lo: &[u8], hi: &[u8]) -> Sorted {
         let n = lo.iter().zip(hi).take_while(|(a, b)| a == b).count();
-        Cut {
+        let mut order: Vec<(u128, u32)> = (0..rows.num_rows())
+            .map(|i| (window(rows.row(i).as_ref(), n), i as u32))
+            .collect();
+        sort_by_windows(&rows, &mut order, n);
+        Sorted {
             shared: lo[..n].to_vec(),
+            rows,
+            order,
         }
     }
 
-    /// The key of `row`: 0 below every value that shares the prefix,
-    /// `u128::MAX` above every one, else the 16 bytes after the prefix
-    /// (zero-padded: a row that is a prefix of another sorts first).
+    /// The window of `row`: 0 below every value that shares the prefix,
+    /// `u128::MAX` above every one, else the 16 bytes after the prefix.
     fn key(&self, row: &[u8]) -> u128 {
         let n = self.shared.len();
         let head = &row[..n.min(row.len())];
         match head.cmp(&self.shared[..]) {
             std::cmp::Ordering::Less => 0,
             std::cmp::Ordering::Greater => u128::MAX,
-            std::cmp::Ordering::Equal => {
-                let rest = &row[head.len()..];
-                let mut p = [0u8; 16];
-                let k = rest.len().min(16);
-                p[..k].copy_from_slice(&rest[..k]);
-                u128::from_be_bytes(p)
+            std::cmp::Ordering::Equal => window(row, n),
+        }
+    }
+
+    /// Whether some staged value lies within `[min, max]`.
+    fn admits(&self, min: Row<'_>, max: Row<'_>) -> bool {
+        let (lo, hi) = (self.key(min.as_ref()), self.key(max.as_ref()));
+        let row = |i: u32| self.rows.row(i as usize);
+        // The first value not below `min`: a window below `min`'s is below
+        // it, one above is above; an equal one is compared as a row.
+        let at = self
+            .order
+            .partition_point(|(k, i)| *k < lo || (*k == lo && row(*i) < min));
+        self.order
+            .get(at)
+            .is_some_and(|(k, i)| *k < hi || (*k == hi && row(*i) <= max))
+    }
+}
+
+/// The 16 bytes of `row` from `at`, zero-padded (a row that is a prefix of
+/// another sorts first), as a big-endian integer.
+fn window(row: &[u8], at: usize) -> u128 {
+    let rest = row.get(at..).unwrap_or_default();
+    let mut p = [0u8; 16];
+    let k = rest.len().min(16);
+    p[..k].copy_from_slice(&rest[..k]);
+    u128::from_be_bytes(p)
+}
+
+/// Sorts `keyed` (the window of each row at `at`, the row) into the rows'
+/// order. Rows with equal windows are sorted by their next window, which
+/// stands in for theirs meanwhile; where no row goes past this window,
+/// equal windows are compared as rows (they differ only in trailing zeros).
+fn sort_by_windows(rows: &Rows, keyed: &mut [(u128, u32)], at: usize) {
+    keyed.sort_unstable();
+    let next = at + 16;
+    for run in keyed.chunk_by_mut(|a, b| a.0 == b.0) {
+        if run.len() < 2 {
+            continue;
+        }
+        let row = |i: u32| rows.row(i as usize);
+        if run.iter().any(|(_, i)| row(*i).as_ref().len() > next) {
+            let this = run[0].0;
+            for e in run.iter_mut() {
+                e.0 = window(row(e.1).as_ref(), next);
             }
+            sort_by_windows(rows, run, next);
+            for e in run.iter_mut() {
+                e.0 = this;
+            }
+        } else {
+            run.sort_unstable_by(|a, b| row(a.1).cmp(&row(b.1)));
         }
     }
 }
@@ -351,18 +395,65 @@ mod tests {
         Arc::new(Int64Array::from(values))
     }
 
-    /// Text keys that share a long prefix and differ within or beyond the
-    /// 16 bytes after it: the cut keeps their order, and a range holding
-    /// a staged value is always admitted.
-    #[test]
-    fn cut_keys_keep_the_order_and_never_refuse_a_range_with_a_value() {
+    /// The staged values `staged` (indexes into `values`) of a text
+    /// column, sorted, and every value's row.
+    fn sorted_text(values: &[String], staged: &[usize]) -> (Column, Rows) {
         use datafusion::arrow::array::StringArray;
+        let array: ArrayRef = Arc::new(StringArray::from(values.to_vec()));
+        let converter = RowConverter::new(vec![SortField::new(DataType::Utf8)]).unwrap();
+        let rows = converter.convert_columns(&[array]).unwrap();
+        let mut kept = converter.empty_rows(0, 0);
+        for i in staged {
+            kept.push(rows.row(*i));
+        }
+        let (lo, hi) = (
+            staged.iter().map(|i| rows.row(*i)).min().unwrap(),
+            staged.iter().map(|i| rows.row(*i)).max().unwrap(),
+        );
+        let sorted = Sorted::new(kept, lo.as_ref(), hi.as_ref());
+        let column = Column {
+            converter,
+            admit: Admit::Values(sorted),
+        };
+        (column, rows)
+    }
+
+    /// Every range of two of `values` is admitted exactly when a staged
+    /// value lies within it.
+    fn admits_exactly(values: &[String], staged: &[usize]) {
+        let (column, rows) = sorted_text(values, staged);
+        for a in 0..values.len() {
+            for b in 0..values.len() {
+                if values[a] > values[b] {
+                    continue;
+                }
+                let holds = staged
+                    .iter()
+                    .any(|s| values[a] <= values[*s] && values[*s] <= values[b]);
+                assert_eq!(
+                    column.admits(rows.row(a), rows.row(b)),
+                    holds,
+                    "{:?}..{:?}",
+                    values[a],
+                    values[b]
+                );
+            }
+        }
+    }
+
+    /// Text keys that share a long prefix and differ within or beyond the
+    /// 16 bytes after it, and values outside the prefix: the windows keep
+    /// the order, the staged values end up in theirs, and a range is
+    /// admitted exactly when it holds a staged value.
+    #[test]
+    fn windows_keep_the_order_and_ranges_are_admitted_exactly() {
         let shared = "https://shop.example.com/orders/2026-12-03/";
         let mut values: Vec<String> = [
             "",
             "0",
             "00000000000000000001",
             "00000000000000000002",
+            "0000000000000000000000000000000000000003",
             "1",
             "9",
             "é",
@@ -377,66 +468,72 @@ mod tests {
                 "https://",
                 "zz",
                 "https://shop.example.com/orders/2026-12-04/1",
+                "https://shop.example.com/orders/2026-12-03/00000000000000000001x",
             ]
             .map(String::from),
         );
-        let array: ArrayRef = Arc::new(StringArray::from(values.clone()));
-        let converter = RowConverter::new(vec![SortField::new(DataType::Utf8)]).unwrap();
-        let rows = converter.convert_columns(&[array]).unwrap();
+        let staged: Vec<usize> = (0..8).collect();
+        let (column, rows) = sorted_text(&values, &staged);
+        let Admit::Values(sorted) = &column.admit else {
+            panic!("values kept")
+        };
+        assert!(sorted.shared.len() >= shared.len());
         let mut order: Vec<usize> = (0..values.len()).collect();
         order.sort_by_key(|i| &values[*i]);
-        // Staged: the ones under the shared prefix.
-        let staged: Vec<usize> = (0..7).collect();
-        let (lo, hi) = (
-            staged.iter().map(|i| rows.row(*i)).min().unwrap(),
-            staged.iter().map(|i| rows.row(*i)).max().unwrap(),
-        );
-        let cut = Cut::of(lo.as_ref(), hi.as_ref());
-        assert!(cut.shared.len() >= shared.len());
         for w in order.windows(2) {
             let (a, b) = (rows.row(w[0]), rows.row(w[1]));
-            assert!(
-                cut.key(a.as_ref()) <= cut.key(b.as_ref()),
-                "{:?} {:?}",
-                values[w[0]],
-                values[w[1]]
-            );
+            assert!(sorted.key(a.as_ref()) <= sorted.key(b.as_ref()));
         }
-        let mut keys: Vec<u128> = staged
-            .iter()
-            .map(|i| cut.key(rows.row(*i).as_ref()))
-            .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let column = Column {
-            converter,
-            admit: Admit::Values(cut, keys),
-        };
-        // Every range of two of the values: admitted when a staged value
-        // lies within it.
-        for a in 0..values.len() {
-            for b in 0..values.len() {
-                if values[a] > values[b] {
-                    continue;
-                }
-                let holds = staged
-                    .iter()
-                    .any(|s| values[a] <= values[*s] && values[*s] <= values[b]);
-                if holds {
-                    assert!(
-                        column.admits(rows.row(a), rows.row(b)),
-                        "{:?}..{:?}",
-                        values[a],
-                        values[b]
-                    );
-                }
+        let got: Vec<_> = sorted.order.iter().map(|(_, i)| *i as usize).collect();
+        let mut want = staged.clone();
+        want.sort_by_key(|i| &values[*i]);
+        assert_eq!(got, want);
+        admits_exactly(&values, &staged);
+    }
+
+    /// Keys whose windows are all equal (a long part the staged keys all
+    /// have, after a head that differs) still prune exactly: region-prefixed
+    /// order numbers, many of them the same for 16 bytes and more.
+    #[test]
+    fn values_that_differ_only_past_their_windows_are_admitted_exactly() {
+        let mut values = Vec::new();
+        for region in ["eu", "us"] {
+            for n in [0u64, 7, 8, 70, 71, 9_999, 10_000, 123_456_789] {
+                values.push(format!("{region}-warehouse-orders-{n:013}"));
             }
         }
-        // Ranges wholly above the staged values are refused (one below
-        // them may be admitted: its key, 0, can be the least value's).
-        for above in [values.len() - 2, values.len() - 1] {
-            let r = rows.row(above);
-            assert!(!column.admits(r, r), "{:?}", values[above]);
+        values.push("eu-warehouse-orders-".into());
+        values.push("eu-warehouse-orders-0000000000007-b".into());
+        values.push("us-warehouse-orders-0000000000070\0".into());
+        // Staged: every other value of each region, and the extras.
+        let staged: Vec<usize> = (0..values.len())
+            .filter(|i| i % 2 == 1 || *i >= 16)
+            .collect();
+        admits_exactly(&values, &staged);
+        admits_exactly(&values, &[3]);
+        admits_exactly(&values, &[16, 17]);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+        /// Random text of few letters (the empty string, a zero byte and
+        /// multi-byte UTF-8 among them) around a long part that many share:
+        /// windows tie often, at every depth.
+        #[test]
+        fn random_text_is_admitted_exactly(
+            picks in proptest::collection::vec((0usize..4, 0usize..3, 0usize..4, proptest::bool::ANY), 1..40),
+        ) {
+            let heads = ["", "a", "b\0", "é"];
+            let middles = ["", "-the-same-long-part-of-many-keys-", "-the-same-long-part-of-many-keys-x-"];
+            let tails = ["", "0", "00000000000000000000000000000001", "zé"];
+            let values: Vec<String> = picks
+                .iter()
+                .map(|(h, m, t, _)| format!("{}{}{}", heads[*h], middles[*m], tails[*t]))
+                .collect();
+            let staged: Vec<usize> = (0..values.len()).filter(|i| picks[*i].3).collect();
+            if !staged.is_empty() {
+                admits_exactly(&values, &staged);
+            }
         }
     }
 
