@@ -307,7 +307,7 @@ fn texts(path: &Path, rows: &[(Option<String>, i64)]) {
 }
 
 /// Keys that rise with time, stale keys among the staged ones: the footers
-/// leave a quarter of the rows, which are probed with the distinct staged
+/// leave 3 of 40 days' rows, which are probed with the distinct staged
 /// keys read for the indexes (not read again), and the verdict, samples
 /// and the partitions they name included, is the grouped one.
 #[test]
@@ -322,7 +322,7 @@ fn rising_keys_with_indexes_probe_the_pruned_rows_with_the_staged_keys() {
          warn unique(s, n) across published\n",
     );
     let row = |i: i64| (Some(format!("k{i:06}")), i);
-    for day in 1..=16i64 {
+    for day in 1..=40i64 {
         let dir = cwd.join(format!("s{day}"));
         fs::create_dir_all(&dir).unwrap();
         let mut rows: Vec<_> = (day * 100..day * 100 + 100).map(row).collect();
@@ -334,7 +334,7 @@ fn rising_keys_with_indexes_probe_the_pruned_rows_with_the_staged_keys() {
     }
     let staged = cwd.join("new");
     fs::create_dir_all(&staged).unwrap();
-    let mut rows: Vec<_> = (3000..3100).map(row).collect();
+    let mut rows: Vec<_> = (5000..5100).map(row).collect();
     for i in [205, 205, 205, 210, 210, 750, 799] {
         rows.push(row(i));
     }

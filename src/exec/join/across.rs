@@ -179,12 +179,13 @@ pub struct PublishedSide {
 
 impl PublishedSide {
     /// Why the footers' pruning is read rather than the key indexes: it
-    /// leaves at most a quarter of the published rows to read (keys that
-    /// rise with time). Decoding a row costs several times what looking up
-    /// an index key does.
+    /// leaves at most a tenth of the published rows to read (keys that
+    /// rise with time). Reading and probing a row costs about nine times
+    /// what looking up an index key does (0.21 s for 5.7M rows of 33-byte
+    /// text, against 0.13 s for the 30M keys of their indexes).
     pub fn pruned_well(&self) -> Option<String> {
         let (read, all) = self.pruned.as_ref()?.counts.rows;
-        (read <= all / 4).then(|| {
+        (read <= all / 10).then(|| {
             format!("the footers leave {read} of {all} published row(s) to read, fewer than the indexes hold")
         })
     }
