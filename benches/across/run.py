@@ -28,7 +28,11 @@ Key shapes, and for the rising ones two kinds of stale keys:
   write makes them). The staged keys' least and greatest differ in their
   first byte, so all of them share the 16 bytes after their common prefix
   (`eu-warehouse-ord`, or `us-`): the shape that sorting the staged keys
-  by those 16 bytes fits worst.
+  by those 16 bytes fits worst. A day's one row group that holds both
+  regions' keys spans every later `eu-` key, so a staged day reads it;
+- `region-aligned`: the same keys, with each day's first half of rows
+  `eu-` and the second `us-`, in row groups of 125,000: no row group holds
+  both regions, as when a writer splits files by region.
 
 For each, in one run on the same files (warm page cache, one warm-up run
 discarded, median of --reps whole processes under /usr/bin/time):
@@ -93,10 +97,12 @@ def keys_of(np, shape, start, n):
     return keys_at(np, shape, np.arange(start, start + n, dtype=np.uint64))
 
 
-def region_orders(np, i):
+def region_orders(np, i, aligned):
     """`eu-warehouse-orders-` or `us-warehouse-orders-` (by a mix of the
-    row number), then the row number in 13 decimal digits."""
-    head = np.where((mix(np, i) & np.uint64(1)).astype(bool), b"us", b"eu").astype("S2")
+    row number, or `aligned`, by which half of a million rows it is in),
+    then the row number in 13 decimal digits."""
+    us = (i // np.uint64(500_000)) % np.uint64(2) if aligned else mix(np, i) & np.uint64(1)
+    head = np.where(us.astype(bool), b"us", b"eu").astype("S2")
     head = np.frombuffer(head.tobytes(), dtype=np.uint8).reshape(len(i), 2)
     middle = np.tile(np.frombuffer(b"-warehouse-orders-", dtype=np.uint8), (len(i), 1))
     digits = np.empty((len(i), 13), dtype=np.uint8)
@@ -109,8 +115,8 @@ def region_orders(np, i):
 def keys_at(np, shape, i):
     """Keys of the global rows `i` (uint64): one array, or for `composite`
     a tuple of two."""
-    if shape == "region-rising":
-        return region_orders(np, i)
+    if shape.startswith("region-"):
+        return region_orders(np, i, shape == "region-aligned")
     if shape == "composite":
         return (keys_at(np, "ulid-scattered", i), (i % np.uint64(97)).astype(np.int32))
     if shape == "rising":
@@ -144,8 +150,9 @@ def day_files(np, root, shape, days, rows):
         f = os.path.join(d, f"day-{day:03}.parquet")
         if not os.path.exists(f):
             keys = keys_of(np, shape, (day - 1) * rows, rows)
-            if shape == "region-rising":
-                write(f, np.sort(keys), row_group_size=128 * 1024)
+            if shape.startswith("region-"):
+                group = 125_000 if shape == "region-aligned" else 128 * 1024
+                write(f, np.sort(keys), row_group_size=group)
             else:
                 write(f, keys)
     return d
@@ -261,7 +268,7 @@ def main():
                                a.reps, a.warmup)
             own = median_runs([a.bin, "check", rules["own-composite" if pair else "own"], "--staged", staged]
                               + threads, a.reps, a.warmup)
-            text = shape.startswith("ulid") or shape == "region-rising"
+            text = shape.startswith(("ulid", "region"))
             floor = rules["floor-composite" if pair else "floor-text" if text else "floor"]
             low = median_runs([a.bin, "check", floor, "--staged", table, "--scan-only"] + threads,
                               a.reps, a.warmup)
