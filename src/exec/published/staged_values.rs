@@ -2,8 +2,8 @@
 //! side: per key column, the sorted values (integer-like columns as
 //! order-preserving codes; other columns in their row format, sorted by
 //! 16-byte windows, see [`Sorted`]), or only their range when there are
-//! too many, and which footer ranges `[min, max]` they admit: exactly those
-//! that hold a staged value.
+//! too many, and which footer ranges `[min, max]` they admit: those that
+//! hold a staged value (and, rarely, one read unseen, see [`Sorted`]).
 
 use datafusion::arrow::array::{Array, ArrayRef};
 use datafusion::arrow::compute::cast;
@@ -312,7 +312,7 @@ pub(super) struct Sorted {
 impl Sorted {
     /// Sorts `rows`, whose least value is `lo` and greatest `hi`.
     fn new(rows: Rows, lo: &[u8], hi: &[u8]) -> Sorted {
-        let n = lo.iter().zip(hi).take_while(|(a, b)| a == b).count();
+        let n = shared_len(lo, hi);
         let window_of = |i: usize| window(rows.row(i).as_ref(), n);
         let mut keys: Vec<u128> = (0..rows.num_rows()).map(window_of).collect();
         keys.sort_unstable();
@@ -387,6 +387,11 @@ impl Sorted {
     }
 }
 
+/// How many leading bytes `a` and `b` share.
+fn shared_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 /// The 16 bytes of `row` from `at`, zero-padded (a row that is a prefix of
 /// another sorts first), as a big-endian integer.
 fn window(row: &[u8], at: usize) -> u128 {
@@ -417,11 +422,7 @@ fn sort_by_windows(rows: &Rows, keyed: &mut [(u128, u32)]) {
             let r = row(*i);
             let r = r.as_ref();
             if r.get(..shared) != Some(&first[..shared]) {
-                shared = first[..shared]
-                    .iter()
-                    .zip(r)
-                    .take_while(|(a, b)| a == b)
-                    .count();
+                shared = shared_len(&first[..shared], r);
             }
             shortest = shortest.min(r.len());
         }
