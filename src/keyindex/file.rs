@@ -100,13 +100,32 @@ pub enum IndexError {
     Stale { path: String, reason: String },
 }
 
-/// The file name of the index of `columns`.
-pub fn file_name(columns: &[String]) -> String {
-    let joined = columns.join("\u{0}");
+/// The file name of the index of `columns` over the files whose
+/// fingerprint is `fingerprint`. Each version's index has a name of its
+/// own: a Delta partition's directory holds the files of every version,
+/// and one publisher's index never replaces another's.
+pub fn file_name(columns: &[String], fingerprint: &str) -> String {
     format!(
-        "{PREFIX}{:016x}.idx",
-        XxHash3_64::oneshot(joined.as_bytes())
+        "{}{:016x}.idx",
+        versioned_stem(columns),
+        XxHash3_64::oneshot(fingerprint.as_bytes())
     )
+}
+
+/// What the names of every version's index of `columns` start with.
+pub(super) fn versioned_stem(columns: &[String]) -> String {
+    format!("{PREFIX}{:016x}_", columns_hash(columns))
+}
+
+/// The name indexes of `columns` had before their names held their
+/// version (dqgate 0.x up to stop 35): still read, as tables published
+/// then keep them.
+pub fn legacy_file_name(columns: &[String]) -> String {
+    format!("{PREFIX}{:016x}.idx", columns_hash(columns))
+}
+
+fn columns_hash(columns: &[String]) -> u64 {
+    XxHash3_64::oneshot(columns.join("\u{0}").as_bytes())
 }
 
 /// `hash` cut to what a format 1 index with `bits` of bucket holds of it:

@@ -37,7 +37,7 @@ use datafusion::parquet::file::metadata::ParquetMetaData;
 pub use canon::{cmp, decode, Columns, Kind};
 use distinct::cut;
 pub use distinct::{fingerprint, Collecting, Distinct, Finder};
-pub use file::{file_name, Header, IndexError, Opened, PREFIX};
+pub use file::{file_name, legacy_file_name, Header, IndexError, Opened, PREFIX};
 pub use rows::read_keys;
 
 /// An index ready to be written: the distinct keys of the staged files,
@@ -69,9 +69,9 @@ impl Built {
         }
     }
 
-    /// Its file name.
-    pub fn file_name(&self) -> String {
-        file_name(&self.columns)
+    /// Its file name, beside the files whose fingerprint is `fingerprint`.
+    pub fn file_name(&self, fingerprint: &str) -> String {
+        file_name(&self.columns, fingerprint)
     }
 
     /// Its bytes, for the published files whose fingerprint is
@@ -109,9 +109,38 @@ pub struct Expected {
     pub files: Vec<(String, PathBuf, Arc<ParquetMetaData>)>,
 }
 
-/// The index of `columns` a partition in `dir` would have.
-pub fn path_in(dir: &Path, columns: &[String]) -> PathBuf {
-    dir.join(file_name(columns))
+/// The index of `columns` a partition in `dir` whose files have
+/// `fingerprint` would have: by the name of its version; else by the name
+/// an older dqgate gave it (its head still ties it to its files); else
+/// another version's index of these columns, which then says why it is
+/// not used (its files are not these); else the name it would have.
+pub fn path_in(dir: &Path, columns: &[String], fingerprint: &str) -> PathBuf {
+    let named = dir.join(file_name(columns, fingerprint));
+    if named.exists() {
+        return named;
+    }
+    let legacy = dir.join(legacy_file_name(columns));
+    if legacy.exists() {
+        return legacy;
+    }
+    other_version(dir, columns).unwrap_or(named)
+}
+
+/// The first (by name) index of `columns` in `dir` of any version.
+fn other_version(dir: &Path, columns: &[String]) -> Option<PathBuf> {
+    let stem = file::versioned_stem(columns);
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with(&stem) && name.ends_with(".idx")
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found.into_iter().next()
 }
 
 /// Whether the index at `e` is worth opening for keys of `kinds`: it exists,
@@ -408,7 +437,7 @@ mod tests {
             published_rows.extend(rows(100, 150)); // repeated keys
             let meta = parquet(&file, &published_rows);
             let published = distinct(&file, &meta, bits);
-            let index = tmp.path().join(file_name(&columns()));
+            let index = tmp.path().join(file_name(&columns(), "f"));
             let listed = vec![("p.parquet".to_string(), published_rows.len() as u64)];
             let bytes = file::encode(&published, &columns(), ("files", listed), bits);
             std::fs::write(&index, &bytes).unwrap();
@@ -447,7 +476,7 @@ mod tests {
         let file = tmp.path().join("p.parquet");
         let meta = parquet(&file, &rows(0, 50));
         let published = distinct(&file, &meta, 64);
-        let index = tmp.path().join(file_name(&columns()));
+        let index = tmp.path().join(file_name(&columns(), "f"));
         let listed = || vec![("p.parquet".to_string(), 50)];
         let write = |columns: &[String], fingerprint: &str| {
             let bytes = file::encode(&published, columns, (fingerprint, listed()), 64);

@@ -15,8 +15,9 @@ use crate::verdict::json::{KeyIndexFile, PublishedFile};
 
 /// Writes `indexes` into `dir`, whose data `files` have their published
 /// names already, for the partition `rel` (`k=v` path); what the record
-/// lists of them. Indexes that an interrupted publish left in `dir` are
-/// removed first.
+/// lists of them. Each is named for its version (see
+/// [`crate::keyindex::file_name`]): no other version's index is replaced
+/// or removed.
 ///
 /// Each index carries the fingerprint of the files as an audit reading the
 /// partition from the table computes it: their paths from the table's root
@@ -27,7 +28,6 @@ pub(crate) fn write(
     files: &[PublishedFile],
     indexes: &[Built],
 ) -> Result<Vec<KeyIndexFile>, PublishError> {
-    remove(dir)?;
     if indexes.is_empty() {
         return Ok(Vec::new());
     }
@@ -38,7 +38,7 @@ pub(crate) fn write(
     let fingerprint = fingerprint_of(named.iter().map(|(n, p)| (n.as_str(), p.as_path())))?;
     let mut written: Vec<KeyIndexFile> = Vec::new();
     for index in indexes {
-        let path = index.file_name();
+        let path = index.file_name(&fingerprint);
         if written.iter().any(|w| w.path == path) {
             continue;
         }
@@ -84,9 +84,30 @@ pub(crate) fn remove(dir: &Path) -> Result<(), PublishError> {
     Ok(())
 }
 
+/// Whether the index `listed` is in `dir` with the bytes the record says.
+pub(crate) fn intact(dir: &Path, listed: &KeyIndexFile) -> bool {
+    fs::read(dir.join(&listed.path))
+        .is_ok_and(|b| b.len() as u64 == listed.bytes && checksum(&b) == listed.checksum)
+}
+
+/// Removes the indexes `listed` from `dir` (a version's own, when its
+/// publish or the version is undone), and no other.
+pub(crate) fn remove_listed(dir: &Path, listed: &[KeyIndexFile]) -> Result<(), PublishError> {
+    let mut removed = false;
+    for index in listed.iter().filter(|i| i.path.starts_with(PREFIX)) {
+        removed |= fsx::remove_file_if_exists(&dir.join(&index.path))?;
+    }
+    if removed {
+        fsx::sync_dir(dir)?;
+    }
+    Ok(())
+}
+
 /// How the indexes the record lists differ from the files in `dir`, and
-/// which index files it does not list.
-pub(crate) fn differences(dir: &Path, listed: &[KeyIndexFile]) -> Vec<String> {
+/// (with `extras`: a directory that holds one version) which index files
+/// it does not list. A Delta partition's directory holds every version's
+/// files, and its other versions' indexes with them, until `gc`.
+pub(crate) fn differences(dir: &Path, listed: &[KeyIndexFile], extras: bool) -> Vec<String> {
     let mut out = Vec::new();
     for index in listed {
         let path = dir.join(&index.path);
@@ -105,7 +126,7 @@ pub(crate) fn differences(dir: &Path, listed: &[KeyIndexFile]) -> Vec<String> {
             Ok(_) => {}
         }
     }
-    if let Ok(entries) = fs::read_dir(dir) {
+    if let Some(entries) = fs::read_dir(dir).ok().filter(|_| extras) {
         let mut extra: Vec<String> = entries
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())

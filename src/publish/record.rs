@@ -87,31 +87,7 @@ impl Record {
                 _ => return Err(bad(format!("bad entry in `published.files`: {f}"))),
             }
         }
-        let mut key_indexes = Vec::new();
-        let listed = json.pointer("/published/key_indexes");
-        for f in listed.and_then(Json::as_array).into_iter().flatten() {
-            let text = |k: &str| f.get(k).and_then(Json::as_str).map(str::to_string);
-            let columns: Option<Vec<String>> = f
-                .get("columns")
-                .and_then(Json::as_array)
-                .and_then(|c| c.iter().map(|v| v.as_str().map(str::to_string)).collect());
-            match (
-                text("path"),
-                columns,
-                f.get("bytes").and_then(Json::as_u64),
-                text("checksum"),
-            ) {
-                (Some(path), Some(columns), Some(bytes), Some(checksum)) if safe_rel(&path) => {
-                    key_indexes.push(KeyIndexFile {
-                        path,
-                        columns,
-                        bytes,
-                        checksum,
-                    })
-                }
-                _ => return Err(bad(format!("bad entry in `published.key_indexes`: {f}"))),
-            }
-        }
+        let key_indexes = listed_indexes(&json).map_err(bad)?;
         Ok(Record {
             fingerprint,
             version,
@@ -200,4 +176,41 @@ pub(crate) fn compare_fingerprint(
         )),
         Err(e) => Some(format!("changed: {e}")),
     }
+}
+
+/// The key indexes a record (as JSON) lists, or what is wrong with an
+/// entry.
+fn listed_indexes(json: &Json) -> Result<Vec<KeyIndexFile>, String> {
+    let mut key_indexes = Vec::new();
+    let listed = json.pointer("/published/key_indexes");
+    for f in listed.and_then(Json::as_array).into_iter().flatten() {
+        let text = |k: &str| f.get(k).and_then(Json::as_str).map(str::to_string);
+        let columns: Option<Vec<String>> = f
+            .get("columns")
+            .and_then(Json::as_array)
+            .and_then(|c| c.iter().map(|v| v.as_str().map(str::to_string)).collect());
+        match (
+            text("path"),
+            columns,
+            f.get("bytes").and_then(Json::as_u64),
+            text("checksum"),
+        ) {
+            (Some(path), Some(columns), Some(bytes), Some(checksum)) if safe_rel(&path) => {
+                key_indexes.push(KeyIndexFile {
+                    path,
+                    columns,
+                    bytes,
+                    checksum,
+                })
+            }
+            _ => return Err(format!("bad entry in `published.key_indexes`: {f}")),
+        }
+    }
+    Ok(key_indexes)
+}
+
+/// The key indexes a record (as JSON, from a Delta commit) lists; none
+/// when an entry is malformed (nothing is then removed by their names).
+pub(crate) fn key_indexes_of(json: &Json) -> Vec<KeyIndexFile> {
+    listed_indexes(json).unwrap_or_default()
 }

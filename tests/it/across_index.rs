@@ -397,9 +397,20 @@ fn indexes_of_the_first_format_are_still_read() {
         2,
         "{err}"
     );
-    // A day published now gets format 2; both are read together.
+    // Their names are those of then, without their version's.
+    let name = |p: &PathBuf| p.file_name().unwrap().to_string_lossy().into_owned();
+    for day in ["1", "2"] {
+        for i in indexes(cwd, day) {
+            assert_eq!(name(&i).len(), "_dqgate_keys_".len() + 16 + 4, "{i:?}");
+        }
+    }
+    // A day published now gets format 2, under a name that holds its
+    // version's; both are read together.
     publish(cwd, &cwd.join("next"), "3", &[]);
     assert_eq!(magics(cwd, "3"), vec![b"DQGKEYS2".to_vec(); 2]);
+    for i in indexes(cwd, "3") {
+        assert_eq!(name(&i).len(), "_dqgate_keys_".len() + 33 + 4, "{i:?}");
+    }
     let (json, err) = check_across(cwd, &cwd.join("staged"), "4", None);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["checks"][0]["value"], 4, "{json}");

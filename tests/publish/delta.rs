@@ -945,19 +945,41 @@ fn key_indexes_beside_delta_versions_answer_across_published() {
     let got = same(None);
     assert_eq!(got[0]["value"], 1, "{got}");
 
-    // d=1 published again with the staged key: its index is replaced with
-    // the new version's, which the commit makes the partition's.
+    // d=1 published again with the staged key: the new version's index
+    // has a name of its own beside the first version's, and the commit
+    // makes it the partition's.
+    let first = key_indexes_of(&lake, "1");
     let again = lake.stage("again", 20, 1);
     let out = lake.command(&rules, &again, "1").output().unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(key_indexes_of(&lake, "1").len(), 2);
+    let v = verify(&lake, "1");
+    assert_eq!(code(&v), 0, "{}", String::from_utf8_lossy(&v.stdout));
     let got = same(None);
     assert!(
         got.to_string().contains("d=1") && got.to_string().contains("d=2"),
         "{got}"
     );
 
-    // Rolled back: d=1's files are the first version's again, its index
-    // is gone (it was the undone version's), and d=1 is read from files.
+    // Rolled back: d=1's files are the first version's again, the undone
+    // version's index is gone, and the first version's serves again.
+    assert_eq!(code(&rollback(&lake, "1")), 0);
+    assert_eq!(key_indexes_of(&lake, "1"), first);
+    let v = verify(&lake, "1");
+    assert_eq!(code(&v), 0, "{}", String::from_utf8_lossy(&v.stdout));
+    let got = same(None);
+    assert!(!got.to_string().contains("d=1"), "{got}");
+
+    // Published again and rolled back once more, after `gc` removed the
+    // index no record lists (the first version's): the restored record
+    // lists none, and d=1 is read from its files.
+    let out = lake.command(&rules, &again, "1").output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let swept = gc(&lake, &["--min-age", "0s"]);
+    assert_eq!(code(&swept), 0, "{}", stderr(&swept));
+    let current = key_indexes_of(&lake, "1");
+    assert_eq!(current.len(), 1);
+    assert_ne!(current, first);
     assert_eq!(code(&rollback(&lake, "1")), 0);
     assert!(key_indexes_of(&lake, "1").is_empty());
     let v = verify(&lake, "1");
@@ -977,4 +999,74 @@ fn key_indexes_beside_delta_versions_answer_across_published() {
     let (grouped, _) = across_check(&lake, &staged, true);
     let (got, log) = across_check(&lake, &staged, false);
     assert_eq!(got, grouped, "{log}");
+}
+
+/// Two publishers of one partition race with key indexes: each writes its
+/// index before its commit, under a name of its own, so the loser neither
+/// replaces nor removes the winner's. The winner's partition verifies, its
+/// index answers `across published`, and the loser's is gone.
+#[test]
+fn a_losing_publisher_leaves_the_winners_key_index_alone() {
+    let lake = Lake::new();
+    let rules = lake.tmp.path().join("across.dq");
+    let text =
+        "table t\npartitioned by d\ncheck row_count > 0\nwarn unique(version) across published\n";
+    fs::write(&rules, text).unwrap();
+    let first = lake.stage("z", 5, 1);
+    assert_eq!(
+        code(&lake.command(&rules, &first, "1").output().unwrap()),
+        0
+    );
+    let other = lake.stage("o", 7, 1);
+    assert_eq!(
+        code(&lake.command(&rules, &other, "2").output().unwrap()),
+        0
+    );
+    for round in 0..3 {
+        let spawn = |staged: &Path| {
+            lake.command(&rules, staged, "1")
+                .env("DQGATE_TEST_DELTA_PAUSE_MS", "1500")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let a = lake.stage(&format!("a{round}"), 100 + round, 2);
+        let b = lake.stage(&format!("b{round}"), 200 + round, 2);
+        let (pa, pb) = (spawn(&a), spawn(&b));
+        let (a, b) = (
+            pa.wait_with_output().unwrap(),
+            pb.wait_with_output().unwrap(),
+        );
+        let mut codes = [code(&a), code(&b)];
+        codes.sort();
+        assert_eq!(codes, [0, 4], "{}\n{}", stderr(&a), stderr(&b));
+        let v = verify(&lake, "1");
+        assert_eq!(
+            code(&v),
+            0,
+            "round {round}: {}",
+            String::from_utf8_lossy(&v.stdout)
+        );
+        let winner = if code(&a) == 0 {
+            100 + round
+        } else {
+            200 + round
+        };
+        assert_eq!(lake.versions_of("1"), BTreeSet::from([winner]));
+        // The first version's index, and the winner's: the loser's went
+        // with its copies.
+        assert_eq!(key_indexes_of(&lake, "1").len(), 2 + round as usize);
+        let staged = lake.stage(&format!("n{round}"), winner, 1);
+        let (grouped, _) = across_check(&lake, &staged, true);
+        let (got, log) = across_check(&lake, &staged, false);
+        assert_eq!(got, grouped, "{log}");
+        assert!(log.contains("look them up in the key indexes of"), "{log}");
+        assert!(!log.contains("have no key index"), "{log}");
+        assert!(got.to_string().contains("d=1"), "{got}");
+    }
+    let swept = gc(&lake, &["--min-age", "0s"]);
+    assert_eq!(code(&swept), 0, "{}", stderr(&swept));
+    assert_eq!(key_indexes_of(&lake, "1").len(), 1);
+    assert_eq!(code(&verify(&lake, "1")), 0);
 }

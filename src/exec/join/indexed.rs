@@ -185,7 +185,7 @@ pub(super) fn expected(
             false => root.clone(),
         };
         let e = Expected {
-            path: keyindex::path_in(&dir, keys),
+            path: keyindex::path_in(&dir, keys, &p.input.fingerprint),
             fingerprint: p.input.fingerprint.clone(),
             files: p
                 .input

@@ -197,6 +197,10 @@ pub async fn publish(
             // name them: they stay, and `gc` removes them if no commit does.
             if !matches!(e, PublishError::Delta { .. } | PublishError::Io { .. }) {
                 copies.remove(root, &rel_dir).await;
+                // Its indexes go too; the winner's have names of their own.
+                if let Root::Local(dir) = root {
+                    indexes::remove_listed(&dir.join(&rel_dir), &manifest.key_indexes)?;
+                }
             }
             Err(e)
         }
@@ -238,11 +242,11 @@ pub(super) async fn already_published(
             files: published,
             key_indexes: Vec::new(),
         };
-        // The rebuilt record lists no key index, so none stays (audits
-        // read the partition's files until it is published again).
-        if let Root::Local(dir) = root {
-            indexes::remove(&dir.join(&rel_dir))?;
-        }
+        // The rebuilt record lists no key index. An index the killed
+        // publish wrote stays: its head ties it to these files, so audits
+        // still use it, and `gc` removes it as it removes every index no
+        // record lists. Nothing else is removed here: a publisher racing
+        // this retry may have written its own index before its commit.
         root.write(
             &record_at,
             to_record_json(passed.verdict(), &manifest, None).as_bytes(),

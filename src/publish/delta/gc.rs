@@ -1,10 +1,15 @@
 //! `gc` on a Delta table: files under the table root that no commit names,
 //! at least `min_age` old.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::Value as Json;
 
 use super::log::{delta_err, load};
-use crate::publish::error::PublishError;
+use crate::keyindex::PREFIX;
+use crate::publish::error::{IoContext, PublishError};
+use crate::publish::fsx;
+use crate::publish::record::Record;
 use crate::publish::root::Root;
 
 /// `gc` on a Delta table: removes the data files below the root that no
@@ -29,15 +34,67 @@ pub async fn gc(root: &Root, min_age: std::time::Duration) -> Result<Vec<String>
         None => std::collections::HashSet::new(),
     };
     let now = std::time::SystemTime::now();
+    let old_enough = |modified: std::time::SystemTime| {
+        now.duration_since(modified).is_ok_and(|age| age >= min_age)
+    };
     let mut removed = Vec::new();
     for (rel, modified) in root.data_files().await? {
-        let old_enough = now.duration_since(modified).is_ok_and(|age| age >= min_age);
-        if !named.contains(&rel) && old_enough {
+        if !named.contains(&rel) && old_enough(modified) {
             root.remove(&rel).await;
             removed.push(root.name_of(&rel));
         }
     }
+    if let Root::Local(dir) = root {
+        for index in unlisted_indexes(dir)? {
+            let modified = std::fs::metadata(&index).and_then(|m| m.modified());
+            if modified.is_ok_and(old_enough) {
+                fsx::remove_file_if_exists(&index)?;
+                removed.push(index.display().to_string());
+            }
+        }
+    }
     Ok(removed)
+}
+
+/// The key index files (and their temporary files) below a local table's
+/// `dir` that the record beside them does not list: those of versions a
+/// later commit replaced or undid, and of publishes that never committed.
+/// Each version's index has a name of its own, so the current version's
+/// is never among them once its record is written; `min_age` protects a
+/// publish in flight, whose record comes after its commit.
+fn unlisted_indexes(dir: &Path) -> Result<Vec<PathBuf>, PublishError> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let entries = std::fs::read_dir(&d).ctx("cannot list", &d)?;
+        let mut here = Vec::new();
+        for entry in entries {
+            let entry = entry.ctx("cannot list", &d)?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let kind = entry.file_type().ctx("cannot stat", &entry.path())?;
+            if kind.is_dir() && name != "_delta_log" {
+                dirs.push(entry.path());
+            } else if kind.is_file() && name.starts_with(PREFIX) {
+                here.push(name);
+            }
+        }
+        if here.is_empty() {
+            continue;
+        }
+        // An unreadable record lists nothing that can be trusted, but its
+        // indexes are left alone: `verify` reports the record.
+        let Ok(record) = Record::read(&d) else {
+            continue;
+        };
+        let listed = record.map(|r| r.key_indexes).unwrap_or_default();
+        out.extend(
+            here.into_iter()
+                .filter(|n| !listed.iter().any(|l| &l.path == n))
+                .map(|n| d.join(n)),
+        );
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// The data files any commit of the log names, in an `add` or a `remove`;

@@ -58,17 +58,29 @@ pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError>
             (audit.get("partition")?.as_object()? == &want).then(|| (version, audit.clone()))
         })
         .collect();
-    let [(last, _), (_, record), ..] = touching.as_slice() else {
+    let [(last, undone), (_, record), ..] = touching.as_slice() else {
         return Err(nothing("fewer than two versions were published"));
     };
-    // The restored version's key indexes were replaced by the undone
-    // one's: none stays (removed once the rollback commits), and the record
-    // lists none, so audits read the partition's files until it is
-    // published again.
+    // Each version's key indexes have names of their own. The restored
+    // record lists those of its indexes still there as it wrote them (`gc`
+    // removes an index no current record lists); the undone version's go
+    // once the rollback commits.
     let mut record = record.clone();
-    if let Some(listed) = record.pointer_mut("/published/key_indexes") {
-        *listed = Json::Array(Vec::new());
+    let intact: Vec<String> = match root {
+        Root::Local(dir) => crate::publish::record::key_indexes_of(&record)
+            .into_iter()
+            .filter(|i| crate::publish::indexes::intact(&dir.join(&rel_dir), i))
+            .map(|i| i.path)
+            .collect(),
+        Root::Remote(_) => Vec::new(),
+    };
+    if let Some(Json::Array(listed)) = record.pointer_mut("/published/key_indexes") {
+        listed.retain(|i| {
+            let path = i.get("path").and_then(Json::as_str);
+            path.is_some_and(|p| intact.iter().any(|k| k == p))
+        });
     }
+    let undone_indexes = crate::publish::record::key_indexes_of(undone);
     let mut before = handle(root)?;
     before
         .load_version(last - 1)
@@ -131,7 +143,7 @@ pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError>
         Err(e) => return Err(delta_err(root, e)),
     }
     if let Root::Local(dir) = root {
-        crate::publish::indexes::remove(&dir.join(&rel_dir))?;
+        crate::publish::indexes::remove_listed(&dir.join(&rel_dir), &undone_indexes)?;
     }
     let text = serde_json::to_string_pretty(&record).map_err(|e| delta_err(root, e))?;
     root.write(

@@ -70,6 +70,7 @@ pub async fn verify(root: &Root, key: &RunKey) -> Result<VerifyReport, PublishEr
         differences.extend(crate::publish::indexes::differences(
             &dir.join(&rel_dir),
             listed,
+            false,
         ));
     }
     if differences.is_empty() {

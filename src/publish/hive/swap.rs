@@ -342,6 +342,9 @@ fn prepare(
         fsx::sync_file(&dir.join(to))?;
     }
     phase("index");
+    // The version's directory is its own: indexes an interrupted publish
+    // left in it go first.
+    crate::publish::indexes::remove(dir)?;
     let manifest = PublishedManifest {
         key_indexes: crate::publish::indexes::write(
             dir,

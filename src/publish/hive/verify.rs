@@ -59,6 +59,7 @@ pub(crate) fn verify(layout: &Layout) -> Result<VerifyReport, PublishError> {
     differences.extend(crate::publish::indexes::differences(
         &dir,
         &record.key_indexes,
+        true,
     ));
     if differences.is_empty() {
         differences.extend(fingerprint_difference(&mut present, &record.fingerprint));
