@@ -121,7 +121,8 @@ pub(super) async fn observe(p: &Prepared) -> Result<JoinObservations, Error> {
         let result = match pass {
             JoinPass::Reference(r) => {
                 let d = reference(p, &r.reference)?;
-                join::not_in_reference(&p.ctx, &p.input, d, r, p.plan.join_engine, &label).await?
+                let engine = (p.plan.join_engine, p.plan.join_test_bits);
+                join::not_in_reference(&p.ctx, &p.input, d, r, engine, &label).await?
             }
             JoinPass::AcrossPublished(keys) => {
                 if others.is_none() {
@@ -180,7 +181,7 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
                     d.parts.len()
                 );
                 if p.plan.join_engine {
-                    if let Some(how) = join::reference_on_engine(&p.input, r) {
+                    if let Some(how) = join::reference_on_engine(&p.input, d, r)? {
                         let _ = writeln!(out, "  {how}");
                     }
                 }

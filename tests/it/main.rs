@@ -27,6 +27,7 @@ mod people;
 mod producers;
 mod props;
 mod quiet;
+mod reference_text;
 mod reports;
 mod suggest;
 mod support;

@@ -87,6 +87,12 @@ pub fn check_across_with(
         "-v",
     ]);
     cmd.args(extra).envs(env.iter().copied());
+    verdict_and_log(&mut cmd)
+}
+
+/// Runs `cmd`, a `check` that must give a verdict (exit 0 or 1): its
+/// stdout and stderr.
+pub fn verdict_and_log(cmd: &mut Command) -> (String, String) {
     let out = cmd.output().unwrap();
     assert!(
         matches!(out.status.code(), Some(0 | 1)),

@@ -425,7 +425,9 @@ pub async fn across_published(
         };
         let want = keys::join::Want::Present;
         let joined = match built.take() {
-            Some(built) => Some(keys::join::probe_fingerprinted(built, other()?, label).await?),
+            Some(built) => {
+                Some(keys::join::probe_fingerprinted(built, other()?, want, label).await?)
+            }
             None => on_engine(ctx, staged, keys, &types, other, want, label).await?,
         };
         if let Some(j) = joined {

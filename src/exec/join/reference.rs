@@ -1,5 +1,7 @@
 //! `values(k) in REF(k)`: the staged rows whose key is absent from a
-//! reference table, on the key engine or as a DataFusion anti-join.
+//! reference table, on the key engine (packed words, or fingerprints for
+//! keys that pack into no word) or as a DataFusion anti-join (floats, and
+//! staged keys whose table the pool refuses).
 
 use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::cast;
@@ -68,40 +70,110 @@ pub fn not_in_reference_frame(
 
 /// How a reference lookup runs on the key engine, for `explain`; `None`:
 /// as a DataFusion plan.
-pub fn reference_on_engine(staged: &StagedInput, lookup: &RefLookup) -> Option<String> {
-    keys::join::packing_for(staged, &lookup.columns, &lookup.key_types)
-        .map(|p| keys::join::describe(&p))
+pub fn reference_on_engine(
+    staged: &StagedInput,
+    reference: &Dataset,
+    lookup: &RefLookup,
+) -> Result<Option<String>, ExecError> {
+    if let Some(p) = keys::join::packing_for(staged, &lookup.columns, &lookup.key_types) {
+        return Ok(Some(keys::join::describe(&p)));
+    }
+    if reference_rows(reference) > LOOKUP_KEYS as u64 {
+        return Ok(None);
+    }
+    Ok(fingerprint_plan(staged, lookup, None)?.map(|_| {
+        format!(
+            "{}; DataFusion's anti-join instead if a scan task meets more than {LOOKUP_KEYS} distinct staged keys",
+            keys::join::describe_fingerprinted()
+        )
+    }))
 }
 
+fn reference_rows(reference: &Dataset) -> u64 {
+    reference.parts.iter().map(|p| p.input.row_count()).sum()
+}
+
+/// The fingerprinted join of a reference lookup, when the key packs into
+/// no word and its types allow one (`bits`: the test-only collision
+/// switch).
+fn fingerprint_plan(
+    staged: &StagedInput,
+    lookup: &RefLookup,
+    bits: Option<u32>,
+) -> Result<Option<keys::join::Fingerprinted>, ExecError> {
+    if keys::join::packing_for(staged, &lookup.columns, &lookup.key_types).is_some() {
+        return Ok(None);
+    }
+    let staged_types = super::staged_types(staged, &lookup.columns)?;
+    let key_bytes = keys::key_bytes(staged, &lookup.columns);
+    Ok(keys::join::fingerprinted_for(
+        &staged_types,
+        &lookup.key_types,
+        key_bytes,
+        bits,
+    ))
+}
+
+/// The most distinct keys the engine's fingerprinted lookup keeps: a
+/// reference of more rows goes to DataFusion's anti-join at once, and so
+/// does a lookup whose staged keys outgrow it in a scan task. Measured at
+/// 10M staged rows of text keys, 2 threads: 200,000 distinct keys 0.34 to
+/// 0.49 s against DataFusion's 0.62 to 0.84 s; 500,000 and 1M about even,
+/// at twice the memory; 3M and 10M slower (`benches/README.md`).
+const LOOKUP_KEYS: usize = 1 << 18;
+
 /// Staged rows whose key is absent from the reference, and the top keys.
-/// With `engine`, the key engine runs it when the key packs exactly.
+/// With `engine`, the key engine runs it: by packed words when the key
+/// packs exactly, else by fingerprint when the staged keys' table fits
+/// (`bits`: the test-only collision switch).
 pub async fn not_in_reference(
     ctx: &SessionContext,
     staged: &StagedInput,
     reference: &Dataset,
     lookup: &RefLookup,
-    engine: bool,
+    (engine, bits): (bool, Option<u32>),
     label: &str,
 ) -> Result<JoinResult, ExecError> {
     let mut joined = None;
+    // Why the engine's fingerprinted lookup left it to DataFusion.
+    let mut gave_up: Option<String> = None;
     if engine {
         let other = || {
             Ok(keys::join::Side {
                 input: keys::join::SideInput::Frame(reference_keys(ctx, reference, lookup)?),
-                rows: reference.parts.iter().map(|p| p.input.row_count()).sum(),
+                rows: reference_rows(reference),
             })
         };
         let want = keys::join::Want::Missing;
-        joined = on_engine(
-            ctx,
-            staged,
-            &lookup.columns,
-            &lookup.key_types,
-            other,
-            want,
-            label,
-        )
-        .await?
+        let columns = &lookup.columns;
+        let reference_rows = reference_rows(reference);
+        joined = match fingerprint_plan(staged, lookup, bits)? {
+            Some(_) if reference_rows > LOOKUP_KEYS as u64 => {
+                gave_up = Some(format!(
+                    "the reference has {reference_rows} rows, more than the {LOOKUP_KEYS} keys the key engine's lookup keeps"
+                ));
+                None
+            }
+            Some(plan) => {
+                let plan = plan.with_most_keys(LOOKUP_KEYS);
+                let side = super::staged_side(ctx, staged, columns)?;
+                match keys::join::build_fingerprinted(ctx, side, &plan, label).await {
+                    Ok(Some(built)) => {
+                        Some(keys::join::probe_fingerprinted(built, other()?, want, label).await?)
+                    }
+                    Ok(None) => {
+                        gave_up = Some("the memory pool refuses the staged keys' table".into());
+                        None
+                    }
+                    Err(ExecError::GaveUp(why @ keys::GaveUp::TooManyKeys(_))) => {
+                        gave_up = Some(why.to_string().replace('\u{0}', ""));
+                        None
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            None => on_engine(ctx, staged, columns, &lookup.key_types, other, want, label).await?,
+        }
         .map(|j| (j.value, j.samples, j.passes));
     }
     let (value, best, passes) = match joined {
@@ -109,7 +181,11 @@ pub async fn not_in_reference(
         None => {
             let frame = not_in_reference_frame(ctx, staged, reference, lookup)?;
             let top = grouped_top(frame, lookup.columns.len(), label, staged.row_count()).await?;
-            (top.rows, top.best, Vec::new())
+            let passes = gave_up
+                .map(|why| format!("DataFusion's anti-join, not the key engine's lookup: {why}"))
+                .into_iter()
+                .collect();
+            (top.rows, top.best, passes)
         }
     };
     Ok(JoinResult {

@@ -15,4 +15,8 @@ pub enum GaveUp {
     /// The text packing met a value (or a null) that its form does not fit.
     #[error("\u{0}text misfit: {0}")]
     Misfit(Misfit),
+    /// A fingerprinted lookup's table of the staged keys grew past the
+    /// most it keeps.
+    #[error("\u{0}more than {0} distinct staged keys")]
+    TooManyKeys(usize),
 }

@@ -1,8 +1,11 @@
-//! [`Want::Present`](super::Want::Present) for keys that pack into no word
-//! (text of any shape, composites with a text part): the distinct staged
-//! keys, exact, in one table by fingerprint behind the probing filter; the
-//! other side is hashed as it streams, and only the few rows that pass the
-//! filter are compared with a staged key as bytes.
+//! The joins of keys that pack into no word (text of any shape, composites
+//! with a text part): the distinct staged keys, exact, with their rows, in
+//! one table by fingerprint behind the probing filter; the other side is
+//! hashed as it streams, and only the few rows that pass the filter are
+//! compared with a staged key as bytes. The keys it finds are
+//! [`Want::Present`](super::Want::Present) (`unique(k) across published`);
+//! the rest, with their rows, are [`Want::Missing`](super::Want::Missing)
+//! (`values(k) in REF(k)`).
 //!
 //! Exactness never depends on the hash: a staged key is found only when the
 //! other side's key bytes equal it, and keys whose fingerprints collide sit
@@ -12,8 +15,11 @@
 //! type). Floats are left to the grouped join, which compares NaN and -0.0
 //! its own way.
 //!
-//! Memory: the staged keys' bytes and one entry a distinct key, reserved
-//! from the pool before the build; the other side is not stored.
+//! Memory: the staged keys' bytes, an entry, a count and up to three
+//! slots of 32 bytes a distinct key (see `keyset`), reserved from the pool
+//! before the build; the other side is not stored. A lookup
+//! ([`Fingerprinted::with_most_keys`]) gives up past that many keys in a
+//! scan task ([`GaveUp::TooManyKeys`]), for its caller's fallback.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,12 +30,14 @@ use datafusion::arrow::datatypes::{DataType, UInt32Type};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::prelude::SessionContext;
 
-use super::job::{parts_of, side_streams, Joined, Side};
+use super::job::{parts_of, side_streams, Joined, Side, Want};
+use super::keyset::{KeySet, ENTRY, SLOT};
 use super::probe::{each_passing, filter_spot, PROBE_ROWS};
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
 use crate::exec::keys::tasks::scan;
 use crate::exec::keys::verify::Form;
+use crate::exec::keys::GaveUp;
 use crate::exec::ExecError as Error;
 use crate::exec::SAMPLES;
 use crate::value::Value;
@@ -46,6 +54,20 @@ pub struct Fingerprinted {
     /// The test-only collision switch: keep only this many bits of each
     /// fingerprint.
     bits: Option<u32>,
+    /// The most distinct staged keys a scan task's table may hold: past
+    /// it, the build gives up ([`GaveUp::TooManyKeys`]).
+    most_keys: Option<usize>,
+}
+
+impl Fingerprinted {
+    /// The same join, giving up past `most` distinct staged keys in a
+    /// scan task's table.
+    pub fn with_most_keys(self, most: usize) -> Fingerprinted {
+        Fingerprinted {
+            most_keys: Some(most),
+            ..self
+        }
+    }
 }
 
 /// The fingerprinted join of keys of `staged` types compared in `compared`
@@ -63,6 +85,7 @@ pub fn fingerprinted_for(
         compared,
         key_bytes,
         bits,
+        most_keys: None,
     })
 }
 
@@ -98,9 +121,11 @@ pub(super) fn fits(
         return None;
     }
     let filter = (1usize << filter_bits(rows)) / 8;
-    // A key's bytes, its entry and two slots of 8 bytes; and half as much
+    // A key's bytes, its entry, its rows and up to three slots (at most
+    // three quarters taken, a power of two of them); and half as much
     // again while the scan tasks' sets merge into the largest.
-    let bytes = rows as usize * (plan.key_bytes as usize + ENTRY + 16) * 3 / 2 + filter;
+    let per_key = plan.key_bytes as usize + ENTRY + 8 + 3 * SLOT;
+    let bytes = rows as usize * per_key * 3 / 2 + filter;
     let pool = &ctx.runtime_env().memory_pool;
     let reservation = MemoryConsumer::new("dqgate fingerprint join").register(pool);
     reservation.try_grow(bytes).ok()?;
@@ -120,8 +145,11 @@ fn filter_bits(keys: u64) -> u32 {
         .clamp(16, 31)
 }
 
-/// Bytes of an [`Entry`].
-const ENTRY: usize = std::mem::size_of::<Entry>();
+/// Rows whose first slots are loaded together, ahead of their adds.
+const TOUCHED: usize = 256;
+
+/// The most keys a building task's set has room for before its first key.
+const INITIAL_KEYS: usize = 1 << 16;
 
 /// The staged side of the join, built: its distinct keys, the filter in
 /// front of them, and how long they took.
@@ -148,11 +176,21 @@ pub(super) async fn build(
     let form = Arc::new(Form::of(&plan.compared)?);
     let rows = staged.rows as usize;
     let (streams, bar) = side_streams(staged, label).await?;
-    let (compared, bits) = (plan.compared.clone(), plan.bits);
+    let (compared, bits, most) = (plan.compared.clone(), plan.bits, plan.most_keys);
+
     let shape = form.clone();
-    // Each task's set sized for its share of the rows, so that it never
-    // grows (growing copies the keys and rehashes them).
+    // Each task's set has room for its share of the rows, so that it
+    // never grows (`across published`: staged keys are mostly distinct).
+    // A join that expects few keys (a lookup, with `most_keys`) starts
+    // with room for at most a size that stays in the cores' caches, and
+    // grows (its slots placed again as they are) only as distinct keys
+    // arrive: a column of few distinct keys in many rows (a fact table's
+    // foreign key) never touches a table sized for the rows.
     let share = rows.div_ceil(streams.len().max(1));
+    let share = match most {
+        Some(_) => share.min(INITIAL_KEYS),
+        None => share,
+    };
     let key_bytes = plan.key_bytes as usize;
     let parts = scan(
         streams,
@@ -161,10 +199,18 @@ pub(super) async fn build(
             let columns = as_types(columns, &compared)?;
             encode::fingerprints(&columns, bits, hashes).map_err(Error::Fingerprint)?;
             let counted = encode::counted_rows(&columns, false);
-            let rows =
-                (0..hashes.len()).filter(|&i| counted.as_ref().is_none_or(|c| c.is_valid(i)));
-            set.touch(hashes);
-            shape.each_key(&columns, rows, |i, key| set.add(hashes[i], key, 1))
+            // A few hundred rows at a time, so that the slots `touch`
+            // loaded are still in the core's cache when the adds come.
+            for from in (0..hashes.len()).step_by(TOUCHED) {
+                let to = (from + TOUCHED).min(hashes.len());
+                set.touch(&hashes[from..to]);
+                let rows = (from..to).filter(|&i| counted.as_ref().is_none_or(|c| c.is_valid(i)));
+                shape.each_key(&columns, rows, |i, key| set.add(hashes[i], key, 1))?;
+            }
+            match most {
+                Some(most) if set.entries.len() > most => Err(GaveUp::TooManyKeys(most).into()),
+                _ => Ok(()),
+            }
         },
     )
     .await?;
@@ -174,13 +220,17 @@ pub(super) async fn build(
     let mut parts = parts.into_iter();
     let mut set = parts.next().unwrap_or_default();
     let rest: Vec<KeySet> = parts.collect();
-    set.reserve(
-        rest.iter().map(|s| s.entries.len()).sum(),
-        rest.iter().map(|s| s.bytes.len()).sum(),
-    );
+    // Room for every key of the others at once (one placing of the slots
+    // again, not one a doubling), unless the keys are expected to be few
+    // (a lookup): then the tasks have seen mostly the same keys, and the
+    // set grows only for those it lacks.
+    if plan.most_keys.is_none() {
+        set.reserve(rest.iter().map(|s| s.entries.len()).sum(), 0);
+    }
     for part in &rest {
         set.merge(part);
     }
+    set.finish();
     let filter_bits = filter_bits(set.entries.len() as u64);
     let shift = 64 - (filter_bits - 6);
     let mut filter = vec![0u64; 1 << (filter_bits - 6)];
@@ -199,8 +249,15 @@ pub(super) async fn build(
     })
 }
 
-/// The join: every distinct staged key the other side holds too.
-pub(super) async fn probe(staged: StagedKeys, other: Side, label: &str) -> Result<Joined, Error> {
+/// The join: the distinct staged keys the other side holds too
+/// ([`Want::Present`]), or the staged rows whose key it lacks
+/// ([`Want::Missing`]).
+pub(super) async fn probe(
+    staged: StagedKeys,
+    other: Side,
+    want: Want,
+    label: &str,
+) -> Result<Joined, Error> {
     let StagedKeys {
         set,
         filter,
@@ -270,16 +327,23 @@ pub(super) async fn probe(staged: StagedKeys, other: Side, label: &str) -> Resul
         all.iter_mut().zip(&p.found).for_each(|(a, f)| *a |= f);
         located.extend(p.located);
     }
+    let present = want == Want::Present;
     let hits: Vec<u32> = (0..entries as u32)
-        .filter(|e| all[*e as usize >> 6] & (1 << (e & 63)) != 0)
+        .filter(|e| (all[*e as usize >> 6] & (1 << (e & 63)) != 0) == present)
         .collect();
+    let (set, _) = &*shared;
+    let (value, outcome) = match want {
+        Want::Present => (hits.len() as u64, "staged key(s) also there"),
+        Want::Missing => (
+            hits.iter().map(|e| set.rows[*e as usize]).sum(),
+            "staged row(s) whose key is not there",
+        ),
+    };
     // Every find is located when the other side's batches carry their
-    // part, none when they do not.
-    let numbered = hits.is_empty() || !located.is_empty();
+    // part, none when they do not (nor for keys it lacks).
+    let numbered = present && (hits.is_empty() || !located.is_empty());
     located.sort_unstable();
     located.dedup();
-    let (set, _) = &*shared;
-    let value = hits.len() as u64;
     let best = set.top(hits, SAMPLES);
     let located = numbered.then(|| parts_of(&located, best.iter().copied()));
     let samples = form.decode(set, &best, &plan.staged)?;
@@ -294,7 +358,7 @@ pub(super) async fn probe(staged: StagedKeys, other: Side, label: &str) -> Resul
                 built.as_secs_f64()
             ),
             format!(
-                "probe {read} other-side row(s), {value} staged key(s) also there: {:.2} s",
+                "probe {read} other-side row(s), {value} {outcome}: {:.2} s",
                 probing.elapsed().as_secs_f64()
             ),
         ],
@@ -379,170 +443,9 @@ impl Form {
                     .iter()
                     .map(|c| crate::exec::topk::value_at(c.as_ref(), r))
                     .collect::<Result<Vec<_>, _>>()?;
-                Ok((key, set.entries[*e as usize].rows))
+                Ok((key, set.rows[*e as usize]))
             })
             .collect()
-    }
-}
-
-/// One distinct key: its fingerprint, where its bytes lie, and its rows.
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    fp: u64,
-    start: u64,
-    len: u32,
-    rows: u64,
-}
-
-/// Distinct exact keys by fingerprint: an open-addressing table of entry
-/// numbers (keys whose fingerprints collide take slots side by side), the
-/// entries, and their bytes end to end. A slot keeps 32 bits of its key's
-/// mixed fingerprint beside the entry number, so a probe that meets
-/// another key's slot rarely has to load that key's entry.
-#[derive(Default)]
-struct KeySet {
-    /// `tag << 32 | (entry number + 1)`; 0 is an empty slot.
-    slots: Vec<u64>,
-    entries: Vec<Entry>,
-    bytes: Vec<u8>,
-}
-
-/// The first slot of a fingerprint (in a table of `mask + 1` slots) and
-/// the tag its slots carry.
-#[inline]
-fn slot_of(fp: u64, mask: usize) -> (usize, u64) {
-    let h = fp.mix();
-    ((h as usize) & mask, h >> 32)
-}
-
-impl KeySet {
-    fn key(&self, e: u32) -> &[u8] {
-        let Entry { start, len, .. } = self.entries[e as usize];
-        &self.bytes[start as usize..start as usize + len as usize]
-    }
-
-    /// Where `key` (fingerprint `fp`) is: `Ok(entry)`, or `Err(slot)`, the
-    /// empty slot it would take.
-    #[inline]
-    fn locate(&self, fp: u64, key: &[u8]) -> Result<u32, usize> {
-        let mask = self.slots.len() - 1;
-        let (mut i, tag) = slot_of(fp, mask);
-        loop {
-            let s = self.slots[i];
-            if s == 0 {
-                return Err(i);
-            }
-            let e = (s as u32).wrapping_sub(1);
-            if s >> 32 == tag && self.entries[e as usize].fp == fp && self.key(e) == key {
-                return Ok(e);
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    /// The entry of `key`, whose fingerprint is `fp`.
-    #[inline]
-    fn find(&self, fp: u64, key: &[u8]) -> Option<u32> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        self.locate(fp, key).ok()
-    }
-
-    /// Loads the first slot of each of `fps`, so that the adds that follow
-    /// find them in the cache: the loads do not depend on each other and
-    /// overlap, where each add waits for its own.
-    fn touch(&self, fps: &[u64]) {
-        if self.slots.is_empty() {
-            return;
-        }
-        let mask = self.slots.len() - 1;
-        let mut sum = 0u64;
-        for fp in fps {
-            sum = sum.wrapping_add(self.slots[slot_of(*fp, mask).0]);
-        }
-        std::hint::black_box(sum);
-    }
-
-    /// Counts `rows` more rows of `key`.
-    fn add(&mut self, fp: u64, key: &[u8], rows: u64) {
-        if (self.entries.len() + 1) * 2 > self.slots.len() {
-            self.grow();
-        }
-        match self.locate(fp, key) {
-            Ok(e) => self.entries[e as usize].rows += rows,
-            Err(i) => {
-                self.entries.push(Entry {
-                    fp,
-                    start: self.bytes.len() as u64,
-                    len: key.len() as u32,
-                    rows,
-                });
-                self.bytes.extend_from_slice(key);
-                let tag = slot_of(fp, 0).1;
-                self.slots[i] = tag << 32 | self.entries.len() as u64;
-            }
-        }
-    }
-
-    /// An empty set for `keys` keys of `bytes` bytes in all.
-    fn with_capacity(keys: usize, bytes: usize) -> KeySet {
-        let mut set = KeySet::default();
-        set.reserve(keys, bytes);
-        set
-    }
-
-    /// Room for `keys` more keys of `bytes` more bytes in all.
-    fn reserve(&mut self, keys: usize, bytes: usize) {
-        self.entries.reserve(keys);
-        self.bytes.reserve(bytes);
-        let want = ((self.entries.len() + keys) * 2).next_power_of_two();
-        if want > self.slots.len() {
-            self.rehash(want);
-        }
-    }
-
-    fn grow(&mut self) {
-        self.rehash((self.slots.len() * 2).max(1024));
-    }
-
-    /// Every entry in a table of `n` slots.
-    fn rehash(&mut self, n: usize) {
-        self.slots = vec![0; n];
-        let mask = n - 1;
-        for (e, entry) in self.entries.iter().enumerate() {
-            let (mut i, tag) = slot_of(entry.fp, mask);
-            while self.slots[i] != 0 {
-                i = (i + 1) & mask;
-            }
-            self.slots[i] = tag << 32 | (e as u64 + 1);
-        }
-    }
-
-    /// Adds every key of `other` with its rows.
-    fn merge(&mut self, other: &KeySet) {
-        for (e, entry) in other.entries.iter().enumerate() {
-            self.add(entry.fp, other.key(e as u32), entry.rows);
-        }
-    }
-
-    /// The `k` entries of `hits` with the most rows, then the smallest key
-    /// bytes (which order as the keys do: text bytes, and Arrow's row
-    /// format, ascending), in that order.
-    fn top(&self, mut hits: Vec<u32>, k: usize) -> Vec<u32> {
-        let order = |a: &u32, b: &u32| {
-            let (x, y) = (&self.entries[*a as usize], &self.entries[*b as usize]);
-            y.rows
-                .cmp(&x.rows)
-                .then_with(|| self.key(*a).cmp(self.key(*b)))
-        };
-        if hits.len() > k && k > 0 {
-            hits.select_nth_unstable_by(k - 1, order);
-            hits.truncate(k);
-        }
-        hits.truncate(k);
-        hits.sort_unstable_by(order);
-        hits
     }
 }
 
@@ -566,44 +469,5 @@ impl Probe {
             rows: 0,
             located: Vec::new(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Keys whose fingerprints collide are kept apart and found exactly.
-    #[test]
-    fn colliding_fingerprints_keep_their_keys_apart() {
-        let mut set = KeySet::default();
-        let keys: Vec<String> = (0..5000).map(|i| format!("key-{i}")).collect();
-        for (i, k) in keys.iter().enumerate() {
-            // Eight fingerprints for 5,000 keys.
-            set.add((i % 8) as u64, k.as_bytes(), 1 + (i % 3) as u64);
-        }
-        set.add(3, b"key-3", 10);
-        assert_eq!(set.entries.len(), 5000);
-        for (i, k) in keys.iter().enumerate() {
-            let e = set.find((i % 8) as u64, k.as_bytes()).expect("found");
-            assert_eq!(set.key(e), k.as_bytes());
-            assert!(set.find((i % 8 + 1) as u64 % 8, k.as_bytes()).is_none());
-        }
-        assert!(set.find(0, b"key-").is_none());
-        assert!(set.find(0, b"").is_none());
-        let all: Vec<u32> = (0..5000).collect();
-        let top = set.top(all, 3);
-        let shown: Vec<(&[u8], u64)> = top
-            .iter()
-            .map(|e| (set.key(*e), set.entries[*e as usize].rows))
-            .collect();
-        assert_eq!(
-            shown,
-            [
-                (&b"key-3"[..], 11),
-                (&b"key-1001"[..], 3),
-                (&b"key-1004"[..], 3)
-            ]
-        );
     }
 }

@@ -23,15 +23,17 @@
 //! - `probe`: [`Want::Present`] for a small staged side, probed while the
 //!   other side streams.
 //! - `partitioned`: both sides radix-partitioned, for the rest.
-//! - `fingerprinted`: [`Want::Present`] for keys that pack into no word
-//!   (text of any shape, composites with a text part): the staged keys
-//!   exact, by fingerprint, probed by the other side while it streams.
+//! - `fingerprinted`: both [`Want`]s for keys that pack into no word
+//!   (text of any shape, composites with a text part): the distinct staged
+//!   keys exact, by fingerprint, with their rows, probed by the other side
+//!   while it streams; `keyset` is their table.
 //!
 //! This file picks the packing and the way a pass runs.
 
 mod bitmap;
 mod fingerprinted;
 mod job;
+mod keyset;
 mod partitioned;
 mod probe;
 
@@ -152,7 +154,7 @@ pub async fn run(
     }
 }
 
-/// Reads the staged side of [`Want::Present`] by fingerprint into its
+/// Reads the staged side of a fingerprinted join into its
 /// table, or `None` when it does not fit the engine's table or the pool
 /// (the join then runs as a DataFusion plan).
 pub async fn build_fingerprinted(
@@ -169,11 +171,12 @@ pub async fn build_fingerprinted(
         .map(Some)
 }
 
-/// Probes the built staged keys with `other`.
+/// Probes the built staged keys with `other`, for what `want` reports.
 pub async fn probe_fingerprinted(
     staged: StagedKeys,
     other: Side,
+    want: Want,
     label: &str,
 ) -> Result<Joined, Error> {
-    fingerprinted::probe(staged, other, label).await
+    fingerprinted::probe(staged, other, want, label).await
 }
