@@ -118,9 +118,9 @@ pub(super) fn versioned_stem(columns: &[String]) -> String {
 }
 
 /// The name indexes of `columns` had before their names held their
-/// version (dqgate 0.x up to stop 35): still read, as tables published
+/// version (dqgate before 2026-12-03): still read, as tables published
 /// then keep them.
-pub fn legacy_file_name(columns: &[String]) -> String {
+pub(super) fn legacy_file_name(columns: &[String]) -> String {
     format!("{PREFIX}{:016x}.idx", columns_hash(columns))
 }
 

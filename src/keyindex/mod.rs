@@ -37,7 +37,7 @@ use datafusion::parquet::file::metadata::ParquetMetaData;
 pub use canon::{cmp, decode, Columns, Kind};
 use distinct::cut;
 pub use distinct::{fingerprint, Collecting, Distinct, Finder};
-pub use file::{file_name, legacy_file_name, Header, IndexError, Opened, PREFIX};
+pub use file::{file_name, Header, IndexError, Opened, PREFIX};
 pub use rows::read_keys;
 
 /// An index ready to be written: the distinct keys of the staged files,
@@ -119,7 +119,7 @@ pub fn path_in(dir: &Path, columns: &[String], fingerprint: &str) -> PathBuf {
     if named.exists() {
         return named;
     }
-    let legacy = dir.join(legacy_file_name(columns));
+    let legacy = dir.join(file::legacy_file_name(columns));
     if legacy.exists() {
         return legacy;
     }

@@ -12,7 +12,7 @@ use datafusion::logical_expr::{cast, Expr};
 use datafusion::prelude::{ident, lit, SessionContext};
 use futures::TryStreamExt;
 
-use super::{on_engine, union_all, JoinResult, JoinSample, PublishedPart};
+use super::{fingerprint_plan, on_engine, union_all, JoinResult, JoinSample, PublishedPart};
 use crate::check::common_key_type;
 use crate::exec::published;
 use crate::exec::ExecError;
@@ -32,7 +32,7 @@ pub fn across_on_engine(
     if let Some(p) = keys::join::packing_for(staged, keys, &types) {
         return Ok(Some(keys::join::describe(&p)));
     }
-    Ok(fingerprint_plan(staged, parts, keys, None)?.map(|_| keys::join::describe_fingerprinted()))
+    Ok(fingerprint_plan(staged, keys, &types, None)?.map(|_| keys::join::describe_fingerprinted()))
 }
 
 /// How `across published` runs through the key indexes of the published
@@ -140,29 +140,6 @@ fn prune(input: &StagedInput, ranges: &[(String, (i64, i64))]) -> StagedInput {
         })
     });
     kept
-}
-
-/// The fingerprinted join of `across published`, when the key packs into
-/// no word and its types allow one (`bits`: the test-only collision
-/// switch).
-fn fingerprint_plan(
-    staged: &StagedInput,
-    parts: &[PublishedPart],
-    keys: &[String],
-    bits: Option<u32>,
-) -> Result<Option<keys::join::Fingerprinted>, ExecError> {
-    let types = across_types(staged, parts, keys)?;
-    if keys::join::packing_for(staged, keys, &types).is_some() {
-        return Ok(None);
-    }
-    let staged_types = super::staged_types(staged, keys)?;
-    let key_bytes = keys::key_bytes(staged, keys);
-    Ok(keys::join::fingerprinted_for(
-        &staged_types,
-        &types,
-        key_bytes,
-        bits,
-    ))
 }
 
 /// The published side of `across published`: the compared key types, what
@@ -304,7 +281,7 @@ pub async fn across_published(
     // table is built while the published side is planned (both read the
     // staged keys; each mostly on one core).
     let fingerprinted = match engine {
-        true => fingerprint_plan(staged, parts, keys, bits)?,
+        true => fingerprint_plan(staged, keys, &across_types(staged, parts, keys)?, bits)?,
         false => None,
     };
     let build = |now: bool| {

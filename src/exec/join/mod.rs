@@ -102,6 +102,28 @@ fn staged_types(staged: &StagedInput, columns: &[String]) -> Result<Vec<DataType
         .collect()
 }
 
+/// The fingerprinted join of the staged `columns` compared in `compared`
+/// types, when the key packs into no word and its types allow one
+/// (`bits`: the test-only collision switch).
+fn fingerprint_plan(
+    staged: &StagedInput,
+    columns: &[String],
+    compared: &[DataType],
+    bits: Option<u32>,
+) -> Result<Option<keys::join::Fingerprinted>, ExecError> {
+    if keys::join::packing_for(staged, columns, compared).is_some() {
+        return Ok(None);
+    }
+    let staged_types = staged_types(staged, columns)?;
+    let key_bytes = keys::key_bytes(staged, columns);
+    Ok(keys::join::fingerprinted_for(
+        &staged_types,
+        compared,
+        key_bytes,
+        bits,
+    ))
+}
+
 /// The key engine's join, when the key packs exactly; `None` otherwise
 /// (the join then runs as a DataFusion plan, or for `across published` by
 /// fingerprint, see `across`).

@@ -7,7 +7,7 @@ use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::cast;
 use datafusion::prelude::{ident, lit, SessionContext};
 
-use super::{on_engine, union_all, JoinResult, JoinSample};
+use super::{fingerprint_plan, on_engine, union_all, JoinResult, JoinSample};
 use crate::check::RefLookup;
 use crate::exec::keys;
 use crate::exec::ExecError;
@@ -81,7 +81,7 @@ pub fn reference_on_engine(
     if reference_rows(reference) > LOOKUP_KEYS as u64 {
         return Ok(None);
     }
-    Ok(fingerprint_plan(staged, lookup, None)?.map(|_| {
+    Ok(fingerprint_plan(staged, &lookup.columns, &lookup.key_types, None)?.map(|_| {
         format!(
             "{}; DataFusion's anti-join instead if a scan task meets more than {LOOKUP_KEYS} distinct staged keys",
             keys::join::describe_fingerprinted()
@@ -91,27 +91,6 @@ pub fn reference_on_engine(
 
 fn reference_rows(reference: &Dataset) -> u64 {
     reference.parts.iter().map(|p| p.input.row_count()).sum()
-}
-
-/// The fingerprinted join of a reference lookup, when the key packs into
-/// no word and its types allow one (`bits`: the test-only collision
-/// switch).
-fn fingerprint_plan(
-    staged: &StagedInput,
-    lookup: &RefLookup,
-    bits: Option<u32>,
-) -> Result<Option<keys::join::Fingerprinted>, ExecError> {
-    if keys::join::packing_for(staged, &lookup.columns, &lookup.key_types).is_some() {
-        return Ok(None);
-    }
-    let staged_types = super::staged_types(staged, &lookup.columns)?;
-    let key_bytes = keys::key_bytes(staged, &lookup.columns);
-    Ok(keys::join::fingerprinted_for(
-        &staged_types,
-        &lookup.key_types,
-        key_bytes,
-        bits,
-    ))
 }
 
 /// The most distinct keys the engine's fingerprinted lookup keeps: a
@@ -138,16 +117,16 @@ pub async fn not_in_reference(
     // Why the engine's fingerprinted lookup left it to DataFusion.
     let mut gave_up: Option<String> = None;
     if engine {
+        let reference_rows = reference_rows(reference);
         let other = || {
             Ok(keys::join::Side {
                 input: keys::join::SideInput::Frame(reference_keys(ctx, reference, lookup)?),
-                rows: reference_rows(reference),
+                rows: reference_rows,
             })
         };
         let want = keys::join::Want::Missing;
-        let columns = &lookup.columns;
-        let reference_rows = reference_rows(reference);
-        joined = match fingerprint_plan(staged, lookup, bits)? {
+        let (columns, types) = (&lookup.columns, &lookup.key_types);
+        joined = match fingerprint_plan(staged, columns, types, bits)? {
             Some(_) if reference_rows > LOOKUP_KEYS as u64 => {
                 gave_up = Some(format!(
                     "the reference has {reference_rows} rows, more than the {LOOKUP_KEYS} keys the key engine's lookup keeps"
@@ -165,14 +144,14 @@ pub async fn not_in_reference(
                         gave_up = Some("the memory pool refuses the staged keys' table".into());
                         None
                     }
-                    Err(ExecError::GaveUp(why @ keys::GaveUp::TooManyKeys(_))) => {
-                        gave_up = Some(why.to_string().replace('\u{0}', ""));
+                    Err(ExecError::GaveUp(keys::GaveUp::TooManyKeys(most))) => {
+                        gave_up = Some(format!("more than {most} distinct staged keys"));
                         None
                     }
                     Err(e) => return Err(e),
                 }
             }
-            None => on_engine(ctx, staged, columns, &lookup.key_types, other, want, label).await?,
+            None => on_engine(ctx, staged, columns, types, other, want, label).await?,
         }
         .map(|j| (j.value, j.samples, j.passes));
     }

@@ -177,7 +177,6 @@ pub(super) async fn build(
     let rows = staged.rows as usize;
     let (streams, bar) = side_streams(staged, label).await?;
     let (compared, bits, most) = (plan.compared.clone(), plan.bits, plan.most_keys);
-
     let shape = form.clone();
     // Each task's set has room for its share of the rows, so that it
     // never grows (`across published`: staged keys are mostly distinct).
