@@ -970,22 +970,57 @@ fn key_indexes_beside_delta_versions_answer_across_published() {
     let got = same(None);
     assert!(!got.to_string().contains("d=1"), "{got}");
 
-    // Published again and rolled back once more, after `gc` removed the
-    // index no record lists (the first version's): the restored record
-    // lists none, and d=1 is read from its files.
+    // Published again, `gc`, and rolled back once more: `gc` keeps the
+    // first version's index (a commit's record lists it and its files are
+    // all there), so the restored record lists it and d=1 is read through
+    // it again.
     let out = lake.command(&rules, &again, "1").output().unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let swept = gc(&lake, &["--min-age", "0s"]);
     assert_eq!(code(&swept), 0, "{}", stderr(&swept));
     let current = key_indexes_of(&lake, "1");
-    assert_eq!(current.len(), 1);
-    assert_ne!(current, first);
+    assert_eq!(
+        current.len(),
+        2,
+        "{}",
+        String::from_utf8_lossy(&swept.stdout)
+    );
     assert_eq!(code(&rollback(&lake, "1")), 0);
-    assert!(key_indexes_of(&lake, "1").is_empty());
+    assert_eq!(key_indexes_of(&lake, "1"), first);
     let v = verify(&lake, "1");
     assert_eq!(code(&v), 0, "{}", String::from_utf8_lossy(&v.stdout));
-    let got = same(Some("1 of 3 published partition(s) have no key index"));
+    let got = same(None);
     assert!(!got.to_string().contains("d=1"), "{got}");
+
+    // Published again, and the first version's files removed as a Delta
+    // VACUUM would: no rollback can restore it, and `gc` removes its index
+    // (only it: the current version's stays).
+    let out = lake.command(&rules, &again, "1").output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let dir = lake.root().join("d=1");
+    let listed = |name: &str| {
+        let record: Json =
+            serde_json::from_str(&fs::read_to_string(dir.join("_dqgate_audit.json")).unwrap())
+                .unwrap();
+        record["published"][name].clone()
+    };
+    let current_files = listed("files").to_string();
+    for e in fs::read_dir(&dir).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".parquet") && !current_files.contains(&name) {
+            fs::remove_file(dir.join(name)).unwrap();
+        }
+    }
+    let swept = gc(&lake, &["--min-age", "0s"]);
+    assert_eq!(code(&swept), 0, "{}", stderr(&swept));
+    let left = key_indexes_of(&lake, "1");
+    assert_eq!(left.len(), 1, "{}", String::from_utf8_lossy(&swept.stdout));
+    assert_ne!(left, first);
+    assert!(listed("key_indexes")
+        .to_string()
+        .contains(left[0].file_name().unwrap().to_str().unwrap()));
+    let v = verify(&lake, "1");
+    assert_eq!(code(&v), 0, "{}", String::from_utf8_lossy(&v.stdout));
 
     // A changed index: `verify` says so, and it is never trusted.
     let index = key_indexes_of(&lake, "2").pop().unwrap();
@@ -1065,8 +1100,10 @@ fn a_losing_publisher_leaves_the_winners_key_index_alone() {
         assert!(!log.contains("have no key index"), "{log}");
         assert!(got.to_string().contains("d=1"), "{got}");
     }
+    // `gc` keeps them all: each is a committed version's whose files are
+    // all still there, which `rollback` could restore.
     let swept = gc(&lake, &["--min-age", "0s"]);
     assert_eq!(code(&swept), 0, "{}", stderr(&swept));
-    assert_eq!(key_indexes_of(&lake, "1").len(), 1);
+    assert_eq!(key_indexes_of(&lake, "1").len(), 4);
     assert_eq!(code(&verify(&lake, "1")), 0);
 }

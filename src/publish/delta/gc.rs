@@ -31,7 +31,7 @@ pub async fn gc(root: &Root, min_age: std::time::Duration) -> Result<Vec<String>
         Some(table) => named_files(root, &table).await?,
         // `_delta_log/` without a commit: a first publish stopped before it
         // committed, and every data file is one of its copies.
-        None => std::collections::HashSet::new(),
+        None => Named::default(),
     };
     let now = std::time::SystemTime::now();
     let old_enough = |modified: std::time::SystemTime| {
@@ -39,13 +39,13 @@ pub async fn gc(root: &Root, min_age: std::time::Duration) -> Result<Vec<String>
     };
     let mut removed = Vec::new();
     for (rel, modified) in root.data_files().await? {
-        if !named.contains(&rel) && old_enough(modified) {
+        if !named.files.contains(&rel) && old_enough(modified) {
             root.remove(&rel).await;
             removed.push(root.name_of(&rel));
         }
     }
     if let Root::Local(dir) = root {
-        for index in unlisted_indexes(dir)? {
+        for index in unlisted_indexes(dir, &named.versions)? {
             let modified = std::fs::metadata(&index).and_then(|m| m.modified());
             if modified.is_ok_and(old_enough) {
                 fsx::remove_file_if_exists(&index)?;
@@ -57,12 +57,14 @@ pub async fn gc(root: &Root, min_age: std::time::Duration) -> Result<Vec<String>
 }
 
 /// The key index files (and their temporary files) below a local table's
-/// `dir` that the record beside them does not list: those of versions a
-/// later commit replaced or undid, and of publishes that never committed.
-/// Each version's index has a name of its own, so the current version's
-/// is never among them once its record is written; `min_age` protects a
-/// publish in flight, whose record comes after its commit.
-fn unlisted_indexes(dir: &Path) -> Result<Vec<PathBuf>, PublishError> {
+/// `dir` that neither the record beside them lists nor a committed version
+/// whose files are all still there (one `rollback` can restore, which then
+/// reads it again): those of publishes that never committed, and of
+/// versions whose files a Delta `VACUUM` removed. Each version's index has
+/// a name of its own, so the current version's is never among them once
+/// its record is written; `min_age` protects a publish in flight, whose
+/// record comes after its commit.
+fn unlisted_indexes(dir: &Path, versions: &[Version]) -> Result<Vec<PathBuf>, PublishError> {
     let mut out = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(d) = dirs.pop() {
@@ -87,9 +89,14 @@ fn unlisted_indexes(dir: &Path) -> Result<Vec<PathBuf>, PublishError> {
             continue;
         };
         let listed = record.map(|r| r.key_indexes).unwrap_or_default();
+        let restorable = |n: &String| {
+            versions
+                .iter()
+                .any(|v| v.indexes.contains(n) && v.files.iter().all(|f| d.join(f).is_file()))
+        };
         out.extend(
             here.into_iter()
-                .filter(|n| !listed.iter().any(|l| &l.path == n))
+                .filter(|n| !listed.iter().any(|l| &l.path == n) && !restorable(n))
                 .map(|n| d.join(n)),
         );
     }
@@ -97,12 +104,27 @@ fn unlisted_indexes(dir: &Path) -> Result<Vec<PathBuf>, PublishError> {
     Ok(out)
 }
 
-/// The data files any commit of the log names, in an `add` or a `remove`;
-/// refused when the log no longer goes back to version 0.
+/// What the log names.
+#[derive(Default)]
+struct Named {
+    /// The data files any commit names, in an `add` or a `remove`.
+    files: std::collections::HashSet<String>,
+    /// The versions dqgate committed, from their audit records.
+    versions: Vec<Version>,
+}
+
+/// A version a commit's audit record (`dqgateAudit`) describes, by names
+/// relative to its partition's directory.
+struct Version {
+    files: Vec<String>,
+    indexes: Vec<String>,
+}
+
+/// What the log names; refused when it no longer goes back to version 0.
 async fn named_files(
     root: &Root,
     table: &deltalake_core::DeltaTable,
-) -> Result<std::collections::HashSet<String>, PublishError> {
+) -> Result<Named, PublishError> {
     let latest = table.version().unwrap_or_default();
     let commits: Vec<String> = root
         .file_names("_delta_log")
@@ -124,7 +146,7 @@ async fn named_files(
             root.show()
         )));
     }
-    let mut named = std::collections::HashSet::new();
+    let mut named = Named::default();
     for name in &commits {
         let rel = format!("_delta_log/{name}");
         let text = root.read_text(&rel).await?.unwrap_or_default();
@@ -136,7 +158,22 @@ async fn named_files(
                     .pointer(&format!("/{kind}/path"))
                     .and_then(Json::as_str)
                 {
-                    named.insert(percent_decode(path));
+                    named.files.insert(percent_decode(path));
+                }
+            }
+            if let Some(audit) = action.pointer("/commitInfo/dqgateAudit") {
+                let indexes: Vec<String> = crate::publish::record::key_indexes_of(audit)
+                    .into_iter()
+                    .map(|i| i.path)
+                    .collect();
+                let files = audit.pointer("/published/files").and_then(Json::as_array);
+                let files: Option<Vec<String>> = files
+                    .into_iter()
+                    .flatten()
+                    .map(|f| f.get("path").and_then(Json::as_str).map(str::to_string))
+                    .collect();
+                if let (false, Some(files)) = (indexes.is_empty(), files) {
+                    named.versions.push(Version { files, indexes });
                 }
             }
         }

@@ -63,8 +63,8 @@ pub async fn rollback(root: &Root, key: &RunKey) -> Result<String, PublishError>
     };
     // Each version's key indexes have names of their own. The restored
     // record lists those of its indexes still there as it wrote them (`gc`
-    // removes an index no current record lists); the undone version's go
-    // once the rollback commits.
+    // keeps them while the version's files are all there); the undone
+    // version's go once the rollback commits.
     let mut record = record.clone();
     let intact: Vec<String> = match root {
         Root::Local(dir) => crate::publish::record::key_indexes_of(&record)
