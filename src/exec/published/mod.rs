@@ -18,7 +18,8 @@
 //! a null key part are left out of the join on both sides).
 //!
 //! - `staged_values`: the staged key columns' values, read once
-//!   ([`StagedValues`]), and which footer ranges they admit.
+//!   ([`StagedValues`]), and which footer ranges they admit;
+//!   `staged_bytes` keeps a text or binary column's values as bytes.
 //! - `pruned`: what is left to read ([`Pruned`]) and its [`Counts`].
 //! - `footer`: the planning of [`Pruned`] from the published footers and
 //!   page indexes.
@@ -28,6 +29,7 @@
 mod footer;
 mod pruned;
 mod reader;
+mod staged_bytes;
 mod staged_values;
 
 use crate::staged::StagedInput;

@@ -13,6 +13,9 @@ use datafusion::logical_expr::{cast as cast_expr, Expr};
 use datafusion::prelude::{ident, SessionContext};
 use futures::StreamExt;
 
+use super::staged_bytes::{
+    bytes_of, is_bytes, shared_len, sort_by_windows, window, BytesValues, StagedBytes,
+};
 use crate::exec::ExecError as Error;
 use crate::staged::StagedInput;
 
@@ -27,6 +30,8 @@ enum Admit {
     Ints(Vec<u64>, Option<(u64, u64)>),
     /// The non-null staged values, sorted.
     Values(Sorted),
+    /// A text or binary column's values as bytes (see `staged_bytes`).
+    Bytes(StagedBytes),
     /// Only the range of the staged values (too many to keep).
     Range(OwnedRow, OwnedRow),
     /// No staged value: no staged key, nothing is admitted.
@@ -72,6 +77,21 @@ impl Column {
                     _ => true,
                 })
             }
+            Admit::Bytes(staged) => {
+                let (Ok(mins), Ok(maxes)) = (cast(mins, ty), cast(maxes, ty)) else {
+                    return vec![true; mins.len()];
+                };
+                let (Some(lo), Some(hi)) = (bytes_of(&mins), bytes_of(&maxes)) else {
+                    return vec![true; mins.len()];
+                };
+                let admitted: Vec<bool> = (0..mins.len())
+                    .map(|i| match (lo(i), hi(i)) {
+                        (Some(lo), Some(hi)) => staged.admits(lo, hi),
+                        _ => true,
+                    })
+                    .collect();
+                Box::new(move |i| admitted[i])
+            }
             Admit::Values(..) | Admit::Range(..) => {
                 let bounds = (|| {
                     let mins = cast(mins, ty).ok()?;
@@ -99,7 +119,9 @@ impl Column {
         match &self.admit {
             Admit::Range(lo, hi) => min <= hi.row() && max >= lo.row(),
             Admit::Values(sorted) => sorted.admits(min, max),
-            Admit::Ints(..) | Admit::Nothing => unreachable!("answered by admits_ranges"),
+            Admit::Ints(..) | Admit::Bytes(..) | Admit::Nothing => {
+                unreachable!("answered by admits_ranges")
+            }
         }
     }
 }
@@ -117,12 +139,22 @@ impl StagedValues {
         keys: &[String],
         types: &[DataType],
     ) -> Result<StagedValues, Error> {
+        // Text decodes as views, and a text or binary column is read as it
+        // comes (its bytes order the same in every layout): no copy of
+        // each value into a new buffer, by the scan or by a cast.
+        let as_bytes = |k: &String| {
+            let field = staged.schema.field_with_name(k).ok();
+            field.is_some_and(|f| is_bytes(&crate::exec::scan::as_view(f.data_type())))
+        };
         let exprs: Vec<Expr> = keys
             .iter()
             .zip(types)
-            .map(|(k, t)| cast_expr(ident(k), t.clone()).alias(k))
+            .map(|(k, t)| match is_bytes(t) && as_bytes(k) {
+                true => ident(k),
+                false => cast_expr(ident(k), t.clone()).alias(k),
+            })
             .collect();
-        let frame = crate::exec::table(ctx, staged)?
+        let frame = crate::exec::scan::table_of_views(ctx, staged)?
             .select(exprs)
             .map_err(|e| Error::engine("planning the staged keys", e))?;
         let mut stream = frame
@@ -135,6 +167,8 @@ impl StagedValues {
                 .map_err(|e| Error::Audit(format!("comparing keys of type {t}: {e}")))?;
             let values = if is_int(t) {
                 Values::Ints(IntValues::default())
+            } else if is_bytes(t) {
+                Values::Bytes(BytesValues::default())
             } else {
                 Values::Rows {
                     kept: Some(converter.empty_rows(0, 0)),
@@ -149,6 +183,10 @@ impl StagedValues {
                 let (kept, range) = match values {
                     Values::Ints(acc) => {
                         acc.push(int_codes(array));
+                        continue;
+                    }
+                    Values::Bytes(acc) => {
+                        acc.push(array, VALUES_BYTES);
                         continue;
                     }
                     Values::Rows { kept, range } => (kept, range),
@@ -183,6 +221,7 @@ impl StagedValues {
             .map(|(converter, values)| {
                 let admit = match values {
                     Values::Ints(acc) => acc.admit(),
+                    Values::Bytes(acc) => acc.finish().map_or(Admit::Nothing, Admit::Bytes),
                     Values::Rows { range: None, .. } => Admit::Nothing,
                     Values::Rows {
                         kept: None,
@@ -203,6 +242,7 @@ impl StagedValues {
 /// One key column's staged values while they are read.
 enum Values {
     Ints(IntValues),
+    Bytes(BytesValues),
     /// In the row format: all of them while they fit [`VALUES_BYTES`], and
     /// their range.
     Rows {
@@ -331,7 +371,7 @@ impl Sorted {
                         tied.binary_search(&w).is_ok().then_some((w, i as u32))
                     })
                     .collect();
-                sort_by_windows(&rows, &mut ties);
+                sort_by_windows(&|i| rows.row(i as usize).data(), &mut ties);
                 (ties, Some(rows))
             }
         };
@@ -383,61 +423,6 @@ impl Sorted {
             Some((w, i)) if *w == k => row(*i) <= max,
             // Not among the ties: the window's one value.
             _ => self.ties.binary_search_by_key(&k, |(w, _)| *w).is_err(),
-        }
-    }
-}
-
-/// How many leading bytes `a` and `b` share.
-fn shared_len(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-/// The 16 bytes of `row` from `at`, zero-padded (a row that is a prefix of
-/// another sorts first), as a big-endian integer.
-fn window(row: &[u8], at: usize) -> u128 {
-    let rest = row.get(at..).unwrap_or_default();
-    let mut p = [0u8; 16];
-    let k = rest.len().min(16);
-    p[..k].copy_from_slice(&rest[..k]);
-    u128::from_be_bytes(p)
-}
-
-/// Sorts `keyed` (a window of each row, the row) into the rows'
-/// order. Rows with equal windows (which share their bytes up to the
-/// window's end, or are shorter) are sorted by the window after all the
-/// bytes they share, which stands in for theirs meanwhile: a long part
-/// they all have is skipped at once. Where one of them ends within the
-/// shared bytes, they are compared as rows.
-fn sort_by_windows(rows: &Rows, keyed: &mut [(u128, u32)]) {
-    keyed.sort_unstable_by_key(|(w, _)| *w);
-    for run in keyed.chunk_by_mut(|a, b| a.0 == b.0) {
-        if run.len() < 2 {
-            continue;
-        }
-        let row = |i: u32| rows.row(i as usize);
-        let first = row(run[0].1);
-        let first = first.as_ref();
-        let (mut shared, mut shortest) = (first.len(), first.len());
-        for (_, i) in &run[1..] {
-            let r = row(*i);
-            let r = r.as_ref();
-            if r.get(..shared) != Some(&first[..shared]) {
-                shared = shared_len(&first[..shared], r);
-            }
-            shortest = shortest.min(r.len());
-        }
-        if shared < shortest {
-            // Each row has a byte at `shared`, and they are not all the same.
-            let this = run[0].0;
-            for e in run.iter_mut() {
-                e.0 = window(row(e.1).as_ref(), shared);
-            }
-            sort_by_windows(rows, run);
-            for e in run.iter_mut() {
-                e.0 = this;
-            }
-        } else {
-            run.sort_unstable_by(|a, b| row(a.1).cmp(&row(b.1)));
         }
     }
 }
@@ -592,13 +577,7 @@ mod tests {
         fn random_text_is_admitted_exactly(
             picks in proptest::collection::vec((0usize..4, 0usize..3, 0usize..4, proptest::bool::ANY), 1..40),
         ) {
-            let heads = ["", "a", "b\0", "é"];
-            let middles = ["", "-the-same-long-part-of-many-keys-", "-the-same-long-part-of-many-keys-x-"];
-            let tails = ["", "0", "00000000000000000000000000000001", "zé"];
-            let values: Vec<String> = picks
-                .iter()
-                .map(|(h, m, t, _)| format!("{}{}{}", heads[*h], middles[*m], tails[*t]))
-                .collect();
+            let values = super::super::staged_bytes::tests::tied_text(&picks);
             let staged: Vec<usize> = (0..values.len()).filter(|i| picks[*i].3).collect();
             if !staged.is_empty() {
                 admits_exactly(&values, &staged);
