@@ -26,8 +26,9 @@ pub(crate) struct Record {
     pub version: String,
     /// Sorted by published path.
     pub files: Vec<PublishedFile>,
-    /// What the audit read of other partitions (`read`), in words, when it
-    /// read any: the table state the verdict holds for.
+    /// What the audit read of other partitions (`read`), as its JSON text,
+    /// when it read any: the table state the verdict holds for (see
+    /// [`Record::read_described`]).
     pub read: Option<String>,
     /// The key indexes beside the files (`published.key_indexes`).
     pub key_indexes: Vec<KeyIndexFile>,
@@ -56,7 +57,18 @@ impl Record {
             path: shown.to_string(),
             reason,
         };
-        let json: Json = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        // Only `input` and `published` become values; the rest is skipped,
+        // and `read` kept as text. A record of an audit that read other
+        // partitions lists each of them in `read`, so that part grows with
+        // the table, and a snapshot opens every partition's record.
+        let head: Head<'_> = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        let mut json = serde_json::Map::new();
+        for (k, v) in [("input", head.input), ("published", head.published)] {
+            if let Some(v) = v {
+                json.insert(k.to_string(), v);
+            }
+        }
+        let json = Json::Object(json);
         let text_at = |ptr: &str| {
             json.pointer(ptr)
                 .and_then(Json::as_str)
@@ -92,9 +104,15 @@ impl Record {
             fingerprint,
             version,
             files,
-            read: json.get("read").map(describe_read),
+            read: head.read.map(|r| r.get().to_string()),
             key_indexes,
         })
+    }
+
+    /// What the audit read of other partitions (`read`), in words.
+    pub fn read_described(&self) -> Option<String> {
+        let read: Json = serde_json::from_str(self.read.as_deref()?).ok()?;
+        Some(describe_read(&read))
     }
 
     /// Reads a record that must exist.
@@ -103,6 +121,15 @@ impl Record {
             dir: dir.display().to_string(),
         })
     }
+}
+
+/// The parts of a record that are read back.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    input: Option<Json>,
+    published: Option<Json>,
+    #[serde(borrow)]
+    read: Option<&'a serde_json::value::RawValue>,
 }
 
 /// A record's `read` object in one line: which statements read the table,

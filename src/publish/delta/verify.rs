@@ -82,9 +82,9 @@ pub async fn verify(root: &Root, key: &RunKey) -> Result<VerifyReport, PublishEr
             record.version,
             table.version().unwrap_or_default()
         ),
+        read: record.read_described(),
         fingerprint: record.fingerprint,
         differences,
-        read: record.read,
     })
 }
 

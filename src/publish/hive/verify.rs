@@ -65,10 +65,10 @@ pub(crate) fn verify(layout: &Layout) -> Result<VerifyReport, PublishError> {
         differences.extend(fingerprint_difference(&mut present, &record.fingerprint));
     }
     Ok(VerifyReport {
+        read: record.read_described(),
         version: record.version,
         fingerprint: record.fingerprint,
         differences,
-        read: record.read,
     })
 }
 
