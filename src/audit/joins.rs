@@ -74,6 +74,9 @@ pub(super) enum NoOthers {
     NonePublished,
 }
 
+/// How many published partitions are opened at once.
+const OPEN_AT_ONCE: usize = 8;
+
 /// The other published partitions, or why there are none to compare with.
 pub(super) async fn other_partitions(
     p: &Prepared,
@@ -83,12 +86,24 @@ pub(super) async fn other_partitions(
     };
     let sources = table.others(&p.own_rel())?;
     crate::hooks::phase("read-others");
+    // Each partition's footers are read on a blocking thread of its own,
+    // a few at once (a year of partitions is a year of footers, and on an
+    // object store as many requests); the first error in order stops it.
+    use futures::StreamExt as _;
+    let handle = tokio::runtime::Handle::current();
+    let mut opened = futures::stream::iter(sources.into_iter().map(|(rel, source)| {
+        let handle = handle.clone();
+        tokio::task::spawn_blocking(move || {
+            let input = handle.block_on(source.open());
+            (rel, input)
+        })
+    }))
+    .buffered(OPEN_AT_ONCE);
     let mut parts = Vec::new();
-    for (rel, source) in sources {
-        let input = source
-            .open()
-            .await
-            .map_err(|e| read_failed(table.as_ref(), &rel, e))?;
+    while let Some(done) = opened.next().await {
+        let (rel, input) = done
+            .map_err(|e| Error::Audit(format!("reading the published partitions stopped: {e}")))?;
+        let input = input.map_err(|e| read_failed(table.as_ref(), &rel, e))?;
         parts.push(PublishedPart { rel, input });
     }
     if parts.is_empty() {

@@ -67,41 +67,68 @@ impl HiveSnapshot {
         if !keys.is_empty() {
             walk(root, keys, &mut Vec::new(), &mut found)?;
         }
-        let parts = found
-            .into_iter()
-            .map(|(pairs, dir)| {
-                let rel = rel_of(&pairs);
-                let text = match fs::read_to_string(dir.join(RECORD)) {
-                    Ok(t) => Ok(Some(t)),
-                    Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-                    Err(e) => Err(Unreadable::Io(Arc::new(e))),
-                };
-                let shown = dir.join(RECORD).display().to_string();
-                let record = match &text {
-                    Ok(Some(t)) => match Record::parse(t, &shown) {
-                        Ok(r) => Ok(Some(r)),
-                        Err(PublishError::BadRecord { reason, .. }) => Err(Unreadable::Bad(reason)),
-                        Err(e) => Err(Unreadable::Bad(e.to_string())),
-                    },
-                    Ok(None) => Ok(None),
-                    Err(e) => Err(e.clone()),
-                };
-                (
-                    rel,
-                    Part {
-                        pairs,
-                        dir,
-                        text,
-                        record,
-                    },
-                )
-            })
-            .collect();
+        let parts = open_parts(found).into_iter().collect();
         Ok(HiveSnapshot {
             root: root.to_path_buf(),
             parts,
         })
     }
+}
+
+/// Each found partition with its record read, on a few threads when there
+/// are many (a year of partitions is a year of records).
+fn open_parts(found: Vec<(Vec<(String, String)>, PathBuf)>) -> Vec<(String, Part)> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    if found.len() < 64 || threads < 2 {
+        return found.into_iter().map(open_part).collect();
+    }
+    let per = found.len().div_ceil(threads);
+    let mut chunks: Vec<Vec<_>> = Vec::new();
+    let mut rest = found.into_iter();
+    loop {
+        let chunk: Vec<_> = rest.by_ref().take(per).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        chunks.push(chunk);
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|c| s.spawn(|| c.into_iter().map(open_part).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
+/// A found partition (its `k=v` pairs and directory) with its record read.
+fn open_part((pairs, dir): (Vec<(String, String)>, PathBuf)) -> (String, Part) {
+    let rel = rel_of(&pairs);
+    let text = match fs::read_to_string(dir.join(RECORD)) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Unreadable::Io(Arc::new(e))),
+    };
+    let shown = dir.join(RECORD).display().to_string();
+    let record = match &text {
+        Ok(Some(t)) => match Record::parse(t, &shown) {
+            Ok(r) => Ok(Some(r)),
+            Err(PublishError::BadRecord { reason, .. }) => Err(Unreadable::Bad(reason)),
+            Err(e) => Err(Unreadable::Bad(e.to_string())),
+        },
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.clone()),
+    };
+    let part = Part {
+        pairs,
+        dir,
+        text,
+        record,
+    };
+    (rel, part)
 }
 
 fn rel_of(pairs: &[(String, String)]) -> String {
