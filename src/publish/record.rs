@@ -77,28 +77,7 @@ impl Record {
         };
         let fingerprint = text_at("/input/fingerprint")?;
         let version = text_at("/published/version")?;
-        let list = json
-            .pointer("/published/files")
-            .and_then(Json::as_array)
-            .ok_or_else(|| bad("`/published/files` is missing".into()))?;
-        let mut files = Vec::with_capacity(list.len());
-        for f in list {
-            let field = |k: &str| f.get(k).and_then(Json::as_str).map(str::to_string);
-            match (
-                field("path"),
-                field("staged_path"),
-                f.get("bytes").and_then(Json::as_u64),
-            ) {
-                (Some(path), Some(staged_path), Some(bytes)) if safe_rel(&path) => {
-                    files.push(PublishedFile {
-                        path,
-                        staged_path,
-                        bytes,
-                    })
-                }
-                _ => return Err(bad(format!("bad entry in `published.files`: {f}"))),
-            }
-        }
+        let files = listed_files(&json).map_err(bad)?;
         let key_indexes = listed_indexes(&json).map_err(bad)?;
         Ok(Record {
             fingerprint,
@@ -203,6 +182,39 @@ pub(crate) fn compare_fingerprint(
         )),
         Err(e) => Some(format!("changed: {e}")),
     }
+}
+
+/// The data files a record (as JSON) lists, or what is wrong with them.
+fn listed_files(json: &Json) -> Result<Vec<PublishedFile>, String> {
+    let list = json
+        .pointer("/published/files")
+        .and_then(Json::as_array)
+        .ok_or_else(|| "`/published/files` is missing".to_string())?;
+    let mut files = Vec::with_capacity(list.len());
+    for f in list {
+        let field = |k: &str| f.get(k).and_then(Json::as_str).map(str::to_string);
+        match (
+            field("path"),
+            field("staged_path"),
+            f.get("bytes").and_then(Json::as_u64),
+        ) {
+            (Some(path), Some(staged_path), Some(bytes)) if safe_rel(&path) => {
+                files.push(PublishedFile {
+                    path,
+                    staged_path,
+                    bytes,
+                })
+            }
+            _ => return Err(format!("bad entry in `published.files`: {f}")),
+        }
+    }
+    Ok(files)
+}
+
+/// The data files a record (as JSON, from a Delta commit) lists; `None`
+/// when the list is missing or an entry is malformed.
+pub(crate) fn files_of(json: &Json) -> Option<Vec<PublishedFile>> {
+    listed_files(json).ok()
 }
 
 /// The key indexes a record (as JSON) lists, or what is wrong with an

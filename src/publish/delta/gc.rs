@@ -166,13 +166,9 @@ async fn named_files(
                     .into_iter()
                     .map(|i| i.path)
                     .collect();
-                let files = audit.pointer("/published/files").and_then(Json::as_array);
-                let files: Option<Vec<String>> = files
-                    .into_iter()
-                    .flatten()
-                    .map(|f| f.get("path").and_then(Json::as_str).map(str::to_string))
-                    .collect();
+                let files = crate::publish::record::files_of(audit);
                 if let (false, Some(files)) = (indexes.is_empty(), files) {
+                    let files = files.into_iter().map(|f| f.path).collect();
                     named.versions.push(Version { files, indexes });
                 }
             }
