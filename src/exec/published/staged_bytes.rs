@@ -1,10 +1,10 @@
-//! A text or binary key column's staged values as their own bytes, for
-//! pruning. Footer ranges of such a column, its row format and its bytes
-//! all order the same way (bytes compared unsigned, a prefix first), so
-//! the values need no row format: they are appended to one buffer as they
-//! are read, sorted once into their exact order ([`sort_by_windows`]), and
-//! a range `[min, max]` holds a staged value exactly when the first value
-//! not below `min` is not above `max`.
+//! A key column's staged values as bytes, for pruning: a text or binary
+//! column's own (footer ranges of such a column, its row format and its
+//! bytes all order the same way: bytes compared unsigned, a prefix first,
+//! so they need no row format), any other column's row format. They are
+//! appended to one buffer as they are read, sorted once into their exact
+//! order ([`sort_by_windows`]), and a range `[min, max]` holds a staged
+//! value exactly when the first value not below `min` is not above `max`.
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray as _};
 use datafusion::arrow::datatypes::DataType;
@@ -81,7 +81,14 @@ impl BytesValues {
             self.unknown = true;
             return;
         };
-        for v in (0..array.len()).filter_map(value) {
+        self.extend((0..array.len()).filter_map(value), most);
+    }
+
+    /// Adds `values` (bytes that order as the values do: their own, or
+    /// their row format) and keeps only their range once they take more
+    /// than `most` bytes.
+    pub(super) fn extend<'a>(&mut self, values: impl Iterator<Item = &'a [u8]>, most: usize) {
+        for v in values {
             if self.ranged {
                 widen(&mut self.range, v);
             } else {
@@ -185,13 +192,13 @@ impl StagedBytes {
 }
 
 /// How many leading bytes `a` and `b` share.
-pub(super) fn shared_len(a: &[u8], b: &[u8]) -> usize {
+fn shared_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// The 16 bytes of `data` from `at`, zero-padded (a value that is a prefix
 /// of another sorts first), as a big-endian integer.
-pub(super) fn window(data: &[u8], at: usize) -> u128 {
+fn window(data: &[u8], at: usize) -> u128 {
     let rest = data.get(at..).unwrap_or_default();
     let mut p = [0u8; 16];
     let k = rest.len().min(16);
@@ -205,7 +212,7 @@ pub(super) fn window(data: &[u8], at: usize) -> u128 {
 /// the window after all the bytes they share, which stands in for theirs
 /// meanwhile: a long part they all have is skipped at once. Where one of
 /// them ends within the shared bytes, they are compared whole.
-pub(super) fn sort_by_windows<'a>(data: &impl Fn(u32) -> &'a [u8], keyed: &mut [(u128, u32)]) {
+fn sort_by_windows<'a>(data: &impl Fn(u32) -> &'a [u8], keyed: &mut [(u128, u32)]) {
     keyed.sort_unstable_by_key(|(w, _)| *w);
     for run in keyed.chunk_by_mut(|a, b| a.0 == b.0) {
         if run.len() < 2 {
