@@ -120,7 +120,7 @@ fn int_bytes(v: i128) -> [u8; 9] {
 
 /// The parts of an encoded key, as slices (an integer part with its tag);
 /// `None` when the bytes are not a key of `kinds`.
-fn parts<'a>(kinds: &[Kind], mut key: &'a [u8]) -> Option<Vec<&'a [u8]>> {
+pub(super) fn parts<'a>(kinds: &[Kind], mut key: &'a [u8]) -> Option<Vec<&'a [u8]>> {
     if let [Kind::Text] = kinds {
         return Some(vec![key]);
     }

@@ -1,10 +1,12 @@
 //! The index file: `_dqgate_keys_<hash of the columns>.idx` in a version's
-//! directory. This dqgate writes format 2 and reads formats 1 and 2.
+//! directory. This dqgate writes format 3 and reads formats 1 to 3.
 //!
 //! ```text
-//! "DQGKEYS2"                     magic, 8 bytes
-//! checksum                       XXH3-64 of everything from here to the tail
-//! header length, header          4 bytes (LE), then JSON (`Header`)
+//! "DQGKEYS3"                     magic, 8 bytes
+//! checksum                       XXH3-64 of the header length and header
+//! header length, header          4 bytes (LE), then JSON (`Header`), which
+//!                                holds the checksum of the rest of the head
+//!                                and the key zones (see `zones`)
 //! tops                           keys × u32: each fingerprint's top 32 bits
 //! block checksums                one XXH3-64 a 1 KiB block of the tail
 //! tail                           keys × u32: each fingerprint's low 32 bits;
@@ -12,8 +14,10 @@
 //!                                counted through the header's files in order
 //! ```
 //!
-//! Keys are sorted by fingerprint. A lookup reads the head (4 bytes a key
-//! and a header): each top tests one bit of a bitmap of the staged
+//! Keys are sorted by fingerprint. An audit first reads the header alone
+//! (checked by its own checksum): when its zones rule out every staged key,
+//! the partition is done. Else a lookup reads the head (4 bytes a key and
+//! a header): each top tests one bit of a bitmap of the staged
 //! fingerprints in one flat pass. Only where a top equals a staged key's
 //! (about one key in 4,000) is its low half read from the tail, in checked
 //! blocks; where the whole fingerprint matches, its row is, and the key at
@@ -22,10 +26,12 @@
 //! index refused, never a key missed. The whole index is about 12 bytes a
 //! distinct key.
 //!
-//! Format 1 (`"DQGKEYS1"`, written until 2026-12-03) kept a bucket table
-//! and the 32 bits after each key's bucket in the head, and only the rows
-//! in the tail (64 KiB blocks); its test of the bitmap needs each key's
-//! bucket, a loop per bucket that costs twice the flat pass.
+//! Format 2 (`"DQGKEYS2"`, written until 2026-12-03) is format 3 without
+//! zones, with one checksum over the header and the rest of the head.
+//! Format 1 (`"DQGKEYS1"`) kept a bucket table and the 32 bits after each
+//! key's bucket in the head, and only the rows in the tail (64 KiB
+//! blocks); its test of the bitmap needs each key's bucket, a loop per
+//! bucket that costs twice the flat pass.
 
 use std::fs::File;
 use std::io::Read;
@@ -40,11 +46,13 @@ use twox_hash::XxHash3_64;
 use super::canon::Kind;
 use super::distinct::{Distinct, Finder};
 use super::topbits::{starts, TopBits};
+use super::zones::{self, Zones};
 
 const MAGIC_1: &[u8; 8] = b"DQGKEYS1";
-const MAGIC: &[u8; 8] = b"DQGKEYS2";
+const MAGIC_2: &[u8; 8] = b"DQGKEYS2";
+const MAGIC: &[u8; 8] = b"DQGKEYS3";
 /// The format this dqgate writes.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 /// The tail's checked blocks, by format: small in format 2, where the low
 /// halves of scattered fingerprints are read one at a time.
 fn block_size(format: u32) -> u64 {
@@ -82,9 +90,17 @@ pub struct Header {
     /// test-only collision switch).
     pub hash_bits: u32,
     pub keys: u64,
-    /// Bits of the bucket table (format 1; 0 in format 2, which has none).
+    /// Bits of the bucket table (format 1; 0 in later formats, which have
+    /// none).
     pub bucket_bits: u32,
     pub tail: u64,
+    /// The checksum of the head after the header (format 3, whose header
+    /// has a checksum of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_sum: Option<u64>,
+    /// Each key column's zones, `None` where not kept (format 3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<Option<Zones>>,
 }
 
 /// Why an index cannot be used: its partition's files are then read.
@@ -173,6 +189,13 @@ pub fn encode(
     for e in &keys.entries {
         tail.extend_from_slice(&e.row.to_le_bytes());
     }
+    let mut head = Vec::with_capacity(keys.entries.len() * 4 + tail.len() / 128 + 8);
+    for e in &keys.entries {
+        head.extend_from_slice(&((e.hash >> 32) as u32).to_le_bytes());
+    }
+    for block in tail.chunks(block_size(FORMAT) as usize) {
+        head.extend_from_slice(&XxHash3_64::oneshot(block).to_le_bytes());
+    }
     let header = Header {
         format: FORMAT,
         columns: columns.to_vec(),
@@ -183,20 +206,17 @@ pub fn encode(
         keys: n,
         bucket_bits: 0,
         tail: tail.len() as u64,
+        head_sum: Some(XxHash3_64::oneshot(&head)),
+        zones: zones::of(keys),
     };
     let json = serde_json::to_vec(&header).expect("a header serializes");
-    let mut head = Vec::new();
-    head.extend_from_slice(&(json.len() as u32).to_le_bytes());
-    head.extend_from_slice(&json);
-    for e in &keys.entries {
-        head.extend_from_slice(&((e.hash >> 32) as u32).to_le_bytes());
-    }
-    for block in tail.chunks(block_size(FORMAT) as usize) {
-        head.extend_from_slice(&XxHash3_64::oneshot(block).to_le_bytes());
-    }
-    let mut out = Vec::with_capacity(16 + head.len() + tail.len());
+    let mut framed = Vec::with_capacity(4 + json.len());
+    framed.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    framed.extend_from_slice(&json);
+    let mut out = Vec::with_capacity(16 + framed.len() + head.len() + tail.len());
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&XxHash3_64::oneshot(&head).to_le_bytes());
+    out.extend_from_slice(&XxHash3_64::oneshot(&framed).to_le_bytes());
+    out.extend_from_slice(&framed);
     out.extend_from_slice(&head);
     out.extend_from_slice(&tail);
     out
@@ -232,15 +252,25 @@ fn le_u32s(bytes: &[u8]) -> Vec<u32> {
 }
 
 impl Opened {
-    /// Reads the header only, unchecked: whether the index is worth opening.
+    /// Reads the header only: whether the index is worth opening, and its
+    /// zones. A format 3 header is checked against its checksum (the
+    /// zones are used on their own); an older one is checked when the
+    /// index is opened.
     pub fn peek(path: &Path) -> Result<Header, IndexError> {
         let mut file = open(path)?;
         let mut start = [0u8; 20];
         read_exact(&mut file, &mut start, path)?;
-        let (_, len) = check_start(&start, path)?;
+        let (format, len) = check_start(&start, path)?;
         let mut json = vec![0u8; len];
         read_exact(&mut file, &mut json, path)?;
-        parse_header(&json, path)
+        if format >= 3 && header_sum(&start, &json) != sum_of(&start) {
+            return Err(corrupt(path, "its header does not match its checksum"));
+        }
+        let mut header = parse_header(&json, path)?;
+        if format < 3 {
+            header.zones.clear();
+        }
+        Ok(header)
     }
 
     /// Opens `path` and checks its head against its checksum.
@@ -256,10 +286,15 @@ impl Opened {
         let mut start = [0u8; 20];
         read_exact(&mut file, &mut start, path)?;
         let (format, len) = check_start(&start, path)?;
-        let sum = u64::from_le_bytes(start[8..16].try_into().expect("8 bytes"));
         let mut json = vec![0u8; len];
         read_exact(&mut file, &mut json, path)?;
-        let header = parse_header(&json, path)?;
+        if format >= 3 && header_sum(&start, &json) != sum_of(&start) {
+            return Err(corrupt(path, "its header does not match its checksum"));
+        }
+        let mut header = parse_header(&json, path)?;
+        if format < 3 {
+            header.zones.clear();
+        }
         let corrupt = |reason: &str| corrupt(path, reason);
         let bucket_bits = if format == 1 { header.bucket_bits } else { 0 };
         if header.format != format || bucket_bits > 30 || header.keys > u32::MAX as u64 {
@@ -279,12 +314,18 @@ impl Opened {
         // grown, not cleared, as every byte is read over.
         head.resize(rest as usize, 0);
         read_exact(&mut file, &mut head, path)?;
-        let mut hasher = XxHash3_64::default();
-        use std::hash::Hasher;
-        hasher.write(&start[16..20]);
-        hasher.write(&json);
-        hasher.write(&head);
-        if hasher.finish() != sum {
+        let sum = match format {
+            1 | 2 => {
+                let mut hasher = XxHash3_64::default();
+                use std::hash::Hasher;
+                hasher.write(&start[16..20]);
+                hasher.write(&json);
+                hasher.write(&head);
+                (hasher.finish(), sum_of(&start))
+            }
+            _ => (XxHash3_64::oneshot(&head), header.head_sum.unwrap_or(!0)),
+        };
+        if sum.0 != sum.1 {
             return Err(corrupt("its checksum does not match"));
         }
         let words_at = buckets as usize * 4;
@@ -460,6 +501,7 @@ fn read_exact(file: &mut File, buf: &mut [u8], path: &Path) -> Result<(), IndexE
 fn check_start(start: &[u8; 20], path: &Path) -> Result<(u32, usize), IndexError> {
     let format = match &start[..8] {
         m if m == MAGIC => FORMAT,
+        m if m == MAGIC_2 => 2,
         m if m == MAGIC_1 => 1,
         _ => return Err(corrupt(path, "it does not start as a dqgate key index")),
     };
@@ -468,6 +510,21 @@ fn check_start(start: &[u8; 20], path: &Path) -> Result<(u32, usize), IndexError
         return Err(corrupt(path, "its header is too long"));
     }
     Ok((format, len))
+}
+
+/// The checksum after the magic.
+fn sum_of(start: &[u8; 20]) -> u64 {
+    u64::from_le_bytes(start[8..16].try_into().expect("8 bytes"))
+}
+
+/// What a header (with its length, `start[16..20]`) sums to: a format 3
+/// index's [`sum_of`].
+fn header_sum(start: &[u8; 20], json: &[u8]) -> u64 {
+    let mut hasher = XxHash3_64::default();
+    use std::hash::Hasher;
+    hasher.write(&start[16..20]);
+    hasher.write(json);
+    hasher.finish()
 }
 
 fn parse_header(json: &[u8], path: &Path) -> Result<Header, IndexError> {

@@ -20,12 +20,15 @@
 //! - `distinct`: the distinct keys of a stream, sorted by fingerprint.
 //! - `file`: the index file, written and read.
 //! - `topbits`: the bitmap and buckets the staged keys are looked up through.
+//! - `zones`: the ranges of each key column's values, kept in the header, by
+//!   which an audit rules a partition out without reading its index.
 
 mod canon;
 mod distinct;
 mod file;
 mod rows;
 mod topbits;
+mod zones;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -39,6 +42,7 @@ use distinct::cut;
 pub use distinct::{fingerprint, Collecting, Distinct, Finder};
 pub use file::{file_name, Header, IndexError, Opened, PREFIX};
 pub use rows::read_keys;
+pub use zones::Zones;
 
 /// An index ready to be written: the distinct keys of the staged files,
 /// each with the first row that holds it.
@@ -107,6 +111,9 @@ pub struct Expected {
     pub path: PathBuf,
     pub fingerprint: String,
     pub files: Vec<(String, PathBuf, Arc<ParquetMetaData>)>,
+    /// Its key zones, once [`usable`] read them from a checked header
+    /// (empty: none kept, every staged key may be there).
+    pub zones: Vec<Option<Zones>>,
 }
 
 /// The index of `columns` a partition in `dir` whose files have
@@ -145,10 +152,13 @@ fn other_version(dir: &Path, columns: &[String]) -> Option<PathBuf> {
 
 /// Whether the index at `e` is worth opening for keys of `kinds`: it exists,
 /// indexes `columns` and is the index of the files there now (its head is
-/// checked when it is opened).
-pub fn usable(e: &Expected, columns: &[String], kinds: &[Kind]) -> Result<(), IndexError> {
+/// checked when it is opened). Its zones (from a header checked on its
+/// own) are kept in `e`.
+pub fn usable(e: &mut Expected, columns: &[String], kinds: &[Kind]) -> Result<(), IndexError> {
     let h = Opened::peek(&e.path)?;
-    check(&h, e, columns, kinds)
+    check(&h, e, columns, kinds)?;
+    e.zones = h.zones;
+    Ok(())
 }
 
 fn check(h: &Header, e: &Expected, columns: &[String], kinds: &[Kind]) -> Result<(), IndexError> {
@@ -416,6 +426,7 @@ mod tests {
             path: index.to_path_buf(),
             fingerprint: "files".into(),
             files: vec![("p.parquet".into(), file.to_path_buf(), meta.clone())],
+            zones: Vec::new(),
         }
     }
 
@@ -482,22 +493,22 @@ mod tests {
             let bytes = file::encode(&published, columns, (fingerprint, listed()), 64);
             std::fs::write(&index, bytes).unwrap();
         };
-        let e = expected(&index, &file, &meta);
+        let mut e = expected(&index, &file, &meta);
         write(&columns(), "other files");
         assert!(matches!(
-            usable(&e, &columns(), &KINDS),
+            usable(&mut e, &columns(), &KINDS),
             Err(IndexError::Stale { .. })
         ));
         write(&["n".to_string(), "s".to_string()], "files");
         assert!(matches!(
-            usable(&e, &columns(), &KINDS),
+            usable(&mut e, &columns(), &KINDS),
             Err(IndexError::Stale { .. })
         ));
         write(&columns(), "files");
-        assert!(usable(&e, &columns(), &KINDS).is_ok());
+        assert!(usable(&mut e, &columns(), &KINDS).is_ok());
         std::fs::remove_file(&index).unwrap();
         assert!(matches!(
-            usable(&e, &columns(), &KINDS),
+            usable(&mut e, &columns(), &KINDS),
             Err(IndexError::Missing(_))
         ));
     }

@@ -20,7 +20,7 @@ use crate::support::{check_across, check_across_with, dqgate};
 
 /// `dqgate publish rules.dq` of `staged` as `day=DAY` into `table`, with
 /// `env`; it must publish.
-fn publish(cwd: &Path, staged: &Path, day: &str, env: &[(&str, &str)]) {
+pub(super) fn publish(cwd: &Path, staged: &Path, day: &str, env: &[(&str, &str)]) {
     let out = Command::new(env!("CARGO_BIN_EXE_dqgate"))
         .current_dir(cwd)
         .args(["publish", "rules.dq", "--staged"])
@@ -178,7 +178,8 @@ fn an_index_that_does_not_match_its_files_is_never_trusted() {
     ];
     let out = String::from_utf8(dqgate(cwd, &explain).stdout).unwrap();
     assert!(
-        out.contains("by the key indexes beside the 3 published version(s)"),
+        out.contains("the key zones in 3 index header(s) rule out 1 of 3 published partition(s)")
+            && out.contains("the rest by the key indexes beside the 2 published version(s)"),
         "{out}"
     );
 
@@ -288,12 +289,16 @@ fn footers_that_prune_well_are_read_instead_of_the_indexes() {
     let got = same_as_grouped(
         cwd,
         &later,
-        Some("the footers leave 0 of 300 published row(s) to read"),
+        Some("the footers leave 0 of the 0 that the key zones leave published row(s) to read"),
     );
     assert!(got.contains("\"value\": 0"), "{got}");
+    let (_, log) = check_across(cwd, &later, "9", None);
+    let zones = "the key zones in 3 index header(s) rule out 3 of 3 published partition(s)";
+    assert!(log.contains(zones), "{log}");
 }
 
-/// Writes rows of (`s` text, null where `None`; `n` int64) to `path`.
+/// Writes rows of (`s` text, null where `None`; `n` int64) to `path`, in
+/// row groups of 5 rows.
 fn texts(path: &Path, rows: &[(Option<String>, i64)]) {
     use datafusion::arrow::array::StringArray;
     let schema = Arc::new(Schema::new(vec![
@@ -303,13 +308,20 @@ fn texts(path: &Path, rows: &[(Option<String>, i64)]) {
     let s = StringArray::from_iter(rows.iter().map(|r| r.0.as_deref()));
     let n = Int64Array::from_iter_values(rows.iter().map(|r| r.1));
     let batch = RecordBatch::try_new(schema, vec![Arc::new(s), Arc::new(n)]).unwrap();
-    parquet(path, &batch);
+    let props = datafusion::parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(5))
+        .build();
+    let file = File::create(path).unwrap();
+    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
 }
 
-/// Keys that rise with time, stale keys among the staged ones: the footers
-/// leave 3 of 40 days' rows, which are probed with the distinct staged
-/// keys read for the indexes (not read again), and the verdict, samples
-/// and the partitions they name included, is the grouped one.
+/// Keys that rise with time, stale keys among the staged ones: the key
+/// zones rule out 37 of 40 days, the footers leave 3 row groups of the
+/// other days' 60, which are probed with the distinct staged keys read
+/// for the indexes (not read again), and the verdict, samples and the
+/// partitions they name included, is the grouped one.
 #[test]
 fn rising_keys_with_indexes_probe_the_pruned_rows_with_the_staged_keys() {
     let tmp = tempfile::tempdir().unwrap();
@@ -335,7 +347,7 @@ fn rising_keys_with_indexes_probe_the_pruned_rows_with_the_staged_keys() {
     let staged = cwd.join("new");
     fs::create_dir_all(&staged).unwrap();
     let mut rows: Vec<_> = (5000..5100).map(row).collect();
-    for i in [205, 205, 205, 210, 210, 750, 799] {
+    for i in [205, 205, 205, 799] {
         rows.push(row(i));
     }
     rows.push((None, 260));
@@ -358,6 +370,8 @@ fn rising_keys_with_indexes_probe_the_pruned_rows_with_the_staged_keys() {
             >= 2,
         "{log}"
     );
+    let zones = "the key zones in 40 index header(s) rule out 37 of 40 published partition(s)";
+    assert!(log.matches(zones).count() >= 2, "{log}");
 }
 
 /// The first bytes of every key index of `day`.
@@ -368,13 +382,31 @@ fn magics(cwd: &Path, day: &str) -> Vec<Vec<u8>> {
 }
 
 /// Indexes written in format 1 (by the dqgate of 2026-12-03, before format
-/// 2) are still read, beside format 2 ones. The fixture is a table of two
+/// 2) are still read, beside format 3 ones. The fixture is a table of two
 /// days published by that dqgate (`testdata/keyindex-format1`).
 #[test]
 fn indexes_of_the_first_format_are_still_read() {
+    older_indexes_are_still_read("keyindex-format1", b"DQGKEYS1", 4);
+}
+
+/// Indexes written in format 2 (without key zones, until 2026-12-03) are
+/// still read, beside format 3 ones: `testdata/keyindex-format2` holds the
+/// same table as published by that dqgate.
+#[test]
+fn indexes_of_the_second_format_are_still_read() {
+    older_indexes_are_still_read("keyindex-format2", b"DQGKEYS2", 1 + 16 + 4);
+}
+
+/// A table of two days published with indexes of an older format
+/// (`fixture`, whose indexes start with `magic` and have names of
+/// `name_len` bytes after the prefix and before `.idx`), read alone and
+/// beside a day published now.
+fn older_indexes_are_still_read(fixture: &str, magic: &[u8], name_len: usize) {
     let tmp = tempfile::tempdir().unwrap();
     let cwd = tmp.path();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/keyindex-format1");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(fixture);
     let copied = Command::new("cp")
         .arg("-a")
         .arg(fixture.join("."))
@@ -383,7 +415,7 @@ fn indexes_of_the_first_format_are_still_read() {
         .unwrap();
     assert!(copied.success());
     for day in ["1", "2"] {
-        assert_eq!(magics(cwd, day), vec![b"DQGKEYS1".to_vec(); 2], "day={day}");
+        assert_eq!(magics(cwd, day), vec![magic.to_vec(); 2], "day={day}");
     }
     // `staged` holds 200 new keys and 5, 299, 301 and 599 again.
     let (json, err) = check_across(cwd, &cwd.join("staged"), "3", None);
@@ -397,28 +429,35 @@ fn indexes_of_the_first_format_are_still_read() {
         2,
         "{err}"
     );
-    // Their names are those of then, without their version's.
+    // Their names are those of then.
     let name = |p: &PathBuf| p.file_name().unwrap().to_string_lossy().into_owned();
     for day in ["1", "2"] {
         for i in indexes(cwd, day) {
-            assert_eq!(name(&i).len(), "_dqgate_keys_".len() + 16 + 4, "{i:?}");
+            assert_eq!(
+                name(&i).len(),
+                "_dqgate_keys_".len() + 16 + name_len,
+                "{i:?}"
+            );
         }
     }
-    // A day published now gets format 2, under a name that holds its
+    // A day published now gets format 3, under a name that holds its
     // version's; both are read together.
     publish(cwd, &cwd.join("next"), "3", &[]);
-    assert_eq!(magics(cwd, "3"), vec![b"DQGKEYS2".to_vec(); 2]);
+    assert_eq!(magics(cwd, "3"), vec![b"DQGKEYS3".to_vec(); 2]);
     for i in indexes(cwd, "3") {
         assert_eq!(name(&i).len(), "_dqgate_keys_".len() + 33 + 4, "{i:?}");
     }
     let (json, err) = check_across(cwd, &cwd.join("staged"), "4", None);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["checks"][0]["value"], 4, "{json}");
+    // Day 3's zones rule it out (the older indexes have none).
     assert_eq!(
-        err.matches(&format!("{USED} 3 published")).count(),
+        err.matches(&format!("{USED} 2 published")).count(),
         2,
         "{err}"
     );
+    let zones = "the key zones in 1 index header(s) rule out 1 of 3 published partition(s)";
+    assert_eq!(err.matches(zones).count(), 2, "{err}");
     // And a staged day with the keys of day 3, and two of days 1 and 2
     // (so that no footer prunes), finds them through the indexes.
     let ids: Vec<i64> = (800..900).chain([0, 599]).collect();

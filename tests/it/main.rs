@@ -7,6 +7,7 @@ mod across;
 mod across_index;
 mod across_pruning;
 mod across_text;
+mod across_zones;
 mod architecture;
 mod ballista;
 mod bounds;

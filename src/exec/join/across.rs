@@ -9,15 +9,14 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::{cast, Expr};
-use datafusion::prelude::{ident, lit, SessionContext};
+use datafusion::prelude::{lit, SessionContext};
 use futures::TryStreamExt;
 
-use super::{fingerprint_plan, on_engine, union_all, JoinResult, JoinSample, PublishedPart};
-use crate::check::common_key_type;
-use crate::exec::published;
+use super::side::{across_types, published_side, PublishedSide};
+use super::{fingerprint_plan, on_engine, JoinResult, JoinSample, PublishedPart};
 use crate::exec::ExecError;
-use crate::exec::{grouped_top, keys, stats, table};
-use crate::plan::join::{self as pj, other_key, PARTITION};
+use crate::exec::{grouped_top, keys, table};
+use crate::plan::join as pj;
 use crate::staged::StagedInput;
 use crate::value::Value;
 
@@ -45,198 +44,22 @@ pub fn across_by_index_plan(
     side: &PublishedSide,
 ) -> Result<Result<String, String>, ExecError> {
     let types = across_types(staged, parts, keys)?;
-    let indexes = match super::indexed::expected(staged, parts, keys, &types) {
+    let mut indexes = match super::indexed::expected(staged, parts, keys, &types) {
         Ok(e) => e,
         Err(why) => return Ok(Err(why)),
     };
-    let unreadable = indexes.unreadable(side.pruned.is_some(), parts.len());
-    Ok(match side.pruned_well().or(unreadable) {
+    let kept = side.kept(&mut indexes, parts);
+    let unreadable = indexes.unreadable(kept.pruned.is_some(), parts.len());
+    Ok(match kept.pruned_well().or(unreadable) {
         Some(why) => Err(why),
-        None => Ok(super::indexed::describe(&indexes, parts.len())),
+        None => {
+            let how = super::indexed::describe(&indexes, parts.len());
+            Ok(match kept.describe() {
+                Some(zones) => format!("{zones}; the rest {how}"),
+                None => how,
+            })
+        }
     })
-}
-
-/// The type each key part is compared in: the staged type, widened to
-/// every published partition's type.
-fn across_types(
-    staged: &StagedInput,
-    parts: &[PublishedPart],
-    keys: &[String],
-) -> Result<Vec<DataType>, ExecError> {
-    let mut types = Vec::new();
-    for k in keys {
-        let mut t = staged.schema.field_with_name(k)?.data_type().clone();
-        for p in parts {
-            let theirs = p.input.schema.field_with_name(k).map_err(|_| {
-                ExecError::Audit(format!(
-                    "the published partition `{}` has no column `{k}`",
-                    p.rel
-                ))
-            })?;
-            t = common_key_type(&t, theirs.data_type()).ok_or_else(|| {
-                ExecError::Audit(format!(
-                    "column `{k}` is {} in the published partition `{}` but {t} in the staged files; keys of different kinds cannot be compared",
-                    theirs.data_type(),
-                    p.rel
-                ))
-            })?;
-        }
-        types.push(t);
-    }
-    Ok(types)
-}
-
-/// The published partitions' key parts, cast, as [`other_key`] columns plus
-/// [`PARTITION`]; files and row groups outside the staged integer key
-/// ranges are pruned. `None` when no file is left to read.
-fn published_keys(
-    ctx: &SessionContext,
-    staged: &StagedInput,
-    parts: &[PublishedPart],
-    keys: &[String],
-    types: &[DataType],
-) -> Result<Option<DataFrame>, ExecError> {
-    let ranges: Vec<(String, (i64, i64))> = keys
-        .iter()
-        .filter_map(|k| stats::integer_range(staged, k).map(|r| (k.clone(), r)))
-        .collect();
-    let mut frames = Vec::new();
-    for part in parts {
-        let input = prune(&part.input, &ranges);
-        if input.files.is_empty() {
-            continue;
-        }
-        let mut exprs: Vec<Expr> = keys
-            .iter()
-            .zip(types)
-            .enumerate()
-            .map(|(i, (k, t))| cast(ident(k), t.clone()).alias(other_key(i)))
-            .collect();
-        exprs.push(lit(part.rel.clone()).alias(PARTITION));
-        let in_range = ranges
-            .iter()
-            .map(|(k, (lo, hi))| ident(k).between(lit(*lo), lit(*hi)))
-            .reduce(Expr::and)
-            .unwrap_or_else(|| lit(true));
-        frames.push(
-            table(ctx, &input)?
-                .filter(in_range)
-                .and_then(|f| f.select(exprs)),
-        );
-    }
-    union_all(frames, "planning the published partitions")
-}
-
-/// The files of `input` whose footers do not rule out every staged key.
-fn prune(input: &StagedInput, ranges: &[(String, (i64, i64))]) -> StagedInput {
-    let mut kept = input.clone();
-    kept.files.retain(|f| {
-        let one = StagedInput {
-            files: vec![f.clone()],
-            ..input.clone()
-        };
-        ranges.iter().all(|(k, (lo, hi))| {
-            stats::integer_range(&one, k).is_none_or(|(min, max)| max >= *lo && min <= *hi)
-        })
-    });
-    kept
-}
-
-/// The published side of `across published`: the compared key types, what
-/// the footers pruned, and (unless nothing is left to read) the published
-/// keys with [`PARTITION`] and the keys alone.
-pub struct PublishedSide {
-    pub types: Vec<DataType>,
-    /// `None` on Ballista, for a part on an object store, or when a key
-    /// column comes from Hive directories of a part: files are then pruned
-    /// by the staged integer ranges only.
-    pub pruned: Option<published::Pruned>,
-    frames: Option<(DataFrame, DataFrame)>,
-}
-
-impl PublishedSide {
-    /// Why the footers' pruning is read rather than the key indexes: it
-    /// leaves at most a tenth of the published rows to read (keys that
-    /// rise with time). Reading and probing a row costs about nine times
-    /// what looking up an index key does (0.21 s for 5.7M rows of 33-byte
-    /// text, against 0.13 s for the 30M keys of their indexes).
-    pub fn pruned_well(&self) -> Option<String> {
-        let (read, all) = self.pruned.as_ref()?.counts.rows;
-        (read <= all / 10).then(|| {
-            format!("the footers leave {read} of {all} published row(s) to read, fewer than the indexes hold")
-        })
-    }
-
-    /// How the published side is read, for `explain`.
-    pub fn describe(&self) -> String {
-        match &self.pruned {
-            Some(p) => {
-                let mut out = format!(
-                    "footer ranges of each published row group (and page, in files with a page index) compared with the sorted staged keys: reads {}",
-                    p.counts.describe()
-                );
-                for f in p.files_read(20) {
-                    out += &format!("\n    {f}");
-                }
-                out
-            }
-            None => "files outside the staged integer key range skipped".into(),
-        }
-    }
-}
-
-/// The published side, pruned by footer ranges against the staged keys.
-pub async fn published_side(
-    ctx: &SessionContext,
-    staged: &StagedInput,
-    parts: &[PublishedPart],
-    keys: &[String],
-) -> Result<PublishedSide, ExecError> {
-    let types = across_types(staged, parts, keys)?;
-    // On Ballista the published side stays a plan of files, which the
-    // cluster can be sent: the files outside the staged range are skipped.
-    let pruned = if crate::exec::ballista::is_client(ctx) {
-        None
-    } else {
-        let values = published::StagedValues::read(ctx, staged, keys, &types).await?;
-        published::Pruned::plan(parts, keys, &types, &values)?
-    };
-    let published = match &pruned {
-        Some(p) => p.frame(ctx, keys::threads(ctx))?,
-        None => published_keys(ctx, staged, parts, keys, &types)?,
-    };
-    let frames = match published {
-        None => None,
-        Some(published) => {
-            let projected = published
-                .clone()
-                .select(
-                    (0..keys.len())
-                        .map(|i| ident(other_key(i)))
-                        .collect::<Vec<_>>(),
-                )
-                .map_err(|e| ExecError::engine("planning the published partitions", e))?;
-            Some((published, projected))
-        }
-    };
-    Ok(PublishedSide {
-        types,
-        pruned,
-        frames,
-    })
-}
-
-/// The other published partitions' keys, cast to the types they are
-/// compared in (returned too), as [`other_key`] columns plus [`PARTITION`];
-/// `None` when pruning by footer ranges left nothing to compare with.
-pub async fn published_keys_frame(
-    ctx: &SessionContext,
-    staged: &StagedInput,
-    parts: &[PublishedPart],
-    keys: &[String],
-) -> Result<Option<(Vec<DataType>, DataFrame)>, ExecError> {
-    let side = published_side(ctx, staged, parts, keys).await?;
-    Ok(side.frames.map(|(published, _)| (side.types, published)))
 }
 
 /// The semi-join frame of `across published` and the published side, or
@@ -330,30 +153,40 @@ pub async fn across_published(
     });
     let mut read_passes = Vec::new();
     let why = match (indexes, distinct) {
-        (Ok(indexes), Some((distinct, took))) => match (side.pruned_well(), &side.pruned) {
-            // The footers win: the staged keys read for the indexes serve
-            // as the probe's table, so they are not read a third time.
-            (Some(why), Some(pruned)) => {
-                let threads = keys::threads(ctx);
-                let by =
-                    super::indexed::probe_pruned(distinct, pruned, (threads, bits), took).await?;
-                let mut passes = vec![format!("key indexes not used: {why}")];
-                passes.extend(by.passes);
-                return Ok(assemble(by.value, &by.best, by.located, passes));
-            }
-            (Some(why), None) => why,
-            _ => {
-                let threads = keys::threads(ctx);
-                let read = side.pruned.as_ref();
-                let how = (threads, bits);
-                match super::indexed::lookup(distinct, indexes, read, (parts, keys), how, took)
-                    .await?
-                {
-                    Ok(by) => return Ok(assemble(by.value, &by.best, by.located, by.passes)),
-                    Err(why) => why,
+        (Ok(mut indexes), Some((distinct, took))) => {
+            let kept = side.kept(&mut indexes, parts);
+            let zones = kept.describe();
+            let with_zones = |passes: Vec<String>| zones.iter().cloned().chain(passes).collect();
+            match (kept.pruned_well(), &kept.pruned) {
+                // The footers win: the staged keys read for the indexes
+                // serve as the probe's table, so they are not read a third
+                // time.
+                (Some(why), Some(pruned)) => {
+                    let threads = keys::threads(ctx);
+                    let by = super::indexed::probe_pruned(distinct, pruned, (threads, bits), took)
+                        .await?;
+                    let mut passes = vec![format!("key indexes not used: {why}")];
+                    passes.extend(by.passes);
+                    let passes = with_zones(passes);
+                    return Ok(assemble(by.value, &by.best, by.located, passes));
+                }
+                (Some(why), None) => why,
+                _ => {
+                    let threads = keys::threads(ctx);
+                    let read = kept.pruned.as_ref();
+                    let how = (threads, bits);
+                    match super::indexed::lookup(distinct, indexes, read, (parts, keys), how, took)
+                        .await?
+                    {
+                        Ok(by) => {
+                            let passes = with_zones(by.passes);
+                            return Ok(assemble(by.value, &by.best, by.located, passes));
+                        }
+                        Err(why) => why,
+                    }
                 }
             }
-        },
+        }
         (Ok(_), None) => {
             "the memory pool refuses the staged keys, so the partitions' files are read".into()
         }
@@ -377,6 +210,7 @@ pub async fn across_published(
         types,
         pruned,
         frames,
+        ..
     } = side;
     let Some((published, projected)) = frames else {
         return Ok(JoinResult {

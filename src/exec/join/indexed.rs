@@ -133,9 +133,29 @@ pub(super) struct Indexes {
     /// first of them has none.
     pub lacking: Vec<usize>,
     pub why: Option<String>,
+    /// How many indexes with key zones [`Indexes::rule_out`] took out.
+    pub zoned: usize,
 }
 
 impl Indexes {
+    /// Takes out the indexed parts whose key zones hold no staged value
+    /// (`values`, compared in `types`): no staged key can be in them.
+    /// Their part numbers, ascending.
+    pub fn rule_out(&mut self, values: &published::StagedValues, types: &[DataType]) -> Vec<usize> {
+        let mut out = Vec::new();
+        self.indexed.retain(|(n, e)| {
+            let keep = e.zones.is_empty() || values.admits_zones(&e.zones, types);
+            if !keep {
+                out.push(*n);
+            }
+            keep
+        });
+        self.zoned = (self.indexed.iter())
+            .filter(|(_, e)| !e.zones.is_empty())
+            .count();
+        out
+    }
+
     /// Why the parts without an index cannot be read beside the others'
     /// indexes (`readable`: whether the footers planned the rows of every
     /// part), so that every part's files are read; `None` when they can.
@@ -173,6 +193,7 @@ pub(super) fn expected(
         indexed: Vec::with_capacity(parts.len()),
         lacking: Vec::new(),
         why: None,
+        zoned: 0,
     };
     for (n, p) in parts.iter().enumerate() {
         let Location::Local(root) = &p.input.location else {
@@ -184,7 +205,7 @@ pub(super) fn expected(
             true => root.join(&p.rel),
             false => root.clone(),
         };
-        let e = Expected {
+        let mut e = Expected {
             path: keyindex::path_in(&dir, keys, &p.input.fingerprint),
             fingerprint: p.input.fingerprint.clone(),
             files: p
@@ -193,8 +214,9 @@ pub(super) fn expected(
                 .iter()
                 .map(|f| (f.path.clone(), root.join(&f.path), f.metadata.clone()))
                 .collect(),
+            zones: Vec::new(),
         };
-        match keyindex::usable(&e, keys, &kinds) {
+        match keyindex::usable(&mut e, keys, &kinds) {
             Ok(()) => out.indexed.push((n, e)),
             Err(why) => {
                 out.lacking.push(n);

@@ -17,6 +17,7 @@
 mod across;
 mod indexed;
 mod reference;
+mod side;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::dataframe::DataFrame;
@@ -30,12 +31,12 @@ use crate::value::Value;
 pub use crate::exec::published::PublishedPart;
 pub use across::{
     across_by_index_plan, across_on_engine, across_published, across_published_frames,
-    published_keys_frame, published_side, PublishedSide,
 };
 pub use indexed::key_index;
 pub use reference::{
     not_in_reference, not_in_reference_frame, reference_keys, reference_on_engine,
 };
+pub use side::{published_keys_frame, published_side, PublishedSide};
 
 /// One offending key: its staged values, how many staged rows carry it, and
 /// (for `across published`) the published partition where it also lives.

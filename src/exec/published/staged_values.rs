@@ -5,7 +5,9 @@
 //! range when there are too many, and which footer ranges `[min, max]`
 //! they admit: those that hold a staged value.
 
-use datafusion::arrow::array::{Array, ArrayRef};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, Int64Array, StringArray, UInt64Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::row::{RowConverter, SortField};
@@ -15,6 +17,7 @@ use futures::StreamExt;
 
 use super::staged_bytes::{bytes_of, is_bytes, BytesValues, StagedBytes};
 use crate::exec::ExecError as Error;
+use crate::keyindex::Zones;
 use crate::staged::StagedInput;
 
 /// Staged values kept for pruning, in bytes of the row format a key
@@ -190,6 +193,53 @@ impl StagedValues {
             .collect();
         Ok(StagedValues { columns })
     }
+}
+
+impl StagedValues {
+    /// Whether a partition whose key zones are `zones` (one entry a key
+    /// column, of the compared `types`; see `keyindex::Zones`) can hold a
+    /// staged key: each column with zones has a staged value within one.
+    pub fn admits_zones(&self, zones: &[Option<Zones>], types: &[DataType]) -> bool {
+        if zones.len() != self.columns.len() || types.len() != zones.len() {
+            return true;
+        }
+        let columns = self.columns.iter().zip(zones).zip(types);
+        columns.into_iter().all(|((column, zones), ty)| {
+            let Some((mins, maxes)) = zones.as_ref().and_then(zone_bounds) else {
+                return true;
+            };
+            let admitted = column.admits_ranges(ty, &mins, &maxes, &|_| Some(0), &|_| 1);
+            admitted.into_iter().any(|a| a)
+        })
+    }
+}
+
+/// Zones as the footer ranges' arrays of least and greatest values;
+/// `None` when an integer zone fits neither 64-bit type.
+fn zone_bounds(zones: &Zones) -> Option<(ArrayRef, ArrayRef)> {
+    let arrays: (ArrayRef, ArrayRef) = match zones {
+        Zones::Text(z) => (
+            Arc::new(StringArray::from_iter_values(z.iter().map(|b| &b.0))),
+            Arc::new(StringArray::from_iter_values(z.iter().map(|b| &b.1))),
+        ),
+        Zones::Int(z) => {
+            let all = || z.iter().flat_map(|(lo, hi)| [*lo, *hi]);
+            if all().all(|v| i64::try_from(v).is_ok()) {
+                (
+                    Arc::new(Int64Array::from_iter_values(z.iter().map(|b| b.0 as i64))),
+                    Arc::new(Int64Array::from_iter_values(z.iter().map(|b| b.1 as i64))),
+                )
+            } else if all().all(|v| u64::try_from(v).is_ok()) {
+                (
+                    Arc::new(UInt64Array::from_iter_values(z.iter().map(|b| b.0 as u64))),
+                    Arc::new(UInt64Array::from_iter_values(z.iter().map(|b| b.1 as u64))),
+                )
+            } else {
+                return None;
+            }
+        }
+    };
+    Some(arrays)
 }
 
 /// One key column's staged values while they are read.

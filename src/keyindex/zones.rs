@@ -1,0 +1,245 @@
+//! Key zones: for each key column, the ranges its values fall in across a
+//! partition's distinct keys, cut where the values leave the widest gaps.
+//! They are kept in the index's header (format 3), which has a checksum of
+//! its own, so a later audit rules a partition out by reading its header
+//! alone: when no staged value of some key column lies in any of that
+//! column's zones, no staged key can be in the partition.
+//!
+//! Footer ranges cannot do this for a row group that holds two clusters of
+//! keys (`eu-…` and `us-…` order numbers in a file sorted by key): its range
+//! spans every later `eu-` key. The zones cut between the clusters.
+//!
+//! The zones are found in one pass, without sorting: each value falls in a
+//! bucket by the two bytes after the prefix that all values share, and each
+//! bucket keeps its least and greatest value. Runs of adjacent buckets are
+//! merged into at most [`ZONES`] zones, cut first at the widest runs of
+//! empty buckets, then by count. Every value lies in its zone, whatever the
+//! cut: a zone map that is not fine is still exact.
+
+use serde::{Deserialize, Serialize};
+
+use super::canon::{parts, Kind};
+use super::distinct::Distinct;
+
+/// At most this many zones a column.
+pub const ZONES: usize = 32;
+/// A text bound longer than this keeps no zones for its column (they would
+/// swell the header that every audit reads).
+const LONGEST: usize = 256;
+
+/// One key column's zones, `[least, greatest]` each, in ascending order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Zones {
+    Int(Vec<(i128, i128)>),
+    Text(Vec<(String, String)>),
+}
+
+/// The zones of each key column of `keys`; `None` for a column whose zones
+/// are not kept (a text bound too long).
+pub fn of(keys: &Distinct) -> Vec<Option<Zones>> {
+    (0..keys.kinds.len())
+        .map(|c| {
+            let values = keys.entries.iter().filter_map(|e| {
+                let key = keys.key(e);
+                match keys.kinds.len() {
+                    1 => Some(key),
+                    _ => parts(&keys.kinds, key).map(|p| p[c]),
+                }
+            });
+            let bounds = cut(values, ZONES);
+            match keys.kinds[c] {
+                Kind::Int => {
+                    let int = |b: &[u8]| {
+                        let v = u64::from_be_bytes(b.get(1..9)?.try_into().ok()?);
+                        Some(if b[0] == 0 {
+                            v as i64 as i128
+                        } else {
+                            v as i128
+                        })
+                    };
+                    let zones = bounds.iter().map(|(lo, hi)| Some((int(lo)?, int(hi)?)));
+                    zones.collect::<Option<Vec<_>>>().map(Zones::Int)
+                }
+                Kind::Text => {
+                    let text = |b: &[u8]| {
+                        let s = std::str::from_utf8(b).ok()?;
+                        (s.len() <= LONGEST).then(|| s.to_string())
+                    };
+                    let zones = bounds.iter().map(|(lo, hi)| Some((text(lo)?, text(hi)?)));
+                    zones.collect::<Option<Vec<_>>>().map(Zones::Text)
+                }
+            }
+        })
+        .collect()
+}
+
+/// A non-empty bucket of values: where it is, its least and greatest
+/// value, and how many values it holds.
+#[derive(Clone, Copy)]
+struct Bucket<'a> {
+    at: usize,
+    least: &'a [u8],
+    greatest: &'a [u8],
+    count: u64,
+}
+
+/// The `[least, greatest]` of at most `most` zones that together hold every
+/// one of `values` (bytes, compared as bytes), in ascending order.
+fn cut<'a>(
+    values: impl Iterator<Item = &'a [u8]> + Clone,
+    most: usize,
+) -> Vec<(&'a [u8], &'a [u8])> {
+    let mut all = values.clone();
+    let Some(first) = all.next() else {
+        return Vec::new();
+    };
+    let (least, greatest) = all.fold((first, first), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let shared = least
+        .iter()
+        .zip(greatest)
+        .take_while(|(a, b)| a == b)
+        .count();
+    // The two bytes after the shared prefix (0 past a value's end): a
+    // value's bucket never exceeds a greater value's.
+    let bucket = |v: &[u8]| {
+        let byte = |i: usize| v.get(shared + i).copied().unwrap_or(0) as usize;
+        (byte(0) << 8) | byte(1)
+    };
+    let mut buckets: Vec<Option<Bucket>> = vec![None; 1 << 16];
+    for v in values {
+        let at = bucket(v);
+        let b = buckets[at].get_or_insert(Bucket {
+            at,
+            least: v,
+            greatest: v,
+            count: 0,
+        });
+        b.least = b.least.min(v);
+        b.greatest = b.greatest.max(v);
+        b.count += 1;
+    }
+    let full: Vec<Bucket> = buckets.into_iter().flatten().collect();
+    let mut out = Vec::new();
+    let mut from = 0;
+    for to in cuts(&full, most).into_iter().chain([full.len()]) {
+        out.push((full[from].least, full[to - 1].greatest));
+        from = to;
+    }
+    out
+}
+
+/// Where to cut the non-empty buckets `full` into at most `most` runs: the
+/// positions (1..len) that start a new run, ascending. The widest gaps
+/// between buckets first, then the places that split the values most
+/// evenly.
+fn cuts(full: &[Bucket], most: usize) -> Vec<usize> {
+    let most = most.max(1);
+    if full.len() <= most {
+        return (1..full.len()).collect();
+    }
+    let mut gaps: Vec<(usize, usize)> = (1..full.len())
+        .map(|i| (full[i].at - full[i - 1].at, i))
+        .filter(|(gap, _)| *gap > 1)
+        .collect();
+    gaps.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut picked: Vec<usize> = gaps.iter().take(most - 1).map(|g| g.1).collect();
+    let total: u64 = full.iter().map(|b| b.count).sum();
+    let even = most - 1 - picked.len();
+    let (mut seen, mut next) = (0u64, 1usize);
+    for (i, w) in full.windows(2).enumerate() {
+        seen += w[0].count;
+        if next <= even && seen * (even as u64 + 1) >= total * next as u64 {
+            picked.push(i + 1);
+            next += 1;
+        }
+    }
+    picked.sort_unstable();
+    picked.dedup();
+    picked.truncate(most - 1);
+    picked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zones(values: &[&str], most: usize) -> Vec<(String, String)> {
+        let bytes: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+        cut(bytes.iter().copied(), most)
+            .into_iter()
+            .map(|(a, b)| {
+                (
+                    String::from_utf8(a.to_vec()).unwrap(),
+                    String::from_utf8(b.to_vec()).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cuts_between_clusters_of_keys() {
+        let mut keys: Vec<String> = (0..1000)
+            .flat_map(|i| {
+                [
+                    format!("eu-orders-{:08}", 5000 + i),
+                    format!("us-orders-{:08}", 5000 + i),
+                ]
+            })
+            .collect();
+        keys.reverse();
+        let refs: Vec<&str> = keys.iter().map(|s| s.as_str()).collect();
+        let z = zones(&refs, 32);
+        assert_eq!(
+            z,
+            [
+                ("eu-orders-00005000".into(), "eu-orders-00005999".into()),
+                ("us-orders-00005000".into(), "us-orders-00005999".into())
+            ]
+        );
+    }
+
+    /// Every value lies in a zone, the zones ascend without overlapping,
+    /// and there are at most as many as asked, whatever the values.
+    #[test]
+    fn every_value_lies_in_a_zone() {
+        let mut seed = 7u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..300 {
+            let n = (next() % 400) as usize;
+            let alphabet: &[u8] = match round % 4 {
+                0 => b"ab",
+                1 => b"\0\x01\xff",
+                2 => b"0123456789",
+                _ => b"abcdefghijklmnopqrstuvwxyz-",
+            };
+            let prefix = "x".repeat(round % 3);
+            let values: Vec<Vec<u8>> = (0..n)
+                .map(|_| {
+                    let len = (next() % 6) as usize;
+                    let mut v = prefix.as_bytes().to_vec();
+                    v.extend((0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]));
+                    v
+                })
+                .collect();
+            let most = 1 + (next() % 40) as usize;
+            let z = cut(values.iter().map(|v| v.as_slice()), most);
+            assert!(z.len() <= most, "round {round}");
+            assert_eq!(z.is_empty(), values.is_empty());
+            for w in z.windows(2) {
+                assert!(w[0].1 < w[1].0, "round {round}: {z:?}");
+            }
+            for v in &values {
+                let within = z
+                    .iter()
+                    .filter(|(lo, hi)| *lo <= v.as_slice() && v.as_slice() <= *hi);
+                assert_eq!(within.count(), 1, "round {round}: {v:?} in {z:?}");
+            }
+        }
+    }
+}
