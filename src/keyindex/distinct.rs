@@ -25,6 +25,25 @@ pub struct Entry {
     pub row: u32,
 }
 
+/// The keys collected, in the order they came.
+#[derive(Clone)]
+struct InOrder<'a> {
+    arena: &'a [u8],
+    lens: std::slice::Iter<'a, u32>,
+    at: usize,
+}
+
+impl<'a> Iterator for InOrder<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let len = *self.lens.next()? as usize;
+        let key = self.arena.get(self.at..self.at + len)?;
+        self.at += len;
+        Some(key)
+    }
+}
+
 /// Distinct keys, sorted by fingerprint and bytes.
 pub struct Distinct {
     pub kinds: Vec<Kind>,
@@ -89,6 +108,17 @@ impl Collecting {
     }
 
     /// The distinct keys, sorted by fingerprint and bytes.
+    /// The key zones of the keys collected (see `zones`), read in the
+    /// order they came, as they lie in memory.
+    pub fn zones(&self, kinds: &[Kind]) -> Vec<Option<super::Zones>> {
+        let keys = InOrder {
+            arena: &self.arena,
+            lens: self.lens.iter(),
+            at: 0,
+        };
+        super::zones::of(kinds, keys)
+    }
+
     pub fn finish(self, kinds: Vec<Kind>, memory: MemoryReservation) -> Distinct {
         let Collecting {
             arena,

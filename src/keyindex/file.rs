@@ -46,7 +46,7 @@ use twox_hash::XxHash3_64;
 use super::canon::Kind;
 use super::distinct::{Distinct, Finder};
 use super::topbits::{starts, TopBits};
-use super::zones::{self, Zones};
+use super::zones::Zones;
 
 const MAGIC_1: &[u8; 8] = b"DQGKEYS1";
 const MAGIC_2: &[u8; 8] = b"DQGKEYS2";
@@ -174,12 +174,13 @@ impl Probe {
 }
 
 /// The bytes of the index of `keys` (each with its row, counted through
-/// `files` in order), whose files have fingerprint `fingerprint`.
+/// `files` in order), whose files have fingerprint `fingerprint`, with its
+/// fingerprints cut to `hash_bits` and its key `zones`.
 pub fn encode(
     keys: &Distinct,
     columns: &[String],
     (fingerprint, files): (&str, Vec<(String, u64)>),
-    hash_bits: u32,
+    (hash_bits, zones): (u32, Vec<Option<Zones>>),
 ) -> Vec<u8> {
     let n = keys.entries.len() as u64;
     let mut tail = Vec::with_capacity(keys.entries.len() * 8);
@@ -207,7 +208,7 @@ pub fn encode(
         bucket_bits: 0,
         tail: tail.len() as u64,
         head_sum: Some(XxHash3_64::oneshot(&head)),
-        zones: zones::of(keys),
+        zones,
     };
     let json = serde_json::to_vec(&header).expect("a header serializes");
     let mut framed = Vec::with_capacity(4 + json.len());

@@ -45,10 +45,11 @@ pub use rows::read_keys;
 pub use zones::Zones;
 
 /// An index ready to be written: the distinct keys of the staged files,
-/// each with the first row that holds it.
+/// each with the first row that holds it, and their key zones.
 pub struct Built {
     pub columns: Vec<String>,
     keys: Distinct,
+    zones: Vec<Option<Zones>>,
     hash_bits: u32,
     /// The staged files (relative paths) and their rows, in the order the
     /// rows were counted.
@@ -61,13 +62,14 @@ impl Built {
     /// under the test-only collision switch).
     pub fn new(
         columns: &[String],
-        keys: Distinct,
+        (keys, zones): (Distinct, Vec<Option<Zones>>),
         hash_bits: u32,
         files: Vec<(String, u64)>,
     ) -> Built {
         Built {
             columns: columns.to_vec(),
             keys,
+            zones,
             hash_bits: hash_bits.min(64),
             files,
         }
@@ -99,7 +101,7 @@ impl Built {
             &self.keys,
             &self.columns,
             (fingerprint, files),
-            self.hash_bits,
+            (self.hash_bits, self.zones.clone()),
         ))
     }
 }
@@ -410,6 +412,15 @@ mod tests {
 
     /// The distinct keys of the file, with fingerprints cut to `bits`.
     fn distinct(path: &Path, meta: &Arc<ParquetMetaData>, bits: u32) -> Distinct {
+        with_zones(path, meta, bits).0
+    }
+
+    /// [`distinct`], and the keys' zones.
+    fn with_zones(
+        path: &Path,
+        meta: &Arc<ParquetMetaData>,
+        bits: u32,
+    ) -> (Distinct, Vec<Option<Zones>>) {
         let mut c = Collecting::new(0, 0, bits);
         let mut at = 0;
         read_keys(path, meta, &columns(), &KINDS, None, |cols, n| {
@@ -418,7 +429,9 @@ mod tests {
         })
         .unwrap();
         let pool: Arc<dyn MemoryPool> = Arc::new(UnboundedMemoryPool::default());
-        c.finish(KINDS.to_vec(), MemoryConsumer::new("test").register(&pool))
+        let zones = c.zones(&KINDS);
+        let memory = MemoryConsumer::new("test").register(&pool);
+        (c.finish(KINDS.to_vec(), memory), zones)
     }
 
     fn expected(index: &Path, file: &Path, meta: &Arc<ParquetMetaData>) -> Expected {
@@ -447,10 +460,12 @@ mod tests {
             let mut published_rows = rows(0, 300);
             published_rows.extend(rows(100, 150)); // repeated keys
             let meta = parquet(&file, &published_rows);
-            let published = distinct(&file, &meta, bits);
+            let (published, zones) = with_zones(&file, &meta, bits);
+            assert_eq!(zones.len(), 2);
             let index = tmp.path().join(file_name(&columns(), "f"));
             let listed = vec![("p.parquet".to_string(), published_rows.len() as u64)];
-            let bytes = file::encode(&published, &columns(), ("files", listed), bits);
+            let zones = (bits, zones);
+            let bytes = file::encode(&published, &columns(), ("files", listed), zones);
             std::fs::write(&index, &bytes).unwrap();
             let staged_file = tmp.path().join("s.parquet");
             let staged_meta = parquet(&staged_file, &rows(200, 500));
@@ -464,13 +479,19 @@ mod tests {
             assert_eq!(want.len(), 100);
             let e = expected(&index, &file, &meta);
             assert_eq!(found(&staged, &e).unwrap(), want, "{bits} bits");
-            // Every byte flipped: refused, or the same keys found.
+            // Every byte flipped: refused, or the same keys found; the
+            // header alone (its zones) refused, or the same.
+            let header = Opened::peek(&index).unwrap();
+            assert!(header.zones.iter().all(|z| z.is_some()), "{header:?}");
             for at in (0..bytes.len()).filter(|_| bits == 64) {
                 let mut bad = bytes.clone();
                 bad[at] ^= 0x10;
                 std::fs::write(&index, &bad).unwrap();
                 if let Ok(got) = found(&staged, &e) {
                     assert_eq!(got, want, "byte {at} flipped, {bits} bits");
+                }
+                if let Ok(h) = Opened::peek(&index) {
+                    assert_eq!(h, header, "byte {at} flipped");
                 }
             }
             // Cut short anywhere: refused.
@@ -490,7 +511,7 @@ mod tests {
         let index = tmp.path().join(file_name(&columns(), "f"));
         let listed = || vec![("p.parquet".to_string(), 50)];
         let write = |columns: &[String], fingerprint: &str| {
-            let bytes = file::encode(&published, columns, (fingerprint, listed()), 64);
+            let bytes = file::encode(&published, columns, (fingerprint, listed()), (64, vec![]));
             std::fs::write(&index, bytes).unwrap();
         };
         let mut e = expected(&index, &file, &meta);

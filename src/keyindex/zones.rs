@@ -19,7 +19,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::canon::{parts, Kind};
-use super::distinct::Distinct;
 
 /// At most this many zones a column.
 pub const ZONES: usize = 32;
@@ -35,20 +34,18 @@ pub enum Zones {
     Text(Vec<(String, String)>),
 }
 
-/// The zones of each key column of `keys`; `None` for a column whose zones
-/// are not kept (a text bound too long).
-pub fn of(keys: &Distinct) -> Vec<Option<Zones>> {
-    (0..keys.kinds.len())
+/// The zones of each key column of `keys` (canonical keys of `kinds`, read
+/// twice, best in the order they lie in memory); `None` for a column whose
+/// zones are not kept (a text bound too long).
+pub fn of<'a>(kinds: &[Kind], keys: impl Iterator<Item = &'a [u8]> + Clone) -> Vec<Option<Zones>> {
+    (0..kinds.len())
         .map(|c| {
-            let values = keys.entries.iter().filter_map(|e| {
-                let key = keys.key(e);
-                match keys.kinds.len() {
-                    1 => Some(key),
-                    _ => parts(&keys.kinds, key).map(|p| p[c]),
-                }
+            let values = keys.clone().filter_map(move |key| match kinds.len() {
+                1 => Some(key),
+                _ => parts(kinds, key).map(|p| p[c]),
             });
             let bounds = cut(values, ZONES);
-            match keys.kinds[c] {
+            match kinds[c] {
                 Kind::Int => {
                     let int = |b: &[u8]| {
                         let v = u64::from_be_bytes(b.get(1..9)?.try_into().ok()?);

@@ -117,7 +117,8 @@ pub async fn key_index(
             .iter()
             .map(|(rel, _, meta)| (rel.clone(), meta.file_metadata().num_rows().max(0) as u64))
             .collect();
-        Some((keys.finish(kinds, memory), listed, columns))
+        let zones = keys.zones(&kinds);
+        Some(((keys.finish(kinds, memory), zones), listed, columns))
     })
     .await
     .map_err(|e| ExecError::Audit(format!("reading keys for the key index stopped: {e}")))?;
