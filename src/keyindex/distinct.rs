@@ -253,6 +253,11 @@ impl Finder {
         }
     }
 
+    /// How many bits of each fingerprint it compares.
+    pub fn hash_bits(&self) -> u32 {
+        self.hash_bits
+    }
+
     /// The kinds of the keys' parts.
     pub fn kinds(&self) -> &[Kind] {
         &self.keys.kinds

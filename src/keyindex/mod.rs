@@ -203,9 +203,10 @@ pub struct Found {
 }
 
 /// Looks up every key of `staged` in every index of `expected`, `threads`
-/// at a time. Any index that cannot be used stops the lookup with why.
+/// at a time (`ready`: a finder of `staged` already made). Any index that
+/// cannot be used stops the lookup with why.
 pub fn lookup(
-    staged: &Arc<Distinct>,
+    (staged, ready): (&Arc<Distinct>, Arc<Finder>),
     columns: &[String],
     expected: &[Expected],
     threads: usize,
@@ -213,7 +214,9 @@ pub fn lookup(
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let out = Mutex::new((Found::default(), None::<IndexError>));
-    let probes: Probes = Mutex::new(Looking::default());
+    let mut looking = Looking::default();
+    looking.finders.insert(ready.hash_bits(), ready);
+    let probes: Probes = Mutex::new(looking);
     std::thread::scope(|s| {
         for _ in 0..threads.clamp(1, expected.len().max(1)) {
             s.spawn(|| {
@@ -445,7 +448,8 @@ mod tests {
 
     /// The staged keys found through the index, as their bytes.
     fn found(staged: &Arc<Distinct>, e: &Expected) -> Result<HashSet<Vec<u8>>, IndexError> {
-        let f = lookup(staged, &columns(), std::slice::from_ref(e), 1)?;
+        let ready = Arc::new(Finder::new(staged.clone(), 64));
+        let f = lookup((staged, ready), &columns(), std::slice::from_ref(e), 1)?;
         Ok(f.pairs
             .iter()
             .map(|(j, _)| staged.key(&staged.entries[*j as usize]).to_vec())

@@ -130,6 +130,7 @@ pub async fn across_published(
             }
             let task = async move {
                 let keys = super::indexed::distinct_keys(&ctx, &staged, &keys, 64).await?;
+                let keys = keys.map(super::indexed::StagedKeys::new);
                 Ok::<_, ExecError>(keys.map(|k| (k, started.elapsed())))
             };
             tokio::spawn(task)

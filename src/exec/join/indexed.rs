@@ -125,6 +125,32 @@ pub async fn key_index(
     Ok(read.map(|(keys, files, columns)| Built::new(&columns, keys, bits, files)))
 }
 
+/// The distinct staged keys and a finder of them by whole fingerprints,
+/// made in the task that read them, beside the footers' comparison.
+pub(super) struct StagedKeys {
+    distinct: Arc<Distinct>,
+    finder: Arc<Finder>,
+}
+
+impl StagedKeys {
+    pub fn new(distinct: Distinct) -> StagedKeys {
+        let distinct = Arc::new(distinct);
+        let finder = Arc::new(Finder::new(distinct.clone(), 64));
+        StagedKeys { distinct, finder }
+    }
+
+    /// A finder comparing `bits` of each fingerprint (64 but under the
+    /// test-only collision switch).
+    fn finder(&self, bits: Option<u32>) -> Arc<Finder> {
+        match bits {
+            Some(b) if b != self.finder.hash_bits() => {
+                Arc::new(Finder::new(self.distinct.clone(), b))
+            }
+            _ => self.finder.clone(),
+        }
+    }
+}
+
 /// The key indexes a check can read.
 pub(super) struct Indexes {
     /// Each part with a usable index (its number in the parts) and where
@@ -254,13 +280,13 @@ pub(super) fn describe(i: &Indexes, parts: usize) -> String {
     out
 }
 
-/// Looks the staged keys (`distinct`) up in the indexes of `parts`, and in
+/// Looks the staged keys (`staged`) up in the indexes of `parts`, and in
 /// the files of the parts without one (read as `pruned` says; `None`: they
 /// cannot be read so), `threads` at a time (`took`: when the pass began,
 /// and what its first steps took; `bits`: the test-only collision switch). `Err` says why they could not
 /// be used (the caller then reads every part's files).
 pub(super) async fn lookup(
-    distinct: Distinct,
+    staged: StagedKeys,
     indexes: Indexes,
     pruned: Option<&published::Pruned>,
     (parts, keys): (&[PublishedPart], &[String]),
@@ -276,12 +302,12 @@ pub(super) async fn lookup(
         .filter(|_| lacking.is_some())
         .map(|p| p.only(|part| indexes.lacking.binary_search(&part).is_ok()));
     let read_staged = started.elapsed();
-    let distinct = Arc::new(distinct);
-    let shared = distinct.clone();
+    let distinct = staged.distinct.clone();
+    let (shared, ready) = (distinct.clone(), staged.finder.clone());
     let columns = keys.to_vec();
     let (numbers, expected): (Vec<usize>, Vec<Expected>) = indexes.indexed.into_iter().unzip();
     let looked = tokio::task::spawn_blocking(move || {
-        keyindex::lookup(&shared, &columns, &expected, threads)
+        keyindex::lookup((&shared, ready), &columns, &expected, threads)
     })
     .await
     .map_err(|e| ExecError::Audit(format!("the key index lookup stopped: {e}")))?;
@@ -306,8 +332,7 @@ pub(super) async fn lookup(
     ];
     if let (Some(rest), Some(line)) = (rest, lacking) {
         let from = started.elapsed();
-        let finder = Arc::new(Finder::new(distinct.clone(), bits.unwrap_or(64)));
-        let more = probe_rows(finder, &rest, threads).await?;
+        let more = probe_rows(staged.finder(bits), &rest, threads).await?;
         passes.push(format!(
             "{line}: probe them with those partitions' rows (reads {}), {} staged key(s) also there: {:.2} s",
             rest.counts.describe(),
@@ -321,22 +346,21 @@ pub(super) async fn lookup(
     by_found(&distinct, pairs, |p| parts[p as usize].rel.clone(), passes).map(Ok)
 }
 
-/// Looks the staged keys (`distinct`) up in the published rows the footers
+/// Looks the staged keys (`staged`) up in the published rows the footers
 /// left to read (`pruned`, keys that rise with time), `threads` streams at
 /// a time. The staged keys were read once, for the indexes, and serve as
 /// the probe's table (`took`: when the pass began, and what its first
 /// steps took; `bits`: the test-only collision switch).
 pub(super) async fn probe_pruned(
-    distinct: Distinct,
+    staged: StagedKeys,
     pruned: &published::Pruned,
     (threads, bits): (usize, Option<u32>),
     took: Took,
 ) -> Result<ByIndex, ExecError> {
     let started = took.started;
     let read_staged = started.elapsed();
-    let distinct = Arc::new(distinct);
-    let finder = Arc::new(Finder::new(distinct.clone(), bits.unwrap_or(64)));
-    let pairs = probe_rows(finder, pruned, threads).await?;
+    let distinct = staged.distinct.clone();
+    let pairs = probe_rows(staged.finder(bits), pruned, threads).await?;
     let passes = vec![
         staged_pass(&distinct, &took),
         format!(
