@@ -289,7 +289,7 @@ fn footers_that_prune_well_are_read_instead_of_the_indexes() {
     let got = same_as_grouped(
         cwd,
         &later,
-        Some("the footers leave 0 of the 0 that the key zones leave published row(s) to read"),
+        Some("the footers leave 0 of the 0 published row(s) the key zones leave to read"),
     );
     assert!(got.contains("\"value\": 0"), "{got}");
     let (_, log) = check_across(cwd, &later, "9", None);

@@ -185,11 +185,11 @@ impl Kept {
     pub fn pruned_well(&self) -> Option<String> {
         let read = self.pruned.as_ref()?.counts.rows.0;
         let of = match self.ruled_out {
-            0 => format!("{}", self.rows),
-            _ => format!("the {} that the key zones leave", self.rows),
+            0 => format!("{} published row(s)", self.rows),
+            _ => format!("the {} published row(s) the key zones leave", self.rows),
         };
         (read <= self.rows / 10).then(|| {
-            format!("the footers leave {read} of {of} published row(s) to read, fewer than the indexes hold")
+            format!("the footers leave {read} of {of} to read, fewer than the indexes hold")
         })
     }
 
