@@ -166,17 +166,7 @@ fn an_index_that_does_not_match_its_files_is_never_trusted() {
         got.contains("\"k\": 150") && got.contains("\"k\": 250"),
         "{got}"
     );
-    let explain = [
-        "explain",
-        "rules.dq",
-        "--staged",
-        "new",
-        "--partition",
-        "day=9",
-        "--table",
-        "table",
-    ];
-    let out = String::from_utf8(dqgate(cwd, &explain).stdout).unwrap();
+    let out = explain(cwd, "9");
     assert!(
         out.contains("the key zones in 3 index header(s) rule out 1 of 3 published partition(s)")
             && out.contains("the rest by the key indexes beside the 2 published version(s)"),
@@ -218,7 +208,7 @@ fn an_index_that_does_not_match_its_files_is_never_trusted() {
         fs::remove_file(i).unwrap();
     }
     same_as_grouped_mixed(cwd, &staged, "2 of 3", "does not match its files");
-    let out = String::from_utf8(dqgate(cwd, &explain).stdout).unwrap();
+    let out = explain(cwd, "9");
     assert!(
         out.contains("by the key indexes beside the 1 published version(s)")
             && out.contains("2 of 3 published partition(s) have no key index"),
@@ -234,7 +224,7 @@ fn an_index_that_does_not_match_its_files_is_never_trusted() {
         &staged,
         Some("3 of 3 published partition(s) have no key index"),
     );
-    let out = String::from_utf8(dqgate(cwd, &explain).stdout).unwrap();
+    let out = explain(cwd, "9");
     assert!(out.contains("key indexes not used: 3 of 3"), "{out}");
 }
 
@@ -372,6 +362,27 @@ fn rising_keys_with_indexes_probe_the_pruned_rows_with_the_staged_keys() {
     );
     let zones = "the key zones in 40 index header(s) rule out 37 of 40 published partition(s)";
     assert!(log.matches(zones).count() >= 2, "{log}");
+    // `explain` says the same, and what the footers leave of the 3 days.
+    let out = explain(cwd, "99");
+    let line = format!(
+        "{zones}: no staged key lies within them; the footers leave of the rest: 3 of 40 file(s)"
+    );
+    assert!(out.matches(&line).count() >= 2, "{out}");
+}
+
+/// `dqgate explain` of the staged directory `new` as `day=DAY`.
+fn explain(cwd: &Path, day: &str) -> String {
+    let day = format!("day={day}");
+    let args = [
+        "explain",
+        "rules.dq",
+        "--staged",
+        "new",
+        "--partition",
+        &day,
+    ];
+    let out = dqgate(cwd, &[&args[..], &["--table", "table"]].concat());
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// The first bytes of every key index of `day`.

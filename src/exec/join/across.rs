@@ -51,7 +51,15 @@ pub fn across_by_index_plan(
     let kept = side.kept(&mut indexes, parts);
     let unreadable = indexes.unreadable(kept.pruned.is_some(), parts.len());
     Ok(match kept.pruned_well().or(unreadable) {
-        Some(why) => Err(why),
+        // The footers win on the partitions the zones leave: say what
+        // they read of those, as the run probes only them.
+        Some(why) => Err(match (kept.describe(), &kept.pruned) {
+            (Some(zones), Some(p)) => format!(
+                "{why} ({zones}; the footers leave of the rest: {})",
+                p.counts.describe()
+            ),
+            _ => why,
+        }),
         None => {
             let how = super::indexed::describe(&indexes, parts.len());
             Ok(match kept.describe() {
