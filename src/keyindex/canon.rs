@@ -144,6 +144,15 @@ pub(super) fn parts<'a>(kinds: &[Kind], mut key: &'a [u8]) -> Option<Vec<&'a [u8
     key.is_empty().then_some(out)
 }
 
+/// The value of an integer part (9 bytes, see [`int_bytes`]).
+pub(super) fn int_of(part: &[u8]) -> Option<i128> {
+    let v = u64::from_be_bytes(part.get(1..9)?.try_into().ok()?);
+    Some(match part[0] {
+        0 => v as i64 as i128,
+        _ => v as i128,
+    })
+}
+
 /// The key's values, as the staged columns give them; `None` when the
 /// bytes are not a key of `kinds`.
 pub fn decode(kinds: &[Kind], key: &[u8]) -> Option<Vec<Value>> {
@@ -151,13 +160,7 @@ pub fn decode(kinds: &[Kind], key: &[u8]) -> Option<Vec<Value>> {
         .into_iter()
         .zip(kinds)
         .map(|(p, k)| match k {
-            Kind::Int => {
-                let v = u64::from_be_bytes(p[1..].try_into().ok()?);
-                Some(Value::Int(match p[0] {
-                    0 => v as i64 as i128,
-                    _ => v as i128,
-                }))
-            }
+            Kind::Int => int_of(p).map(Value::Int),
             Kind::Text => std::str::from_utf8(p).ok().map(|s| Value::Text(s.into())),
         })
         .collect()

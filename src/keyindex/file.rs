@@ -258,20 +258,7 @@ impl Opened {
     /// zones are used on their own); an older one is checked when the
     /// index is opened.
     pub fn peek(path: &Path) -> Result<Header, IndexError> {
-        let mut file = open(path)?;
-        let mut start = [0u8; 20];
-        read_exact(&mut file, &mut start, path)?;
-        let (format, len) = check_start(&start, path)?;
-        let mut json = vec![0u8; len];
-        read_exact(&mut file, &mut json, path)?;
-        if format >= 3 && header_sum(&start, &json) != sum_of(&start) {
-            return Err(corrupt(path, "its header does not match its checksum"));
-        }
-        let mut header = parse_header(&json, path)?;
-        if format < 3 {
-            header.zones.clear();
-        }
-        Ok(header)
+        read_header(&mut open(path)?, path).map(|h| h.3)
     }
 
     /// Opens `path` and checks its head against its checksum.
@@ -284,18 +271,7 @@ impl Opened {
     pub fn open_reusing(path: &Path, mut head: Vec<u8>) -> Result<Opened, IndexError> {
         let mut file = open(path)?;
         let size = file.metadata().map_err(|e| io(path, e))?.len();
-        let mut start = [0u8; 20];
-        read_exact(&mut file, &mut start, path)?;
-        let (format, len) = check_start(&start, path)?;
-        let mut json = vec![0u8; len];
-        read_exact(&mut file, &mut json, path)?;
-        if format >= 3 && header_sum(&start, &json) != sum_of(&start) {
-            return Err(corrupt(path, "its header does not match its checksum"));
-        }
-        let mut header = parse_header(&json, path)?;
-        if format < 3 {
-            header.zones.clear();
-        }
+        let (format, start, json, header) = read_header(&mut file, path)?;
         let corrupt = |reason: &str| corrupt(path, reason);
         let bucket_bits = if format == 1 { header.bucket_bits } else { 0 };
         if header.format != format || bucket_bits > 30 || header.keys > u32::MAX as u64 {
@@ -307,7 +283,7 @@ impl Opened {
         }
         let blocks = header.tail.div_ceil(block_size(format));
         let rest = buckets * 4 + header.keys * 4 + blocks * 8;
-        let tail_at = 20 + len as u64 + rest;
+        let tail_at = 20 + json.len() as u64 + rest;
         if tail_at.checked_add(header.tail) != Some(size) {
             return Err(corrupt("its size is not what its header says"));
         }
@@ -489,6 +465,29 @@ fn open(path: &Path) -> Result<File, IndexError> {
         }
         _ => io(path, e),
     })
+}
+
+/// The format, first bytes, header bytes and header of the index `file`,
+/// read from its start: a format 3 header checked against its own
+/// checksum; an older one (checked with the rest of its head) without
+/// zones.
+fn read_header(
+    file: &mut File,
+    path: &Path,
+) -> Result<(u32, [u8; 20], Vec<u8>, Header), IndexError> {
+    let mut start = [0u8; 20];
+    read_exact(file, &mut start, path)?;
+    let (format, len) = check_start(&start, path)?;
+    let mut json = vec![0u8; len];
+    read_exact(file, &mut json, path)?;
+    if format >= 3 && header_sum(&start, &json) != sum_of(&start) {
+        return Err(corrupt(path, "its header does not match its checksum"));
+    }
+    let mut header = parse_header(&json, path)?;
+    if format < 3 {
+        header.zones.clear();
+    }
+    Ok((format, start, json, header))
 }
 
 fn read_exact(file: &mut File, buf: &mut [u8], path: &Path) -> Result<(), IndexError> {

@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::canon::{parts, Kind};
+use super::canon::{int_of, parts, Kind};
 
 /// At most this many zones a column.
 pub const ZONES: usize = 32;
@@ -46,28 +46,22 @@ pub fn of<'a>(kinds: &[Kind], keys: impl Iterator<Item = &'a [u8]> + Clone) -> V
             });
             let bounds = cut(values, ZONES);
             match kinds[c] {
-                Kind::Int => {
-                    let int = |b: &[u8]| {
-                        let v = u64::from_be_bytes(b.get(1..9)?.try_into().ok()?);
-                        Some(if b[0] == 0 {
-                            v as i64 as i128
-                        } else {
-                            v as i128
-                        })
-                    };
-                    let zones = bounds.iter().map(|(lo, hi)| Some((int(lo)?, int(hi)?)));
-                    zones.collect::<Option<Vec<_>>>().map(Zones::Int)
-                }
-                Kind::Text => {
-                    let text = |b: &[u8]| {
-                        let s = std::str::from_utf8(b).ok()?;
-                        (s.len() <= LONGEST).then(|| s.to_string())
-                    };
-                    let zones = bounds.iter().map(|(lo, hi)| Some((text(lo)?, text(hi)?)));
-                    zones.collect::<Option<Vec<_>>>().map(Zones::Text)
-                }
+                Kind::Int => each(&bounds, int_of).map(Zones::Int),
+                Kind::Text => each(&bounds, |b| {
+                    let s = std::str::from_utf8(b).ok()?;
+                    (s.len() <= LONGEST).then(|| s.to_string())
+                })
+                .map(Zones::Text),
             }
         })
+        .collect()
+}
+
+/// Each bound of `bounds` as `f` reads it; `None` when one is not read.
+fn each<T>(bounds: &[(&[u8], &[u8])], f: impl Fn(&[u8]) -> Option<T>) -> Option<Vec<(T, T)>> {
+    bounds
+        .iter()
+        .map(|(lo, hi)| Some((f(lo)?, f(hi)?)))
         .collect()
 }
 

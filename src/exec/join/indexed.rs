@@ -160,8 +160,6 @@ pub(super) struct Indexes {
     /// first of them has none.
     pub lacking: Vec<usize>,
     pub why: Option<String>,
-    /// How many indexes with key zones [`Indexes::rule_out`] took out.
-    pub zoned: usize,
 }
 
 impl Indexes {
@@ -177,9 +175,6 @@ impl Indexes {
             }
             keep
         });
-        self.zoned = (self.indexed.iter())
-            .filter(|(_, e)| !e.zones.is_empty())
-            .count();
         out
     }
 
@@ -220,7 +215,6 @@ pub(super) fn expected(
         indexed: Vec::with_capacity(parts.len()),
         lacking: Vec::new(),
         why: None,
-        zoned: 0,
     };
     for (n, p) in parts.iter().enumerate() {
         let Location::Local(root) = &p.input.location else {

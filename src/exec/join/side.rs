@@ -138,7 +138,10 @@ impl PublishedSide {
                 .filter(|(n, _)| kept(*n))
                 .map(|(_, p)| p.input.row_count())
                 .sum(),
-            zoned: indexes.zoned + out.len(),
+            zoned: out.len()
+                + (indexes.indexed.iter())
+                    .filter(|(_, e)| !e.zones.is_empty())
+                    .count(),
             ruled_out: out.len(),
             parts: parts.len(),
         }
