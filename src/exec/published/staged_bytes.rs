@@ -3,7 +3,7 @@
 //! bytes all order the same way: bytes compared unsigned, a prefix first,
 //! so they need no row format), any other column's row format. They are
 //! appended to one buffer as they are read, sorted once into their exact
-//! order ([`sort_by_windows`]), and a range `[min, max]` holds a staged
+//! order ([`sorted`]), and a range `[min, max]` holds a staged
 //! value exactly when the first value not below `min` is not above `max`.
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray as _};
@@ -127,14 +127,7 @@ impl BytesValues {
             return None;
         }
         let data = |i: u32| self.value(i as usize);
-        let first = data(0);
-        let shared =
-            (1..self.ends.len() as u32).fold(first.len(), |n, i| shared_len(&first[..n], data(i)));
-        let mut keyed: Vec<(u128, u32)> = (0..self.ends.len() as u32)
-            .map(|i| (window(data(i), shared), i))
-            .collect();
-        sort_by_windows(&data, &mut keyed);
-        let order = keyed.into_iter().map(|(_, i)| i).collect();
+        let order = sorted(&data, self.ends.len() as u32);
         Some(StagedBytes::Sorted {
             bytes: self.bytes,
             ends: self.ends,
@@ -204,6 +197,64 @@ fn window(data: &[u8], at: usize) -> u128 {
     let k = rest.len().min(16);
     p[..k].copy_from_slice(&rest[..k]);
     u128::from_be_bytes(p)
+}
+
+/// The indexes `0..n` of the values `data` in the order of their bytes.
+///
+/// Each value gets one integer to sort: the two bytes after the prefix all
+/// values share (its group; zero where the value ends), then as many bytes
+/// of the value from the end of the prefix its group's values share as
+/// leave room for its index in the low bits. One pass finds each group's
+/// shared prefix, in the order the values lie in memory: the windows of
+/// values that all begin alike (one region's keys, one day's time prefix)
+/// then already differ, the sort moves plain integers, and it does not
+/// look at the values again. Values whose integers tie above the index
+/// (equal windows) are ordered by [`sort_by_windows`].
+fn sorted<'a>(data: &impl Fn(u32) -> &'a [u8], n: u32) -> Vec<u32> {
+    let first = data(0);
+    let shared = (1..n).fold(first.len(), |k, i| shared_len(&first[..k], data(i)));
+    let group = |v: &[u8]| {
+        let byte = |k: usize| v.get(shared + k).copied().unwrap_or(0);
+        usize::from(u16::from_be_bytes([byte(0), byte(1)]))
+    };
+    // Each group's first value and the length of the prefix its values
+    // share (at least the common prefix and the group's bytes, unless a
+    // value ends before them).
+    let mut heads: Vec<(u32, usize)> = vec![(u32::MAX, 0); 1 << 16];
+    for i in 0..n {
+        let v = data(i);
+        let (head, len) = &mut heads[group(v)];
+        if *head == u32::MAX {
+            (*head, *len) = (i, v.len());
+        } else if v.get(..*len) != Some(&data(*head)[..*len]) {
+            *len = shared_len(&data(*head)[..*len], v);
+        }
+    }
+    let bits = u32::BITS - (n - 1).leading_zeros();
+    let mut keys: Vec<u128> = (0..n)
+        .map(|i| {
+            let v = data(i);
+            let g = group(v);
+            let key = (g as u128) << 112 | window(v, heads[g].1) >> 16;
+            key >> bits << bits | u128::from(i)
+        })
+        .collect();
+    keys.sort_unstable();
+    let index = |k: &u128| (k & ((1u128 << bits) - 1)) as u32;
+    let mut order: Vec<u32> = keys.iter().map(index).collect();
+    let mut at = 0;
+    for run in keys.chunk_by(|a, b| a >> bits == b >> bits) {
+        if run.len() > 1 {
+            // Equal windows, in the order of their bytes from here.
+            let mut tied: Vec<(u128, u32)> = run.iter().map(|k| (0, index(k))).collect();
+            sort_by_windows(data, &mut tied);
+            for (o, (_, i)) in order[at..].iter_mut().zip(tied) {
+                *o = i;
+            }
+        }
+        at += run.len();
+    }
+    order
 }
 
 /// Sorts `keyed` (a window of each value, the value's index) into the
@@ -335,6 +386,30 @@ pub(super) mod tests {
             if !picked.is_empty() {
                 admits_exactly(&values, &picked);
             }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+        /// Short values of zero, one and 0xff bytes after a prefix they
+        /// all share: they end before, within and after their group's two
+        /// bytes, and the sort puts them in the order of their bytes.
+        #[test]
+        fn values_ending_within_their_group_sort_in_order(
+            prefix in proptest::collection::vec(proptest::sample::select(vec![0u8, b'p', 0xff]), 0..3),
+            tails in proptest::collection::vec(
+                proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0xff]), 0..6), 1..40),
+        ) {
+            let values: Vec<Vec<u8>> = tails.iter().map(|t| [&prefix[..], t].concat()).collect();
+            let mut v = BytesValues::default();
+            v.extend(values.iter().map(|v| &v[..]), usize::MAX);
+            let Some(StagedBytes::Sorted { order, .. }) = v.finish() else {
+                panic!("kept values are sorted");
+            };
+            let got: Vec<&Vec<u8>> = order.iter().map(|i| &values[*i as usize]).collect();
+            let mut want: Vec<&Vec<u8>> = values.iter().collect();
+            want.sort();
+            proptest::prop_assert_eq!(got, want);
         }
     }
 
