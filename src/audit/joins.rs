@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::prepare::{read_failed, Prepared};
 use crate::check::{CheckedRules, Metric};
 use crate::error::Error;
-use crate::exec::join::{self, JoinResult, PublishedPart};
+use crate::exec::join::{self, IndexPlan, JoinResult, PublishedPart};
 use crate::plan::join::JoinPass;
 use crate::plan::PassKind;
 use crate::staged::reference::Dataset;
@@ -217,11 +217,20 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
                     let side = join::published_side(&p.ctx, &p.input, &parts, keys).await?;
                     if p.plan.join_engine {
                         match join::across_by_index_plan(&p.input, &parts, keys, &side)? {
-                            Ok(how) => {
+                            IndexPlan::Indexes(how) => {
                                 let _ = writeln!(out, "  {how}");
                                 continue;
                             }
-                            Err(why) => {
+                            IndexPlan::Footers(why, reading) => {
+                                let _ = writeln!(out, "  key indexes not used: {why}");
+                                let _ = writeln!(out, "  {reading}");
+                                let _ = writeln!(
+                                    out,
+                                    "  the rows read are probed with the distinct staged keys read for the indexes"
+                                );
+                                continue;
+                            }
+                            IndexPlan::Files(why) => {
                                 let _ = writeln!(out, "  key indexes not used: {why}");
                             }
                         }

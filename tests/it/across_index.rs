@@ -362,12 +362,19 @@ fn rising_keys_with_indexes_probe_the_pruned_rows_with_the_staged_keys() {
     );
     let zones = "the key zones in 40 index header(s) rule out 37 of 40 published partition(s)";
     assert!(log.matches(zones).count() >= 2, "{log}");
-    // `explain` says the same, and what the footers leave of the 3 days.
+    // `explain` says the same, and what the footers leave of the 3 days:
+    // what the run reads, not what they leave of the whole table.
     let out = explain(cwd, "99");
     let line = format!(
-        "{zones}: no staged key lies within them; the footers leave of the rest: 3 of 40 file(s)"
+        "{zones}: no staged key lies within them; of the rest, footer ranges of each published row group (and page, in files with a page index) compared with the sorted staged keys: reads 3 of 40 file(s)"
     );
     assert!(out.matches(&line).count() >= 2, "{out}");
+    let probed = "the rows read are probed with the distinct staged keys read for the indexes";
+    assert_eq!(
+        out.matches("footer ranges of each").count(),
+        out.matches(probed).count(),
+        "{out}"
+    );
 }
 
 /// `dqgate explain` of the staged directory `new` as `day=DAY`.

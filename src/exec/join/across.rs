@@ -34,40 +34,57 @@ pub fn across_on_engine(
     Ok(fingerprint_plan(staged, keys, &types, None)?.map(|_| keys::join::describe_fingerprinted()))
 }
 
+/// How `across published` runs when every other version has a key index
+/// (see [`across_by_index_plan`]).
+pub enum IndexPlan {
+    /// The indexes are read: how.
+    Indexes(String),
+    /// The footers leave little of the partitions the key zones leave
+    /// (keys that rise with time): why they win, and what they read of
+    /// those partitions, whose rows are probed with the staged keys read
+    /// for the indexes.
+    Footers(String, String),
+    /// The partitions' files are read as `across_on_engine` and the plan
+    /// say: why.
+    Files(String),
+}
+
 /// How `across published` runs through the key indexes of the published
-/// versions, for `explain`; `Err` says why it cannot (the partitions' files
-/// are then read as `across_on_engine` and the plan say).
+/// versions, for `explain`.
 pub fn across_by_index_plan(
     staged: &StagedInput,
     parts: &[PublishedPart],
     keys: &[String],
     side: &PublishedSide,
-) -> Result<Result<String, String>, ExecError> {
+) -> Result<IndexPlan, ExecError> {
     let types = across_types(staged, parts, keys)?;
     let mut indexes = match super::indexed::expected(staged, parts, keys, &types) {
         Ok(e) => e,
-        Err(why) => return Ok(Err(why)),
+        Err(why) => return Ok(IndexPlan::Files(why)),
     };
     let kept = side.kept(&mut indexes, parts);
-    let unreadable = indexes.unreadable(kept.pruned.is_some(), parts.len());
-    Ok(match kept.pruned_well().or(unreadable) {
-        // The footers win on the partitions the zones leave: say what
-        // they read of those, as the run probes only them.
-        Some(why) => Err(match (kept.describe(), &kept.pruned) {
-            (Some(zones), Some(p)) => format!(
-                "{why} ({zones}; the footers leave of the rest: {})",
-                p.counts.describe()
-            ),
-            _ => why,
-        }),
-        None => {
-            let how = super::indexed::describe(&indexes, parts.len());
-            Ok(match kept.describe() {
-                Some(zones) => format!("{zones}; the rest {how}"),
-                None => how,
-            })
-        }
-    })
+    if let (Some(why), Some(pruned)) = (kept.pruned_well(), &kept.pruned) {
+        let zones = kept
+            .describe()
+            .map(|z| format!("{z}; of the rest, "))
+            .unwrap_or_default();
+        return Ok(IndexPlan::Footers(
+            why,
+            zones + &PublishedSide::reading(pruned),
+        ));
+    }
+    Ok(
+        match indexes.unreadable(kept.pruned.is_some(), parts.len()) {
+            Some(why) => IndexPlan::Files(why),
+            None => {
+                let how = super::indexed::describe(&indexes, parts.len());
+                IndexPlan::Indexes(match kept.describe() {
+                    Some(zones) => format!("{zones}; the rest {how}"),
+                    None => how,
+                })
+            }
+        },
+    )
 }
 
 /// The semi-join frame of `across published` and the published side, or

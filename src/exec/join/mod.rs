@@ -30,7 +30,7 @@ use crate::value::Value;
 
 pub use crate::exec::published::PublishedPart;
 pub use across::{
-    across_by_index_plan, across_on_engine, across_published, across_published_frames,
+    across_by_index_plan, across_on_engine, across_published, across_published_frames, IndexPlan,
 };
 pub use indexed::key_index;
 pub use reference::{

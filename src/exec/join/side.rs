@@ -150,18 +150,21 @@ impl PublishedSide {
     /// How the published side is read, for `explain`.
     pub fn describe(&self) -> String {
         match &self.pruned {
-            Some(p) => {
-                let mut out = format!(
-                    "footer ranges of each published row group (and page, in files with a page index) compared with the sorted staged keys: reads {}",
-                    p.counts.describe()
-                );
-                for f in p.files_read(20) {
-                    out += &format!("\n    {f}");
-                }
-                out
-            }
+            Some(p) => Self::reading(p),
             None => "files outside the staged integer key range skipped".into(),
         }
+    }
+
+    /// What the footers leave to read of `pruned`, and its first files.
+    pub(super) fn reading(pruned: &published::Pruned) -> String {
+        let mut out = format!(
+            "footer ranges of each published row group (and page, in files with a page index) compared with the sorted staged keys: reads {}",
+            pruned.counts.describe()
+        );
+        for f in pruned.files_read(20) {
+            out += &format!("\n    {f}");
+        }
+        out
     }
 }
 
