@@ -65,6 +65,14 @@ fn each<T>(bounds: &[(&[u8], &[u8])], f: impl Fn(&[u8]) -> Option<T>) -> Option<
         .collect()
 }
 
+/// The two bytes of `v` after its first `at` (zero past its end), as a
+/// number: of values that share their first `at` bytes, a value's number
+/// never exceeds a greater value's.
+pub(crate) fn two_bytes_after(v: &[u8], at: usize) -> usize {
+    let byte = |i: usize| v.get(at + i).copied().unwrap_or(0) as usize;
+    (byte(0) << 8) | byte(1)
+}
+
 /// A non-empty bucket of values: where it is, its least and greatest
 /// value, and how many values it holds.
 #[derive(Clone, Copy)]
@@ -91,12 +99,7 @@ fn cut<'a>(
         .zip(greatest)
         .take_while(|(a, b)| a == b)
         .count();
-    // The two bytes after the shared prefix (0 past a value's end): a
-    // value's bucket never exceeds a greater value's.
-    let bucket = |v: &[u8]| {
-        let byte = |i: usize| v.get(shared + i).copied().unwrap_or(0) as usize;
-        (byte(0) << 8) | byte(1)
-    };
+    let bucket = |v: &[u8]| two_bytes_after(v, shared);
     let mut buckets: Vec<Option<Bucket>> = vec![None; 1 << 16];
     for v in values {
         let at = bucket(v);

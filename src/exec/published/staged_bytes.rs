@@ -213,10 +213,7 @@ fn window(data: &[u8], at: usize) -> u128 {
 fn sorted<'a>(data: &impl Fn(u32) -> &'a [u8], n: u32) -> Vec<u32> {
     let first = data(0);
     let shared = (1..n).fold(first.len(), |k, i| shared_len(&first[..k], data(i)));
-    let group = |v: &[u8]| {
-        let byte = |k: usize| v.get(shared + k).copied().unwrap_or(0);
-        usize::from(u16::from_be_bytes([byte(0), byte(1)]))
-    };
+    let group = |v: &[u8]| crate::keyindex::two_bytes_after(v, shared);
     // Each group's first value and the length of the prefix its values
     // share (at least the common prefix and the group's bytes, unless a
     // value ends before them).
