@@ -120,12 +120,38 @@ fn int_bytes(v: i128) -> [u8; 9] {
 
 /// The parts of an encoded key, as slices (an integer part with its tag);
 /// `None` when the bytes are not a key of `kinds`.
-pub(super) fn parts<'a>(kinds: &[Kind], mut key: &'a [u8]) -> Option<Vec<&'a [u8]>> {
+pub(super) fn parts<'a>(kinds: &[Kind], key: &'a [u8]) -> Option<Vec<&'a [u8]>> {
     if let [Kind::Text] = kinds {
         return Some(vec![key]);
     }
     let mut out = Vec::with_capacity(kinds.len());
-    for k in kinds {
+    each_part(kinds, key, |_, part| out.push(part))?;
+    Some(out)
+}
+
+/// Part `c` of an encoded key (see [`parts`]), without collecting the
+/// others; `None` when the bytes are not a key of `kinds`.
+pub(super) fn part<'a>(kinds: &[Kind], key: &'a [u8], c: usize) -> Option<&'a [u8]> {
+    if let [Kind::Text] = kinds {
+        return (c == 0).then_some(key);
+    }
+    let mut found = None;
+    each_part(kinds, key, |i, part| {
+        if i == c {
+            found = Some(part);
+        }
+    })?;
+    found
+}
+
+/// Calls `f(i, part)` for each part of an encoded key, in order; `None`
+/// when the bytes are not a key of `kinds`.
+fn each_part<'a>(
+    kinds: &[Kind],
+    mut key: &'a [u8],
+    mut f: impl FnMut(usize, &'a [u8]),
+) -> Option<()> {
+    for (i, k) in kinds.iter().enumerate() {
         let len = match k {
             Kind::Int => 9,
             Kind::Text => {
@@ -138,10 +164,10 @@ pub(super) fn parts<'a>(kinds: &[Kind], mut key: &'a [u8]) -> Option<Vec<&'a [u8
             return None;
         }
         let (part, rest) = key.split_at(len);
-        out.push(part);
+        f(i, part);
         key = rest;
     }
-    key.is_empty().then_some(out)
+    key.is_empty().then_some(())
 }
 
 /// The value of an integer part (9 bytes, see [`int_bytes`]).
@@ -271,6 +297,15 @@ mod tests {
                 vec![Value::Text("b".into()), Value::Int(1)],
             ]
         );
+        for key in &k {
+            let whole = parts(&kinds, key).unwrap();
+            for (c, p) in whole.iter().enumerate() {
+                assert_eq!(part(&kinds, key, c), Some(*p));
+            }
+            assert_eq!(part(&kinds, key, 2), None);
+            assert_eq!(part(&kinds, &key[..key.len() - 1], 0), None);
+        }
+        assert_eq!(part(&[Kind::Text], b"ab", 0), Some(&b"ab"[..]));
         assert_eq!(decode(&kinds, b"\x05\0\0\0ab"), None);
     }
 }

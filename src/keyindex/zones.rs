@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::canon::{int_of, parts, Kind};
+use super::canon::{int_of, part, Kind};
 
 /// At most this many zones a column.
 pub const ZONES: usize = 32;
@@ -42,7 +42,7 @@ pub fn of<'a>(kinds: &[Kind], keys: impl Iterator<Item = &'a [u8]> + Clone) -> V
         .map(|c| {
             let values = keys.clone().filter_map(move |key| match kinds.len() {
                 1 => Some(key),
-                _ => parts(kinds, key).map(|p| p[c]),
+                _ => part(kinds, key, c),
             });
             let bounds = cut(values, ZONES);
             match kinds[c] {
