@@ -121,9 +121,6 @@ fn int_bytes(v: i128) -> [u8; 9] {
 /// The parts of an encoded key, as slices (an integer part with its tag);
 /// `None` when the bytes are not a key of `kinds`.
 pub(super) fn parts<'a>(kinds: &[Kind], key: &'a [u8]) -> Option<Vec<&'a [u8]>> {
-    if let [Kind::Text] = kinds {
-        return Some(vec![key]);
-    }
     let mut out = Vec::with_capacity(kinds.len());
     each_part(kinds, key, |_, part| out.push(part))?;
     Some(out)
@@ -132,9 +129,6 @@ pub(super) fn parts<'a>(kinds: &[Kind], key: &'a [u8]) -> Option<Vec<&'a [u8]>> 
 /// Part `c` of an encoded key (see [`parts`]), without collecting the
 /// others; `None` when the bytes are not a key of `kinds`.
 pub(super) fn part<'a>(kinds: &[Kind], key: &'a [u8], c: usize) -> Option<&'a [u8]> {
-    if let [Kind::Text] = kinds {
-        return (c == 0).then_some(key);
-    }
     let mut found = None;
     each_part(kinds, key, |i, part| {
         if i == c {
@@ -145,12 +139,17 @@ pub(super) fn part<'a>(kinds: &[Kind], key: &'a [u8], c: usize) -> Option<&'a [u
 }
 
 /// Calls `f(i, part)` for each part of an encoded key, in order; `None`
-/// when the bytes are not a key of `kinds`.
+/// when the bytes are not a key of `kinds`. A key of one text column is
+/// its bytes alone, without a length.
 fn each_part<'a>(
     kinds: &[Kind],
     mut key: &'a [u8],
     mut f: impl FnMut(usize, &'a [u8]),
 ) -> Option<()> {
+    if let [Kind::Text] = kinds {
+        f(0, key);
+        return Some(());
+    }
     for (i, k) in kinds.iter().enumerate() {
         let len = match k {
             Kind::Int => 9,

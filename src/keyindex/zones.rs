@@ -40,10 +40,7 @@ pub enum Zones {
 pub fn of<'a>(kinds: &[Kind], keys: impl Iterator<Item = &'a [u8]> + Clone) -> Vec<Option<Zones>> {
     (0..kinds.len())
         .map(|c| {
-            let values = keys.clone().filter_map(move |key| match kinds.len() {
-                1 => Some(key),
-                _ => part(kinds, key, c),
-            });
+            let values = keys.clone().filter_map(move |key| part(kinds, key, c));
             let bounds = cut(values, ZONES);
             match kinds[c] {
                 Kind::Int => each(&bounds, int_of).map(Zones::Int),
