@@ -108,12 +108,18 @@ pub fn pack(
             let mut values = Vec::new();
             pack_plain(form, plus, dict.values(), &mut values)?;
             let keys = dict.keys();
-            out.extend(
-                dict.normalized_keys()
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, k)| if keys.is_valid(i) { values[k] } else { 0 }),
-            );
+            if values.is_empty() {
+                // No value at all: every row is null (arrow's
+                // `normalized_keys` refuses an empty dictionary).
+                out.resize(column.len(), 0);
+            } else {
+                out.extend(
+                    dict.normalized_keys()
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, k)| if keys.is_valid(i) { values[k] } else { 0 }),
+                );
+            }
             Ok(())
         }
         _ => pack_plain(form, plus, column, out),
@@ -525,6 +531,23 @@ mod tests {
         assert_eq!(w[1], 0, "the null code");
         assert_eq!(unpack(upper7, true, w[0]), Value::Text("0A1B2C3".into()));
         assert_eq!(unpack(upper7, true, 0), Value::Null);
+    }
+
+    /// A dictionary column of only nulls may have no values at all (a
+    /// page of nulls decodes so): its rows pack as nulls, no panic.
+    #[test]
+    fn a_dictionary_without_values_packs_as_nulls() {
+        let keys = datafusion::arrow::array::Int8Array::from(vec![None, None, None]);
+        let values: ArrayRef = Arc::new(StringArray::from(Vec::<&str>::new()));
+        let dict: ArrayRef = Arc::new(DictionaryArray::<Int8Type>::try_new(keys, values).unwrap());
+        assert_eq!(packed(LOWER32, true, dict.clone()), Ok(vec![0, 0, 0]));
+        let mut out = Vec::new();
+        assert_eq!(
+            pack(LOWER32, false, true, &dict, &mut out),
+            Err(Misfit("null".into()))
+        );
+        assert_eq!(pack(LOWER32, false, false, &dict, &mut out), Ok(()));
+        assert_eq!(out, vec![0, 0, 0]);
     }
 
     /// The AVX2 word and check agree with the portable ones, one wrong
