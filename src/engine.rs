@@ -86,7 +86,12 @@ pub fn session(opts: &EngineOptions) -> Result<SessionContext, datafusion::error
     }
     let ctx = SessionContext::new_with_config_rt(config, Arc::new(runtime.build()?));
     match &opts.engine {
-        Engine::Local => Ok(ctx),
+        Engine::Local => {
+            // Local files through reused buffers (see `exec::pooled`).
+            let file = url::Url::parse("file://").expect("a valid URL");
+            ctx.register_object_store(&file, Arc::new(crate::exec::pooled::PooledLocal::new()));
+            Ok(ctx)
+        }
         Engine::Ballista(scheduler) => crate::exec::ballista::client(ctx, scheduler),
     }
 }

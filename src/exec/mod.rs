@@ -13,6 +13,7 @@ mod error;
 pub mod explain;
 pub mod join;
 pub mod keys;
+pub mod pooled;
 pub mod progress;
 pub mod published;
 pub mod scan;
