@@ -193,10 +193,16 @@ impl ObjectStore for PooledLocal {
         }
         let path = self.inner.path_to_filesystem(location)?;
         let (owned, pool) = (ranges.to_vec(), self.pool.clone());
-        let read = tokio::task::spawn_blocking(move || read_ranges(&path, &owned, &pool)).await;
+        let read = move || read_ranges(&path, &owned, &pool);
+        // Off the async workers when there is a runtime, as the local store
+        // does; inline otherwise.
+        let read = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime.spawn_blocking(read).await.ok().flatten(),
+            Err(_) => read(),
+        };
         match read {
-            Ok(Some(bytes)) => Ok(bytes),
-            _ => self.inner.get_ranges(location, ranges).await,
+            Some(bytes) => Ok(bytes),
+            None => self.inner.get_ranges(location, ranges).await,
         }
     }
 
@@ -305,6 +311,24 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, object_store::Error::NotFound { .. }), "{err}");
+    }
+
+    /// Polled outside a Tokio runtime, the read runs inline.
+    #[test]
+    fn ranges_read_without_a_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..2 * POOLED_FROM as usize)
+            .map(|i| (i % 253) as u8)
+            .collect();
+        let file = dir.path().join("f.bin");
+        std::fs::write(&file, &data).unwrap();
+        let store = PooledLocal::new();
+        let location = Path::from_filesystem_path(&file).unwrap();
+        let whole = 0..data.len() as u64;
+        let got =
+            futures::executor::block_on(store.get_ranges(&location, std::slice::from_ref(&whole)))
+                .unwrap();
+        assert_eq!(got[0].as_ref(), data.as_slice());
     }
 
     /// The pool keeps at most `KEEP` buffers and `KEEP_BYTES` bytes, the
