@@ -82,6 +82,22 @@ pub fn delta_pause() {
     }
 }
 
+/// The variable `$name`, parsed: `None` when it is unset or does not
+/// parse, and always in a build without test hooks, which then holds no
+/// `DQGATE_TEST_*` name (a function taking the name would keep it).
+#[cfg(feature = "test-hooks")]
+macro_rules! parsed {
+    ($name:literal) => {
+        std::env::var($name).ok().and_then(|s| s.parse().ok())
+    };
+}
+#[cfg(not(feature = "test-hooks"))]
+macro_rules! parsed {
+    ($name:literal) => {
+        None
+    };
+}
+
 /// `DQGATE_TEST_KEY_STRATEGY`: the key engine strategy every key check is
 /// forced to use (its name, parsed by the planner).
 pub fn key_strategy() -> Option<String> {
@@ -94,12 +110,14 @@ pub fn key_strategy() -> Option<String> {
 /// `DQGATE_TEST_FINGERPRINT_BITS`: how many bits of each key fingerprint to
 /// keep, so that many keys collide.
 pub fn fingerprint_bits() -> Option<u32> {
-    #[cfg(feature = "test-hooks")]
-    return std::env::var("DQGATE_TEST_FINGERPRINT_BITS")
-        .ok()
-        .and_then(|s| s.parse().ok());
-    #[cfg(not(feature = "test-hooks"))]
-    None
+    parsed!("DQGATE_TEST_FINGERPRINT_BITS")
+}
+
+/// `DQGATE_TEST_LOOKUP_KEYS`: the most distinct keys the fingerprinted
+/// reference lookup probes in place, so that small files take the spread
+/// lookup too.
+pub fn lookup_keys() -> Option<usize> {
+    parsed!("DQGATE_TEST_LOOKUP_KEYS")
 }
 
 /// Whether the failed-rows passes push their predicates into the Parquet

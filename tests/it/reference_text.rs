@@ -4,9 +4,11 @@
 //! and 17 bytes, multi-byte UTF-8 included), nulls on both sides, the four
 //! Arrow layouts of text, composites with an integer part, and
 //! fingerprints cut to a few bits so that nearly every key collides.
-//! Verdicts are byte-identical, samples included. A reference of more
-//! rows than the lookup keeps, and staged keys that outgrow it, go to
-//! DataFusion's anti-join with the same verdict.
+//! Verdicts are byte-identical, samples included, whether the lookup
+//! probes its table in place or spreads both sides into radix partitions
+//! (`DQGATE_TEST_LOOKUP_KEYS=0` forces the spread lookup on small files).
+//! A reference of more rows than the in-place table keeps, and staged keys
+//! that outgrow it, are spread with the same verdict.
 
 use std::fs;
 use std::path::Path;
@@ -32,6 +34,12 @@ fn check(cwd: &Path, staged: &Path, grouped: bool, env: &[(&str, &str)]) -> (Str
 }
 
 const ENGINE: &str = "staged row(s) whose key is not there";
+
+/// Every fingerprinted lookup spread into radix partitions.
+const SPREAD: (&str, &str) = ("DQGATE_TEST_LOOKUP_KEYS", "0");
+
+/// What the spread lookup's `-v` line says.
+const SPREAD_LOG: &str = "radix partitions:";
 
 #[test]
 fn text_reference_lookups_on_the_engine_give_the_grouped_verdict() {
@@ -81,6 +89,12 @@ fn text_reference_lookups_on_the_engine_give_the_grouped_verdict() {
         let (collided, log) = check(cwd, &staged, false, &bits);
         assert_eq!(collided, grouped, "seed {seed}, colliding");
         assert!(log.contains(ENGINE), "{log}");
+        let (spread, log) = check(cwd, &staged, false, &[SPREAD]);
+        assert_eq!(spread, grouped, "seed {seed}, spread");
+        assert_eq!(log.matches(SPREAD_LOG).count(), 3, "spread:\n{log}");
+        let (spread, log) = check(cwd, &staged, false, &[SPREAD, bits[0]]);
+        assert_eq!(spread, grouped, "seed {seed}, spread and colliding");
+        assert_eq!(log.matches(SPREAD_LOG).count(), 3, "spread:\n{log}");
     }
 }
 
@@ -132,6 +146,10 @@ fn keys_that_differ_in_one_byte_are_told_apart_when_every_fingerprint_collides()
         );
         assert_eq!(got, grouped, "{bits} bit(s) of fingerprint");
         assert!(log.contains(ENGINE), "{log}");
+        let env = [("DQGATE_TEST_FINGERPRINT_BITS", bits), SPREAD];
+        let (got, log) = check(cwd, &staged, false, &env);
+        assert_eq!(got, grouped, "{bits} bit(s) of fingerprint, spread");
+        assert!(log.contains(SPREAD_LOG), "{log}");
     }
 }
 
@@ -148,11 +166,11 @@ fn text_file(dir: &Path, values: impl Iterator<Item = String>) {
     w.close().unwrap();
 }
 
-/// A reference of more rows than the lookup keeps goes to DataFusion at
+/// A reference of more rows than the in-place table keeps is spread at
 /// once; staged keys that outgrow it in a scan task send the lookup there
 /// too. Same verdict either way, and `-v` says why.
 #[test]
-fn lookups_beyond_the_engines_table_are_datafusions() {
+fn lookups_beyond_the_in_place_table_are_spread() {
     let tmp = tempfile::tempdir().unwrap();
     let cwd = tmp.path();
     let key = |i: usize| format!("K-{i:07}-{}", i % 7);
@@ -168,26 +186,59 @@ fn lookups_beyond_the_engines_table_are_datafusions() {
          check values(s) in big(s)\ncheck values(s) in small(s)\n",
     )
     .unwrap();
-    // Few distinct staged keys: the small reference on the engine, the big
-    // one (more rows than the lookup keeps) on DataFusion.
+    // Few distinct staged keys: the small reference in place, the big one
+    // (more rows than the in-place table keeps) spread.
     let few = cwd.join("few");
     text_file(&few, (0..5000).map(|i| key(i * 7919 % 1100)));
     let (grouped, _) = check(cwd, &few, true, &[]);
     assert!(grouped.contains("\"fail\""), "{grouped}");
     let (got, log) = check(cwd, &few, false, &[]);
     assert_eq!(got, grouped);
-    assert_eq!(log.matches(ENGINE).count(), 1, "{log}");
-    assert!(log.contains("rows, more than the 262144 keys"), "{log}");
-    // Many distinct staged keys: the engine's table for the small
-    // reference gives up, and DataFusion's anti-join answers.
+    assert_eq!(log.matches(ENGINE).count(), 2, "{log}");
+    assert_eq!(log.matches(SPREAD_LOG).count(), 1, "{log}");
+    assert!(
+        log.contains("the reference has 300000 rows, more than the 262144 keys"),
+        "{log}"
+    );
+    // Many distinct staged keys: the in-place table for the small
+    // reference gives up, and the spread lookup answers both.
     let many = cwd.join("many");
     text_file(&many, (0..300_000).rev().map(key));
     let (grouped, _) = check(cwd, &many, true, &[]);
+    assert!(grouped.contains("\"fail\""), "{grouped}");
     let (got, log) = check(cwd, &many, false, &[]);
     assert_eq!(got, grouped);
-    assert!(!log.contains(ENGINE), "{log}");
+    assert_eq!(log.matches(SPREAD_LOG).count(), 2, "{log}");
     assert!(
         log.contains("more than 262144 distinct staged keys"),
+        "{log}"
+    );
+    // A memory limit under what the spread lookup's partitions need (about
+    // 9 MB here), above what DataFusion's anti-join needs: the anti-join
+    // answers, with the same verdict.
+    fs::write(
+        cwd.join("rules.dq"),
+        "table t\nreference big at 'big'\ncheck values(s) in big(s)\n",
+    )
+    .unwrap();
+    let third = cwd.join("third");
+    let absent = ["K-9999999-0".to_string(), "zz".to_string()];
+    text_file(&third, (0..300_000).step_by(3).map(key).chain(absent));
+    let (grouped, _) = check(cwd, &third, true, &[]);
+    assert!(grouped.contains("\"value\": 2"), "{grouped}");
+    let (got, log) = check(cwd, &third, false, &[]);
+    assert_eq!(got, grouped);
+    assert!(log.contains(SPREAD_LOG), "{log}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dqgate"));
+    cmd.current_dir(cwd)
+        .args(["check", "rules.dq", "--staged"])
+        .arg(&third)
+        .args(["--format", "json", "--threads", "2", "-v"])
+        .args(["--memory-limit", "4MB"]);
+    let (got, log) = verdict_and_log(&mut cmd);
+    assert_eq!(got, grouped);
+    assert!(
+        log.contains("DataFusion's anti-join, not the key engine's lookup: the memory pool refuses the keys' partitions"),
         "{log}"
     );
 }

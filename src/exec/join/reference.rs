@@ -78,14 +78,16 @@ pub fn reference_on_engine(
     if let Some(p) = keys::join::packing_for(staged, &lookup.columns, &lookup.key_types) {
         return Ok(Some(keys::join::describe(&p)));
     }
-    if reference_rows(reference) > LOOKUP_KEYS as u64 {
-        return Ok(None);
-    }
+    let most = lookup_keys();
     Ok(fingerprint_plan(staged, &lookup.columns, &lookup.key_types, None)?.map(|_| {
-        format!(
-            "{}; DataFusion's anti-join instead if a scan task meets more than {LOOKUP_KEYS} distinct staged keys",
-            keys::join::describe_fingerprinted()
-        )
+        if reference_rows(reference) > most as u64 {
+            keys::join::describe_spread()
+        } else {
+            format!(
+                "{}; spread into radix partitions instead if a scan task meets more than {most} distinct staged keys",
+                keys::join::describe_fingerprinted()
+            )
+        }
     }))
 }
 
@@ -93,13 +95,17 @@ fn reference_rows(reference: &Dataset) -> u64 {
     reference.parts.iter().map(|p| p.input.row_count()).sum()
 }
 
-/// The most distinct keys the engine's fingerprinted lookup keeps: a
-/// reference of more rows goes to DataFusion's anti-join at once, and so
-/// does a lookup whose staged keys outgrow it in a scan task. Measured at
-/// 10M staged rows of text keys, 2 threads: 200,000 distinct keys 0.34 to
-/// 0.49 s against DataFusion's 0.62 to 0.84 s; 500,000 and 1M about even,
-/// at twice the memory; 3M and 10M slower (`benches/README.md`).
-const LOOKUP_KEYS: usize = 1 << 18;
+/// The most distinct keys the engine's fingerprinted lookup keeps in the
+/// table it probes in place: a reference of more rows goes to the spread
+/// lookup (both sides radix-partitioned) at once, and so does a lookup
+/// whose staged keys outgrow it in a scan task. Measured at 10M staged
+/// rows of text keys, 2 threads: 200,000 distinct keys 0.34 to 0.49 s in
+/// place against DataFusion's 0.62 to 0.84 s; 500,000 and 1M about even,
+/// at twice the memory; 3M and 10M slower (`benches/README.md`). A test
+/// build takes another bound from `DQGATE_TEST_LOOKUP_KEYS`.
+fn lookup_keys() -> usize {
+    crate::hooks::lookup_keys().unwrap_or(1 << 18)
+}
 
 /// Staged rows whose key is absent from the reference, and the top keys.
 /// With `engine`, the key engine runs it: by packed words when the key
@@ -126,29 +132,57 @@ pub async fn not_in_reference(
         };
         let want = keys::join::Want::Missing;
         let (columns, types) = (&lookup.columns, &lookup.key_types);
+        let most = lookup_keys();
         joined = match fingerprint_plan(staged, columns, types, bits)? {
-            Some(_) if reference_rows > LOOKUP_KEYS as u64 => {
-                gave_up = Some(format!(
-                    "the reference has {reference_rows} rows, more than the {LOOKUP_KEYS} keys the key engine's lookup keeps"
-                ));
-                None
-            }
             Some(plan) => {
-                let plan = plan.with_most_keys(LOOKUP_KEYS);
-                let side = super::staged_side(ctx, staged, columns)?;
-                match keys::join::build_fingerprinted(ctx, side, &plan, label).await {
-                    Ok(Some(built)) => {
-                        Some(keys::join::probe_fingerprinted(built, other()?, want, label).await?)
+                // Why the lookup is spread, when it is.
+                let mut spread_because = None;
+                let in_place = if reference_rows > most as u64 {
+                    spread_because = Some(format!(
+                        "the reference has {reference_rows} rows, more than the {most} keys the in-place table keeps"
+                    ));
+                    None
+                } else {
+                    let plan = plan.clone().with_most_keys(most);
+                    let side = super::staged_side(ctx, staged, columns)?;
+                    match keys::join::build_fingerprinted(ctx, side, &plan, label).await {
+                        Ok(Some(built)) => Some(
+                            keys::join::probe_fingerprinted(built, other()?, want, label).await?,
+                        ),
+                        Ok(None) => {
+                            spread_because =
+                                Some("the memory pool refuses the in-place table".into());
+                            None
+                        }
+                        Err(ExecError::GaveUp(keys::GaveUp::TooManyKeys(most))) => {
+                            spread_because = Some(format!(
+                                "more than {most} distinct staged keys, the most the in-place table keeps"
+                            ));
+                            None
+                        }
+                        Err(e) => return Err(e),
                     }
-                    Ok(None) => {
-                        gave_up = Some("the memory pool refuses the staged keys' table".into());
-                        None
+                };
+                match in_place {
+                    Some(joined) => Some(joined),
+                    None => {
+                        let side = super::staged_side(ctx, staged, columns)?;
+                        let spread =
+                            keys::join::missing_spread(ctx, side, other()?, &plan, label).await?;
+                        match spread {
+                            Some(mut j) => {
+                                if let Some(why) = spread_because {
+                                    j.passes.insert(0, format!("spread lookup: {why}"));
+                                }
+                                Some(j)
+                            }
+                            None => {
+                                gave_up =
+                                    Some("the memory pool refuses the keys' partitions".into());
+                                None
+                            }
+                        }
                     }
-                    Err(ExecError::GaveUp(keys::GaveUp::TooManyKeys(most))) => {
-                        gave_up = Some(format!("more than {most} distinct staged keys"));
-                        None
-                    }
-                    Err(e) => return Err(e),
                 }
             }
             None => on_engine(ctx, staged, columns, types, other, want, label).await?,

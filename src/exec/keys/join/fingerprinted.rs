@@ -47,13 +47,13 @@ use crate::value::Value;
 /// expected to cost.
 #[derive(Debug, Clone)]
 pub struct Fingerprinted {
-    staged: Vec<DataType>,
-    compared: Vec<DataType>,
+    pub(super) staged: Vec<DataType>,
+    pub(super) compared: Vec<DataType>,
     /// Expected bytes of one staged key, from the footers.
-    key_bytes: u64,
+    pub(super) key_bytes: u64,
     /// The test-only collision switch: keep only this many bits of each
     /// fingerprint.
-    bits: Option<u32>,
+    pub(super) bits: Option<u32>,
     /// The most distinct staged keys a scan task's table may hold: past
     /// it, the build gives up ([`GaveUp::TooManyKeys`]).
     most_keys: Option<usize>,
@@ -365,7 +365,7 @@ pub(super) async fn probe(
 }
 
 /// `columns` cast to `types` where they differ.
-fn as_types(columns: &[ArrayRef], types: &[DataType]) -> Result<Vec<ArrayRef>, Error> {
+pub(super) fn as_types(columns: &[ArrayRef], types: &[DataType]) -> Result<Vec<ArrayRef>, Error> {
     columns
         .iter()
         .zip(types)
@@ -384,7 +384,7 @@ fn as_types(columns: &[ArrayRef], types: &[DataType]) -> Result<Vec<ArrayRef>, E
 impl Form {
     /// Calls `f` with the key bytes of each of `rows` (of `columns`, cast
     /// to the compared types).
-    fn each_key(
+    pub(super) fn each_key(
         &self,
         columns: &[ArrayRef],
         rows: impl Iterator<Item = usize>,
@@ -412,7 +412,7 @@ impl Form {
     }
 
     /// The keys of `entries` as values of the `staged` types.
-    fn decode(
+    pub(super) fn decode(
         &self,
         set: &KeySet,
         entries: &[u32],

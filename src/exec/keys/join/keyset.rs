@@ -109,6 +109,27 @@ impl KeySet {
         &self.bytes[start as usize..start as usize + len as usize]
     }
 
+    pub(super) fn fingerprint(&self, e: u32) -> u64 {
+        self.entries[e as usize].fp
+    }
+
+    /// Empties the set for `keys` keys of `bytes` bytes in all. A table
+    /// of about the size they need is kept and zeroed in place, so that a
+    /// set filled partition after partition maps its table once.
+    pub(super) fn reset(&mut self, keys: usize, bytes: usize) {
+        self.entries.clear();
+        self.rows.clear();
+        self.bytes.clear();
+        let want = (keys * 4).div_ceil(3).next_power_of_two().max(1024);
+        match &mut self.table {
+            Some(t) if (want..=want * 4).contains(&(t.words().len() / SLOT_WORDS)) => {
+                t.words_mut().fill(0);
+            }
+            _ => self.table = Some(Slab::new(want * SLOT_WORDS)),
+        }
+        self.reserve(keys, bytes);
+    }
+
     /// Where `key` (fingerprint `fp`, head `head`) is: `Ok(slot)`, or
     /// `Err(slot)`, the empty slot it would take.
     #[inline]
@@ -292,6 +313,33 @@ mod tests {
         let e = set.find(7, &long(b'y')).expect("found");
         assert_eq!((set.key(e), set.rows[e as usize]), (&long(b'y')[..], 3));
         assert!(set.find(7, &long(b'w')).is_none());
+    }
+
+    /// A set emptied for the next partition keeps a table of about the size
+    /// it needs, finds none of the keys before, and counts the new ones
+    /// from zero; a set for many more keys maps a larger table.
+    #[test]
+    fn a_reset_set_holds_only_the_keys_after_it() {
+        let mut set = KeySet::default();
+        set.reset(3000, 3000 * 8);
+        let slots = set.slots().len();
+        for i in 0..3000u64 {
+            set.add(i, format!("a-{i}").as_bytes(), 2);
+        }
+        set.reset(2900, 2900 * 8);
+        assert_eq!(set.slots().len(), slots, "the table is kept");
+        assert!(set.slots().iter().all(|s| s.entry == 0));
+        for i in 0..2900u64 {
+            set.add(i, format!("b-{i}").as_bytes(), 1);
+        }
+        set.add(7, b"b-7", 1);
+        set.finish();
+        assert_eq!(set.entries.len(), 2900);
+        assert!(set.find(5, b"a-5").is_none());
+        let e = set.find(7, b"b-7").expect("found");
+        assert_eq!((set.rows[e as usize], set.fingerprint(e)), (2, 7));
+        set.reset(100_000, 0);
+        assert!(set.slots().len() > slots * 4);
     }
 
     /// Keys whose fingerprints collide are kept apart and found exactly.

@@ -27,6 +27,9 @@
 //!   (text of any shape, composites with a text part): the distinct staged
 //!   keys exact, by fingerprint, with their rows, probed by the other side
 //!   while it streams; `keyset` is their table.
+//! - `spread`: [`Want::Missing`] of fingerprinted keys too many for that
+//!   table: both sides spread into radix partitions by fingerprint, with
+//!   their bytes, and joined partition by partition.
 //!
 //! This file picks the packing and the way a pass runs.
 
@@ -36,6 +39,7 @@ mod job;
 mod keyset;
 mod partitioned;
 mod probe;
+mod spread;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::execution::memory_pool::MemoryConsumer;
@@ -54,6 +58,7 @@ pub use bitmap::BITMAP_BITS;
 pub use fingerprinted::{describe_fingerprinted, fingerprinted_for, Fingerprinted, StagedKeys};
 pub use job::{Joined, Side, SideInput, Want};
 pub use probe::PROBE_ROWS;
+pub use spread::{describe_spread, missing_spread};
 
 /// The packing a join on the staged `columns` runs with, or `None` when the
 /// engine cannot run it: a part is not fixed-width, is a float (whose NaN

@@ -1,0 +1,375 @@
+//! The fingerprinted lookup of many keys: `values(k) in REF(k)` whose
+//! reference, or whose distinct staged keys, are too many for the table
+//! that `fingerprinted` probes in place (each probe of a table of millions
+//! of keys is a few cache misses). Both sides are spread by fingerprint
+//! into radix partitions, each key as a record of its fingerprint, length
+//! and bytes; a larger other side through a filter of the staged
+//! fingerprints.
+//! Each partition is then joined on its own, in parallel, in a core's
+//! cache: its staged keys counted in a [`KeySet`], the other side's keys
+//! looked up in it.
+//!
+//! Exactness never depends on the hash: a staged key is found only when an
+//! other-side key's bytes equal it, and keys whose fingerprints collide go
+//! to the same partition and sit in its set side by side.
+//!
+//! Memory: both sides' records (12 bytes and the key's bytes a row, the
+//! other side's only for the rows that pass the filter), reserved from the
+//! pool before the scans; when the pool refuses, the caller falls back to
+//! DataFusion's anti-join.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::prelude::SessionContext;
+
+use super::fingerprinted::{as_types, Fingerprinted};
+use super::job::{side_streams, Joined, Side};
+use super::keyset::KeySet;
+use super::probe::{each_passing, filter_spot};
+use crate::exec::keys::encode;
+use crate::exec::keys::key::Key;
+use crate::exec::keys::tasks::{scan, threads};
+use crate::exec::keys::verify::Form;
+use crate::exec::ExecError as Error;
+use crate::exec::SAMPLES;
+
+/// Bytes of a record before its key: the fingerprint and the key's length.
+const HEAD: usize = 12;
+
+/// Staged keys a partition is meant to hold: its set (slots, entries and
+/// bytes) then stays in a core's own cache.
+const PARTITION_KEYS: u64 = 16 << 10;
+
+/// Partitions for `staged` staged rows: a power of two, 16 to 1,024. At
+/// 10M staged rows of 26-byte keys against a reference of as many, 64,
+/// 256, 1,024 and 2,048 partitions all took 1.5 to 1.7 s: fewer make the
+/// scans cheaper (each task's appends spread over fewer pages) and the
+/// joins dearer (a partition's set falls out of the core's cache).
+fn partitions_for(staged: u64) -> usize {
+    (staged / PARTITION_KEYS)
+        .next_power_of_two()
+        .clamp(16, 1024) as usize
+}
+
+/// Bits of the filter of staged fingerprints: about 8 a staged row, 2^16
+/// to 2^28 (32 MiB), three of them set a key (see `probe`).
+fn filter_bits(rows: u64) -> u32 {
+    (rows.max(1) * 8)
+        .next_power_of_two()
+        .trailing_zeros()
+        .clamp(16, 28)
+}
+
+/// One side's keys, by partition: each partition's records end to end.
+struct Records {
+    parts: Vec<Vec<u8>>,
+    /// Records of each partition.
+    counts: Vec<u32>,
+    /// 64 minus the bits of a partition's number.
+    shift: u32,
+}
+
+impl Records {
+    fn new(partitions: usize, bytes_each: usize) -> Records {
+        Records {
+            parts: (0..partitions)
+                .map(|_| Vec::with_capacity(bytes_each))
+                .collect(),
+            counts: vec![0; partitions],
+            shift: 64 - partitions.trailing_zeros(),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, fp: u64, key: &[u8]) {
+        let p = partition_of(fp, self.shift);
+        let part = &mut self.parts[p];
+        part.extend_from_slice(&fp.to_le_bytes());
+        part.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        part.extend_from_slice(key);
+        self.counts[p] += 1;
+    }
+
+    fn bytes(&self) -> usize {
+        self.parts.iter().map(Vec::capacity).sum()
+    }
+}
+
+/// The partition of a key with fingerprint `fp` (the mixed fingerprint's
+/// high bits; the set in a partition takes its slot from the low bits).
+#[inline]
+fn partition_of(fp: u64, shift: u32) -> usize {
+    fp.mix().checked_shr(shift).unwrap_or(0) as usize
+}
+
+/// Calls `f` with the fingerprint and bytes of each record of `part`.
+fn each_record(part: &[u8], mut f: impl FnMut(u64, &[u8])) {
+    let mut at = 0;
+    while at < part.len() {
+        let fp = u64::from_le_bytes(part[at..at + 8].try_into().expect("8 bytes"));
+        let len = u32::from_le_bytes(part[at + 8..at + HEAD].try_into().expect("4 bytes")) as usize;
+        f(fp, &part[at + HEAD..at + HEAD + len]);
+        at += HEAD + len;
+    }
+}
+
+/// How the engine runs a lookup of many fingerprinted keys, for `explain`.
+pub fn describe_spread() -> String {
+    "by the key engine: both sides' keys spread by 64-bit fingerprint into radix partitions with their bytes (a reference larger than the staged side through a filter of the staged fingerprints first), and each partition's keys compared as bytes in a set in a core's cache; DataFusion's anti-join instead if the memory pool refuses the partitions".into()
+}
+
+/// The staged rows whose key `other` lacks (see the module), or `None`
+/// when the pool refuses the records' memory.
+pub async fn missing_spread(
+    ctx: &SessionContext,
+    staged: Side,
+    other: Side,
+    plan: &Fingerprinted,
+    label: &str,
+) -> Result<Option<Joined>, Error> {
+    // A key's rows are counted in 32 bits.
+    if staged.rows > u64::from(u32::MAX) {
+        return Ok(None);
+    }
+    let started = Instant::now();
+    let threads = threads(ctx);
+    let partitions = partitions_for(staged.rows);
+    let record = (HEAD as u64 + plan.key_bytes) as usize;
+    // The other side goes through a filter of the staged fingerprints only
+    // when it is the larger: then most of its keys are dropped before they
+    // cost a record. A side no larger would keep most of its keys, and
+    // each would cost a filter test (a cache miss) for nothing.
+    let filtered = other.rows > staged.rows;
+    let filter_bits = filter_bits(staged.rows);
+    let filter_words = if filtered {
+        1usize << (filter_bits - 6)
+    } else {
+        0
+    };
+    // The other side's records: all of them, or (filtered) about as many
+    // as the staged side's and the few false positives.
+    let others_kept = if filtered {
+        other.rows.min(staged.rows + other.rows / 32)
+    } else {
+        other.rows
+    };
+    let pool = &ctx.runtime_env().memory_pool;
+    let reservation = MemoryConsumer::new("dqgate spread lookup").register(pool);
+    let records = (staged.rows + others_kept) as usize * record;
+    if reservation
+        .try_grow(records / 10 * 11 + filter_words * 8)
+        .is_err()
+    {
+        return Ok(None);
+    }
+    let form = Arc::new(Form::of(&plan.compared)?);
+    let (compared, bits) = (plan.compared.clone(), plan.bits);
+
+    // The staged side. Each scan task's partitions start with room for
+    // their share of its records (and so do the other side's below).
+    let room = |rows: u64, tasks: usize| {
+        (rows as usize).div_ceil(tasks.max(1) * partitions) * record * 11 / 10
+    };
+    let staged_rows = staged.rows;
+    let (streams, bar) = side_streams(staged, label).await?;
+    let share = room(staged_rows, streams.len());
+    let (types, shape) = (compared.clone(), form.clone());
+    let stageds = scan(
+        streams,
+        move || (Records::new(partitions, share), Vec::new()),
+        move |(records, hashes): &mut (Records, Vec<u64>), columns| {
+            let columns = as_types(columns, &types)?;
+            encode::fingerprints(&columns, bits, hashes).map_err(Error::Fingerprint)?;
+            let counted = encode::counted_rows(&columns, false);
+            let rows =
+                (0..hashes.len()).filter(|&i| counted.as_ref().is_none_or(|c| c.is_valid(i)));
+            shape.each_key(&columns, rows, |i, key| records.push(hashes[i], key))
+        },
+    )
+    .await?;
+    drop(bar);
+    let stageds: Vec<Records> = stageds.into_iter().map(|(r, _)| r).collect();
+    // The filter's word of a fingerprint is picked by the high bits of its
+    // mix, as its partition is: built partition by partition, it is
+    // written a small block at a time.
+    let shift = 64 - (filter_bits - 6);
+    let mut filter = vec![0u64; filter_words];
+    if filtered {
+        for p in 0..partitions {
+            for s in &stageds {
+                each_record(&s.parts[p], |fp, _| {
+                    let (w, m) = filter_spot(fp.mix(), shift);
+                    filter[w] |= m;
+                });
+            }
+        }
+    }
+    let filter = Arc::new(filter);
+
+    // The other side, through the filter when there is one.
+    let (streams, bar) = side_streams(other, &format!("{label}, other side")).await?;
+    let share = room(others_kept, streams.len());
+    let (types, shape) = (compared.clone(), form.clone());
+    let others = scan(
+        streams,
+        move || {
+            (
+                Records::new(partitions, share),
+                Vec::new(),
+                Vec::new(),
+                0u64,
+            )
+        },
+        move |(records, hashes, hit, read): &mut (Records, Vec<u64>, Vec<u32>, u64), columns| {
+            let columns = as_types(columns, &types)?;
+            *read += columns.first().map_or(0, |c| c.len()) as u64;
+            encode::fingerprints(&columns, bits, hashes).map_err(Error::Fingerprint)?;
+            let counted = encode::counted_rows(&columns, false);
+            let counted = |i: usize| counted.as_ref().is_none_or(|c| c.is_valid(i));
+            if !filtered {
+                let rows = (0..hashes.len()).filter(|&i| counted(i));
+                return shape.each_key(&columns, rows, |i, key| records.push(hashes[i], key));
+            }
+            hit.clear();
+            each_passing(&filter, shift, hashes, |i| {
+                if counted(i) {
+                    hit.push(i as u32);
+                }
+            });
+            let rows = hit.iter().map(|&i| i as usize);
+            shape.each_key(&columns, rows, |i, key| records.push(hashes[i], key))
+        },
+    )
+    .await?;
+    drop(bar);
+    let read: u64 = others.iter().map(|o| o.3).sum();
+    let others: Vec<Records> = others.into_iter().map(|o| o.0).collect();
+    let kept: u64 = others
+        .iter()
+        .flat_map(|o| &o.counts)
+        .map(|&n| u64::from(n))
+        .sum();
+    let held: usize = stageds.iter().chain(&others).map(Records::bytes).sum();
+    // What the records took, when more than was reserved (a reference of
+    // many duplicates, past the filter).
+    reservation.resize(reservation.size().max(held + filter_words * 8));
+    let scanned = started.elapsed();
+
+    // Each partition on its own.
+    let joining = Instant::now();
+    let found = Mutex::new((0u64, Vec::<(u64, Vec<u8>, u64)>::new()));
+    crate::exec::keys::count::each_partition(
+        partitions,
+        threads,
+        || (KeySet::default(), Vec::<u64>::new()),
+        |(set, seen): &mut (KeySet, Vec<u64>), p, _| {
+            let keys: usize = stageds.iter().map(|s| s.counts[p] as usize).sum();
+            let bytes: usize = stageds.iter().map(|s| s.parts[p].len()).sum();
+            set.reset(keys, bytes.saturating_sub(keys * HEAD));
+            for s in &stageds {
+                each_record(&s.parts[p], |fp, key| set.add(fp, key, 1));
+            }
+            let entries = set.entries.len();
+            seen.clear();
+            seen.resize(entries.div_ceil(64), 0);
+            for o in &others {
+                each_record(&o.parts[p], |fp, key| {
+                    if let Some(e) = set.find(fp, key) {
+                        seen[e as usize >> 6] |= 1 << (e & 63);
+                    }
+                });
+            }
+            set.finish();
+            let missing: Vec<u32> = (0..entries as u32)
+                .filter(|e| seen[*e as usize >> 6] & (1 << (e & 63)) == 0)
+                .collect();
+            let rows: u64 = missing.iter().map(|e| set.rows[*e as usize]).sum();
+            let best: Vec<(u64, Vec<u8>, u64)> = set
+                .top(missing, SAMPLES)
+                .into_iter()
+                .map(|e| {
+                    (
+                        set.fingerprint(e),
+                        set.key(e).to_vec(),
+                        set.rows[e as usize],
+                    )
+                })
+                .collect();
+            let mut f = found.lock().expect("lock");
+            f.0 += rows;
+            f.1.extend(best);
+            Ok(())
+        },
+    )?;
+    drop(reservation);
+    let (value, best) = found.into_inner().expect("lock");
+    // The best of every partition's best, in one set to rank and decode.
+    let mut top = KeySet::default();
+    for (fp, key, rows) in &best {
+        top.add(*fp, key, *rows as u32);
+    }
+    top.finish();
+    let ranked = top.top((0..top.entries.len() as u32).collect(), SAMPLES);
+    let samples = form.decode(&top, &ranked, &plan.staged)?;
+    let staged_keys: u64 = stageds
+        .iter()
+        .flat_map(|s| &s.counts)
+        .map(|&n| u64::from(n))
+        .sum();
+    Ok(Some(Joined {
+        value,
+        samples,
+        located: None,
+        passes: vec![
+            format!(
+                "spread {staged_keys} staged and {kept} of {read} other-side key(s) (64-bit fingerprints, with their bytes: {} MB) into {partitions} radix partitions: {:.2} s",
+                held >> 20,
+                scanned.as_secs_f64()
+            ),
+            format!(
+                "join the partitions on {threads} thread(s), keys compared as bytes, {value} staged row(s) whose key is not there: {:.2} s",
+                joining.elapsed().as_secs_f64()
+            ),
+        ],
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records come back as they went in, each in the partition its
+    /// fingerprint's mix picks, keys of any length (none included).
+    #[test]
+    fn records_come_back_in_their_partitions() {
+        let mut records = Records::new(16, 0);
+        let keys: Vec<(u64, Vec<u8>)> = (0..500u64)
+            .map(|i| {
+                (
+                    i.wrapping_mul(0x2545_F491_4F6C_DD1D),
+                    vec![i as u8; (i % 40) as usize],
+                )
+            })
+            .collect();
+        for (fp, key) in &keys {
+            records.push(*fp, key);
+        }
+        let mut back = Vec::new();
+        for (p, part) in records.parts.iter().enumerate() {
+            let mut n = 0;
+            each_record(part, |fp, key| {
+                assert_eq!(partition_of(fp, records.shift), p);
+                back.push((fp, key.to_vec()));
+                n += 1;
+            });
+            assert_eq!(n, records.counts[p]);
+        }
+        back.sort();
+        let mut want = keys.clone();
+        want.sort();
+        assert_eq!(back, want);
+        assert!(records.counts.iter().filter(|&&n| n > 0).count() > 8);
+    }
+}
