@@ -120,6 +120,13 @@ pub fn lookup_keys() -> Option<usize> {
     parsed!("DQGATE_TEST_LOOKUP_KEYS")
 }
 
+/// `DQGATE_TEST_PROBE_ROWS`: the most staged rows a fingerprinted join
+/// holds in its in-place table, so that small files take the spread join
+/// of `unique(k) across published` too.
+pub fn probe_rows() -> Option<u64> {
+    parsed!("DQGATE_TEST_PROBE_ROWS")
+}
+
 /// Whether the failed-rows passes push their predicates into the Parquet
 /// scans (always, but `DQGATE_TEST_FAILED_ROWS_PUSHDOWN=0` turns it off for
 /// the benchmark's comparison).

@@ -31,7 +31,16 @@ pub fn across_on_engine(
     if let Some(p) = keys::join::packing_for(staged, keys, &types) {
         return Ok(Some(keys::join::describe(&p)));
     }
-    Ok(fingerprint_plan(staged, keys, &types, None)?.map(|_| keys::join::describe_fingerprinted()))
+    Ok(fingerprint_plan(staged, keys, &types, None)?.map(|_| {
+        if keys::join::in_place(staged.row_count()) {
+            format!(
+                "{}; spread into radix partitions instead if the memory pool refuses its table",
+                keys::join::describe_fingerprinted()
+            )
+        } else {
+            keys::join::describe_spread()
+        }
+    }))
 }
 
 /// How `across published` runs when every other version has a key index
@@ -261,11 +270,23 @@ pub async fn across_published(
             })
         };
         let want = keys::join::Want::Present;
-        let joined = match built.take() {
-            Some(built) => {
+        let joined = match (built.take(), &fingerprinted) {
+            (Some(built), _) => {
                 Some(keys::join::probe_fingerprinted(built, other()?, want, label).await?)
             }
-            None => on_engine(ctx, staged, keys, &types, other, want, label).await?,
+            // The staged side is too large for the in-place table, or the
+            // pool refused it.
+            (None, Some(plan)) => {
+                let side = super::staged_side(ctx, staged, keys)?;
+                let spread = keys::join::spread(ctx, side, other()?, plan, want, label).await?;
+                if spread.is_none() {
+                    read_passes.push(
+                        "DataFusion's semi-join, not the key engine's: the memory pool refuses the keys' partitions".into(),
+                    );
+                }
+                spread
+            }
+            (None, None) => on_engine(ctx, staged, keys, &types, other, want, label).await?,
         };
         if let Some(j) = joined {
             read_passes.extend(j.passes);

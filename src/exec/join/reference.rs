@@ -168,7 +168,7 @@ pub async fn not_in_reference(
                     None => {
                         let side = super::staged_side(ctx, staged, columns)?;
                         let spread =
-                            keys::join::missing_spread(ctx, side, other()?, &plan, label).await?;
+                            keys::join::spread(ctx, side, other()?, &plan, want, label).await?;
                         match spread {
                             Some(mut j) => {
                                 if let Some(why) = spread_because {

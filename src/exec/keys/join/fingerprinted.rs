@@ -110,6 +110,13 @@ pub fn describe_fingerprinted() -> String {
     "by the key engine: the distinct staged keys in one table by 64-bit fingerprint, behind a blocked filter; each other-side key is hashed as it streams, and only those that pass the filter are compared with a staged key as bytes".into()
 }
 
+/// Whether a staged side of `rows` rows may be held in the in-place table:
+/// at most [`PROBE_ROWS`] (a test build takes another bound from
+/// `DQGATE_TEST_PROBE_ROWS`); a larger one is spread.
+pub fn in_place(rows: u64) -> bool {
+    rows <= crate::hooks::probe_rows().unwrap_or(PROBE_ROWS)
+}
+
 /// The table's memory, reserved from the pool, when the staged side fits
 /// the engine's table.
 pub(super) fn fits(
@@ -117,7 +124,7 @@ pub(super) fn fits(
     plan: &Fingerprinted,
     rows: u64,
 ) -> Option<MemoryReservation> {
-    if rows > PROBE_ROWS {
+    if !in_place(rows) {
         return None;
     }
     let filter = (1usize << filter_bits(rows)) / 8;

@@ -27,7 +27,7 @@
 //!   (text of any shape, composites with a text part): the distinct staged
 //!   keys exact, by fingerprint, with their rows, probed by the other side
 //!   while it streams; `keyset` is their table.
-//! - `spread`: [`Want::Missing`] of fingerprinted keys too many for that
+//! - `spread`: both [`Want`]s of fingerprinted keys too many for that
 //!   table: both sides spread into radix partitions by fingerprint, with
 //!   their bytes, and joined partition by partition.
 //!
@@ -55,10 +55,12 @@ use partitioned::partitioned;
 use probe::{probe_filter_bits, probed};
 
 pub use bitmap::BITMAP_BITS;
-pub use fingerprinted::{describe_fingerprinted, fingerprinted_for, Fingerprinted, StagedKeys};
+pub use fingerprinted::{
+    describe_fingerprinted, fingerprinted_for, in_place, Fingerprinted, StagedKeys,
+};
 pub use job::{Joined, Side, SideInput, Want};
 pub use probe::PROBE_ROWS;
-pub use spread::{describe_spread, missing_spread};
+pub use spread::{describe_spread, spread};
 
 /// The packing a join on the staged `columns` runs with, or `None` when the
 /// engine cannot run it: a part is not fixed-width, is a float (whose NaN

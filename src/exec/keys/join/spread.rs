@@ -1,10 +1,11 @@
-//! The fingerprinted lookup of many keys: `values(k) in REF(k)` whose
+//! The fingerprinted joins of many keys: `values(k) in REF(k)` whose
 //! reference, or whose distinct staged keys, are too many for the table
 //! that `fingerprinted` probes in place (each probe of a table of millions
-//! of keys is a few cache misses). Both sides are spread by fingerprint
+//! of keys is a few cache misses), and `unique(k) across published` whose
+//! staged side is too large for that table. Both sides are spread by fingerprint
 //! into radix partitions, each key as a record of its fingerprint, length
-//! and bytes; a larger other side through a filter of the staged
-//! fingerprints.
+//! and bytes; the larger side through a filter of the other's
+//! fingerprints where it may be (see [`spread`]).
 //! Each partition is then joined on its own, in parallel, in a core's
 //! cache: its staged keys counted in a [`KeySet`], the other side's keys
 //! looked up in it.
@@ -14,18 +15,19 @@
 //! to the same partition and sit in its set side by side.
 //!
 //! Memory: both sides' records (12 bytes and the key's bytes a row, the
-//! other side's only for the rows that pass the filter), reserved from the
+//! filtered side's only for the rows that pass the filter), reserved from the
 //! pool before the scans; when the pool refuses, the caller falls back to
-//! DataFusion's anti-join.
+//! DataFusion's anti- or semi-join.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::prelude::SessionContext;
 
 use super::fingerprinted::{as_types, Fingerprinted};
-use super::job::{side_streams, Joined, Side};
+use super::job::{side_streams, Joined, Side, Want};
 use super::keyset::KeySet;
 use super::probe::{each_passing, filter_spot};
 use crate::exec::keys::encode;
@@ -115,18 +117,20 @@ fn each_record(part: &[u8], mut f: impl FnMut(u64, &[u8])) {
     }
 }
 
-/// How the engine runs a lookup of many fingerprinted keys, for `explain`.
+/// How the engine joins many fingerprinted keys, for `explain`.
 pub fn describe_spread() -> String {
-    "by the key engine: both sides' keys spread by 64-bit fingerprint into radix partitions with their bytes (a reference larger than the staged side through a filter of the staged fingerprints first), and each partition's keys compared as bytes in a set in a core's cache; DataFusion's anti-join instead if the memory pool refuses the partitions".into()
+    "by the key engine: both sides' keys spread by 64-bit fingerprint into radix partitions with their bytes (an other side larger than the staged side through a filter of the staged fingerprints first), and each partition's keys compared as bytes in a set in a core's cache; DataFusion's join instead if the memory pool refuses the partitions".into()
 }
 
-/// The staged rows whose key `other` lacks (see the module), or `None`
-/// when the pool refuses the records' memory.
-pub async fn missing_spread(
+/// The staged rows whose key `other` lacks ([`Want::Missing`]), or the
+/// distinct staged keys it holds too ([`Want::Present`]; their parts are
+/// not located), or `None` when the pool refuses the records' memory.
+pub async fn spread(
     ctx: &SessionContext,
     staged: Side,
     other: Side,
     plan: &Fingerprinted,
+    want: Want,
     label: &str,
 ) -> Result<Option<Joined>, Error> {
     // A key's rows are counted in 32 bits.
@@ -137,60 +141,54 @@ pub async fn missing_spread(
     let threads = threads(ctx);
     let partitions = partitions_for(staged.rows);
     let record = (HEAD as u64 + plan.key_bytes) as usize;
-    // The other side goes through a filter of the staged fingerprints only
-    // when it is the larger: then most of its keys are dropped before they
-    // cost a record. A side no larger would keep most of its keys, and
-    // each would cost a filter test (a cache miss) for nothing.
-    let filtered = other.rows > staged.rows;
-    let filter_bits = filter_bits(staged.rows);
+    // The side read second goes through a filter of the first side's
+    // fingerprints when it is the larger: most of its keys are then
+    // dropped before they cost a record. A side no larger would keep most
+    // of its keys, and each would cost a filter test (a cache miss) for
+    // nothing. The staged rows whose key the other side lacks are the
+    // answer of `Want::Missing`, so there the staged side is read whole,
+    // first; `Want::Present` reads the smaller side first.
+    let staged_first = want == Want::Missing || staged.rows <= other.rows;
+    let (first_rows, second_rows) = match staged_first {
+        true => (staged.rows, other.rows),
+        false => (other.rows, staged.rows),
+    };
+    let filtered = second_rows > first_rows;
+    let filter_bits = filter_bits(first_rows);
     let filter_words = if filtered {
         1usize << (filter_bits - 6)
     } else {
         0
     };
-    // The other side's records: all of them, or (filtered) about as many
-    // as the staged side's and the few false positives.
-    let others_kept = if filtered {
-        other.rows.min(staged.rows + other.rows / 32)
+    // The second side's records: all of them, or (filtered) about as many
+    // as the first side's and the few false positives.
+    let second_kept = if filtered {
+        second_rows.min(first_rows + second_rows / 32)
     } else {
-        other.rows
+        second_rows
     };
     let pool = &ctx.runtime_env().memory_pool;
-    let reservation = MemoryConsumer::new("dqgate spread lookup").register(pool);
-    let records = (staged.rows + others_kept) as usize * record;
+    let reservation = MemoryConsumer::new("dqgate spread join").register(pool);
+    let records = (first_rows + second_kept) as usize * record;
     if reservation
         .try_grow(records / 10 * 11 + filter_words * 8)
         .is_err()
     {
         return Ok(None);
     }
-    let form = Arc::new(Form::of(&plan.compared)?);
-    let (compared, bits) = (plan.compared.clone(), plan.bits);
-
-    // The staged side. Each scan task's partitions start with room for
-    // their share of its records (and so do the other side's below).
-    let room = |rows: u64, tasks: usize| {
-        (rows as usize).div_ceil(tasks.max(1) * partitions) * record * 11 / 10
+    let reading = Reading {
+        form: Arc::new(Form::of(&plan.compared)?),
+        compared: plan.compared.clone(),
+        bits: plan.bits,
+        partitions,
+        record,
     };
-    let staged_rows = staged.rows;
-    let (streams, bar) = side_streams(staged, label).await?;
-    let share = room(staged_rows, streams.len());
-    let (types, shape) = (compared.clone(), form.clone());
-    let stageds = scan(
-        streams,
-        move || (Records::new(partitions, share), Vec::new()),
-        move |(records, hashes): &mut (Records, Vec<u64>), columns| {
-            let columns = as_types(columns, &types)?;
-            encode::fingerprints(&columns, bits, hashes).map_err(Error::Fingerprint)?;
-            let counted = encode::counted_rows(&columns, false);
-            let rows =
-                (0..hashes.len()).filter(|&i| counted.as_ref().is_none_or(|c| c.is_valid(i)));
-            shape.each_key(&columns, rows, |i, key| records.push(hashes[i], key))
-        },
-    )
-    .await?;
-    drop(bar);
-    let stageds: Vec<Records> = stageds.into_iter().map(|(r, _)| r).collect();
+    let other_label = format!("{label}, other side");
+    let (first, first_label, second, second_label) = match staged_first {
+        true => (staged, label, other, other_label.as_str()),
+        false => (other, other_label.as_str(), staged, label),
+    };
+    let (firsts, first_read) = reading.side(first, first_rows, None, first_label).await?;
     // The filter's word of a fingerprint is picked by the high bits of its
     // mix, as its partition is: built partition by partition, it is
     // written a small block at a time.
@@ -198,7 +196,7 @@ pub async fn missing_spread(
     let mut filter = vec![0u64; filter_words];
     if filtered {
         for p in 0..partitions {
-            for s in &stageds {
+            for s in &firsts {
                 each_record(&s.parts[p], |fp, _| {
                     let (w, m) = filter_spot(fp.mix(), shift);
                     filter[w] |= m;
@@ -206,54 +204,24 @@ pub async fn missing_spread(
             }
         }
     }
-    let filter = Arc::new(filter);
-
-    // The other side, through the filter when there is one.
-    let (streams, bar) = side_streams(other, &format!("{label}, other side")).await?;
-    let share = room(others_kept, streams.len());
-    let (types, shape) = (compared.clone(), form.clone());
-    let others = scan(
-        streams,
-        move || {
-            (
-                Records::new(partitions, share),
-                Vec::new(),
-                Vec::new(),
-                0u64,
-            )
-        },
-        move |(records, hashes, hit, read): &mut (Records, Vec<u64>, Vec<u32>, u64), columns| {
-            let columns = as_types(columns, &types)?;
-            *read += columns.first().map_or(0, |c| c.len()) as u64;
-            encode::fingerprints(&columns, bits, hashes).map_err(Error::Fingerprint)?;
-            let counted = encode::counted_rows(&columns, false);
-            let counted = |i: usize| counted.as_ref().is_none_or(|c| c.is_valid(i));
-            if !filtered {
-                let rows = (0..hashes.len()).filter(|&i| counted(i));
-                return shape.each_key(&columns, rows, |i, key| records.push(hashes[i], key));
-            }
-            hit.clear();
-            each_passing(&filter, shift, hashes, |i| {
-                if counted(i) {
-                    hit.push(i as u32);
-                }
-            });
-            let rows = hit.iter().map(|&i| i as usize);
-            shape.each_key(&columns, rows, |i, key| records.push(hashes[i], key))
-        },
-    )
-    .await?;
-    drop(bar);
-    let read: u64 = others.iter().map(|o| o.3).sum();
-    let others: Vec<Records> = others.into_iter().map(|o| o.0).collect();
-    let kept: u64 = others
-        .iter()
-        .flat_map(|o| &o.counts)
-        .map(|&n| u64::from(n))
-        .sum();
+    let through = filtered.then(|| (Arc::new(filter), shift));
+    let (seconds, second_read) = reading
+        .side(second, second_kept, through, second_label)
+        .await?;
+    let ((stageds, staged_read), (others, other_read)) = match staged_first {
+        true => ((firsts, first_read), (seconds, second_read)),
+        false => ((seconds, second_read), (firsts, first_read)),
+    };
+    let kept = |side: &[Records]| -> u64 {
+        side.iter()
+            .flat_map(|o| &o.counts)
+            .map(|&n| u64::from(n))
+            .sum()
+    };
+    let (staged_kept, other_kept) = (kept(&stageds), kept(&others));
     let held: usize = stageds.iter().chain(&others).map(Records::bytes).sum();
-    // What the records took, when more than was reserved (a reference of
-    // many duplicates, past the filter).
+    // What the records took, when more than was reserved (a side of many
+    // duplicates, past the filter).
     reservation.resize(reservation.size().max(held + filter_words * 8));
     let scanned = started.elapsed();
 
@@ -282,12 +250,16 @@ pub async fn missing_spread(
                 });
             }
             set.finish();
-            let missing: Vec<u32> = (0..entries as u32)
-                .filter(|e| seen[*e as usize >> 6] & (1 << (e & 63)) == 0)
+            let present = want == Want::Present;
+            let hits: Vec<u32> = (0..entries as u32)
+                .filter(|e| (seen[*e as usize >> 6] & (1 << (e & 63)) != 0) == present)
                 .collect();
-            let rows: u64 = missing.iter().map(|e| set.rows[*e as usize]).sum();
+            let value = match want {
+                Want::Missing => hits.iter().map(|e| set.rows[*e as usize]).sum(),
+                Want::Present => hits.len() as u64,
+            };
             let best: Vec<(u64, Vec<u8>, u64)> = set
-                .top(missing, SAMPLES)
+                .top(hits, SAMPLES)
                 .into_iter()
                 .map(|e| {
                     (
@@ -298,7 +270,7 @@ pub async fn missing_spread(
                 })
                 .collect();
             let mut f = found.lock().expect("lock");
-            f.0 += rows;
+            f.0 += value;
             f.1.extend(best);
             Ok(())
         },
@@ -312,28 +284,93 @@ pub async fn missing_spread(
     }
     top.finish();
     let ranked = top.top((0..top.entries.len() as u32).collect(), SAMPLES);
-    let samples = form.decode(&top, &ranked, &plan.staged)?;
-    let staged_keys: u64 = stageds
-        .iter()
-        .flat_map(|s| &s.counts)
-        .map(|&n| u64::from(n))
-        .sum();
+    let samples = reading.form.decode(&top, &ranked, &plan.staged)?;
     Ok(Some(Joined {
         value,
         samples,
         located: None,
         passes: vec![
             format!(
-                "spread {staged_keys} staged and {kept} of {read} other-side key(s) (64-bit fingerprints, with their bytes: {} MB) into {partitions} radix partitions: {:.2} s",
+                "spread {staged_kept} of {staged_read} staged and {other_kept} of {other_read} other-side key(s) (64-bit fingerprints, with their bytes: {} MB) into {partitions} radix partitions: {:.2} s",
                 held >> 20,
                 scanned.as_secs_f64()
             ),
             format!(
-                "join the partitions on {threads} thread(s), keys compared as bytes, {value} staged row(s) whose key is not there: {:.2} s",
+                "join the partitions on {threads} thread(s), keys compared as bytes, {value} {}: {:.2} s",
+                match want {
+                    Want::Missing => "staged row(s) whose key is not there",
+                    Want::Present => "staged key(s) also there",
+                },
                 joining.elapsed().as_secs_f64()
             ),
         ],
     }))
+}
+
+/// How a spread join reads a side: the key form and types, the test-only
+/// fingerprint bits, the partitions, and the bytes a record is expected
+/// to take.
+struct Reading {
+    form: Arc<Form>,
+    compared: Vec<DataType>,
+    bits: Option<u32>,
+    partitions: usize,
+    record: usize,
+}
+
+impl Reading {
+    /// The records of `side` (about `kept` of them), each scan task's in
+    /// its own partitions; through `filter` (its words and shift) when
+    /// given. Returns them with the rows read.
+    async fn side(
+        &self,
+        side: Side,
+        kept: u64,
+        filter: Option<(Arc<Vec<u64>>, u32)>,
+        label: &str,
+    ) -> Result<(Vec<Records>, u64), Error> {
+        let (streams, bar) = side_streams(side, label).await?;
+        let partitions = self.partitions;
+        // Each scan task's partitions start with room for their share.
+        let share =
+            (kept as usize).div_ceil(streams.len().max(1) * partitions) * self.record * 11 / 10;
+        let (types, shape, bits) = (self.compared.clone(), self.form.clone(), self.bits);
+        let read = scan(
+            streams,
+            move || {
+                (
+                    Records::new(partitions, share),
+                    Vec::new(),
+                    Vec::new(),
+                    0u64,
+                )
+            },
+            move |(records, hashes, hit, read): &mut (Records, Vec<u64>, Vec<u32>, u64),
+                  columns| {
+                let columns = as_types(columns, &types)?;
+                *read += columns.first().map_or(0, |c| c.len()) as u64;
+                encode::fingerprints(&columns, bits, hashes).map_err(Error::Fingerprint)?;
+                let counted = encode::counted_rows(&columns, false);
+                let counted = |i: usize| counted.as_ref().is_none_or(|c| c.is_valid(i));
+                let Some((filter, shift)) = &filter else {
+                    let rows = (0..hashes.len()).filter(|&i| counted(i));
+                    return shape.each_key(&columns, rows, |i, key| records.push(hashes[i], key));
+                };
+                hit.clear();
+                each_passing(filter, *shift, hashes, |i| {
+                    if counted(i) {
+                        hit.push(i as u32);
+                    }
+                });
+                let rows = hit.iter().map(|&i| i as usize);
+                shape.each_key(&columns, rows, |i, key| records.push(hashes[i], key))
+            },
+        )
+        .await?;
+        drop(bar);
+        let rows = read.iter().map(|r| r.3).sum();
+        Ok((read.into_iter().map(|r| r.0).collect(), rows))
+    }
 }
 
 #[cfg(test)]
