@@ -135,53 +135,42 @@ pub async fn not_in_reference(
         let most = lookup_keys();
         joined = match fingerprint_plan(staged, columns, types, bits)? {
             Some(plan) => {
-                // Why the lookup is spread, when it is.
-                let mut spread_because = None;
+                // The in-place table's answer, or why the lookup is spread.
                 let in_place = if reference_rows > most as u64 {
-                    spread_because = Some(format!(
+                    Err(format!(
                         "the reference has {reference_rows} rows, more than the {most} keys the in-place table keeps"
-                    ));
-                    None
+                    ))
                 } else {
                     let plan = plan.clone().with_most_keys(most);
                     let side = super::staged_side(ctx, staged, columns)?;
                     match keys::join::build_fingerprinted(ctx, side, &plan, label).await {
-                        Ok(Some(built)) => Some(
-                            keys::join::probe_fingerprinted(built, other()?, want, label).await?,
-                        ),
-                        Ok(None) => {
-                            spread_because =
-                                Some("the memory pool refuses the in-place table".into());
-                            None
-                        }
-                        Err(ExecError::GaveUp(keys::GaveUp::TooManyKeys(most))) => {
-                            spread_because = Some(format!(
-                                "more than {most} distinct staged keys, the most the in-place table keeps"
-                            ));
-                            None
-                        }
+                        Ok(Some(built)) => Ok(keys::join::probe_fingerprinted(
+                            built,
+                            other()?,
+                            want,
+                            label,
+                        )
+                        .await?),
+                        Ok(None) => Err("the memory pool refuses the in-place table".into()),
+                        Err(ExecError::GaveUp(keys::GaveUp::TooManyKeys(most))) => Err(format!(
+                            "more than {most} distinct staged keys, the most the in-place table keeps"
+                        )),
                         Err(e) => return Err(e),
                     }
                 };
                 match in_place {
-                    Some(joined) => Some(joined),
-                    None => {
+                    Ok(joined) => Some(joined),
+                    Err(why) => {
                         let side = super::staged_side(ctx, staged, columns)?;
                         let spread =
                             keys::join::spread(ctx, side, other()?, &plan, want, label).await?;
-                        match spread {
-                            Some(mut j) => {
-                                if let Some(why) = spread_because {
-                                    j.passes.insert(0, format!("spread lookup: {why}"));
-                                }
-                                Some(j)
-                            }
-                            None => {
-                                gave_up =
-                                    Some("the memory pool refuses the keys' partitions".into());
-                                None
-                            }
+                        if spread.is_none() {
+                            gave_up = Some("the memory pool refuses the keys' partitions".into());
                         }
+                        spread.map(|mut j| {
+                            j.passes.insert(0, format!("spread lookup: {why}"));
+                            j
+                        })
                     }
                 }
             }

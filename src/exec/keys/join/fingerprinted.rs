@@ -333,21 +333,11 @@ pub(super) async fn probe(
         all.iter_mut().zip(&p.found).for_each(|(a, f)| *a |= f);
         located.extend(p.located);
     }
-    let present = want == Want::Present;
-    let hits: Vec<u32> = (0..entries as u32)
-        .filter(|e| (all[*e as usize >> 6] & (1 << (e & 63)) != 0) == present)
-        .collect();
     let (set, _) = &*shared;
-    let (value, outcome) = match want {
-        Want::Present => (hits.len() as u64, "staged key(s) also there"),
-        Want::Missing => (
-            hits.iter().map(|e| set.rows[*e as usize]).sum(),
-            "staged row(s) whose key is not there",
-        ),
-    };
+    let (hits, value) = set.reported(&all, want);
     // Every find is located when the other side's batches carry their
     // part, none when they do not (nor for keys it lacks).
-    let numbered = present && (hits.is_empty() || !located.is_empty());
+    let numbered = want == Want::Present && (hits.is_empty() || !located.is_empty());
     located.sort_unstable();
     located.dedup();
     let best = set.top(hits, SAMPLES);
@@ -364,7 +354,8 @@ pub(super) async fn probe(
                 built.as_secs_f64()
             ),
             format!(
-                "probe {read} other-side row(s), {value} {outcome}: {:.2} s",
+                "probe {read} other-side row(s), {value} {}: {:.2} s",
+                want.outcome(),
                 probing.elapsed().as_secs_f64()
             ),
         ],

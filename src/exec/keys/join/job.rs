@@ -28,6 +28,16 @@ pub enum Want {
     Present,
 }
 
+impl Want {
+    /// What a pass's value counts, for its `-v` line.
+    pub(super) fn outcome(self) -> &'static str {
+        match self {
+            Want::Missing => "staged row(s) whose key is not there",
+            Want::Present => "staged key(s) also there",
+        }
+    }
+}
+
 /// What a join pass found.
 #[derive(Debug, Clone, Default)]
 pub struct Joined {

@@ -1,6 +1,7 @@
 //! The table of the fingerprinted joins: distinct exact keys by 64-bit
 //! fingerprint, with the rows of each (see [`KeySet`]).
 
+use super::job::Want;
 use crate::exec::keys::key::Key;
 use crate::exec::keys::store::Slab;
 
@@ -262,6 +263,22 @@ impl KeySet {
             let e = s.entry - 1;
             self.add(other.entries[e as usize].fp, other.key(e), s.rows);
         }
+    }
+
+    /// The entries `want` reports, of those whose bit in `found` is set
+    /// (found on the other side), and what they count: the rows of the
+    /// keys not found ([`Want::Missing`]), or the keys found
+    /// ([`Want::Present`]).
+    pub(super) fn reported(&self, found: &[u64], want: Want) -> (Vec<u32>, u64) {
+        let present = want == Want::Present;
+        let hits: Vec<u32> = (0..self.entries.len() as u32)
+            .filter(|e| (found[*e as usize >> 6] & (1 << (e & 63)) != 0) == present)
+            .collect();
+        let value = match want {
+            Want::Missing => hits.iter().map(|e| self.rows[*e as usize]).sum(),
+            Want::Present => hits.len() as u64,
+        };
+        (hits, value)
     }
 
     /// The `k` entries of `hits` with the most rows, then the smallest key

@@ -17,9 +17,9 @@ use crate::exec::keys::tasks::{scan, threads};
 use crate::exec::ExecError as Error;
 use crate::exec::SAMPLES;
 
-/// Bits of the staged side's filter: about 8 a staged row, 2^16 to 2^28
-/// (32 MiB).
-fn filter_bits(rows: u64) -> u32 {
+/// Bits of the staged side's filter (and of the first side's, in a spread
+/// join): about 8 a row, 2^16 to 2^28 (32 MiB).
+pub(super) fn filter_bits(rows: u64) -> u32 {
     let want = (rows.max(1) * 8).next_power_of_two().trailing_zeros();
     want.clamp(16, 28)
 }

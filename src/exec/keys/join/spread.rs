@@ -29,6 +29,7 @@ use datafusion::prelude::SessionContext;
 use super::fingerprinted::{as_types, Fingerprinted};
 use super::job::{side_streams, Joined, Side, Want};
 use super::keyset::KeySet;
+use super::partitioned::filter_bits;
 use super::probe::{each_passing, filter_spot};
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
@@ -53,15 +54,6 @@ fn partitions_for(staged: u64) -> usize {
     (staged / PARTITION_KEYS)
         .next_power_of_two()
         .clamp(16, 1024) as usize
-}
-
-/// Bits of the filter of staged fingerprints: about 8 a staged row, 2^16
-/// to 2^28 (32 MiB), three of them set a key (see `probe`).
-fn filter_bits(rows: u64) -> u32 {
-    (rows.max(1) * 8)
-        .next_power_of_two()
-        .trailing_zeros()
-        .clamp(16, 28)
 }
 
 /// One side's keys, by partition: each partition's records end to end.
@@ -239,9 +231,8 @@ pub async fn spread(
             for s in &stageds {
                 each_record(&s.parts[p], |fp, key| set.add(fp, key, 1));
             }
-            let entries = set.entries.len();
             seen.clear();
-            seen.resize(entries.div_ceil(64), 0);
+            seen.resize(set.entries.len().div_ceil(64), 0);
             for o in &others {
                 each_record(&o.parts[p], |fp, key| {
                     if let Some(e) = set.find(fp, key) {
@@ -250,14 +241,7 @@ pub async fn spread(
                 });
             }
             set.finish();
-            let present = want == Want::Present;
-            let hits: Vec<u32> = (0..entries as u32)
-                .filter(|e| (seen[*e as usize >> 6] & (1 << (e & 63)) != 0) == present)
-                .collect();
-            let value = match want {
-                Want::Missing => hits.iter().map(|e| set.rows[*e as usize]).sum(),
-                Want::Present => hits.len() as u64,
-            };
+            let (hits, value) = set.reported(seen, want);
             let best: Vec<(u64, Vec<u8>, u64)> = set
                 .top(hits, SAMPLES)
                 .into_iter()
@@ -297,10 +281,7 @@ pub async fn spread(
             ),
             format!(
                 "join the partitions on {threads} thread(s), keys compared as bytes, {value} {}: {:.2} s",
-                match want {
-                    Want::Missing => "staged row(s) whose key is not there",
-                    Want::Present => "staged key(s) also there",
-                },
+                want.outcome(),
                 joining.elapsed().as_secs_f64()
             ),
         ],
