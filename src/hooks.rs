@@ -127,6 +127,13 @@ pub fn probe_rows() -> Option<u64> {
     parsed!("DQGATE_TEST_PROBE_ROWS")
 }
 
+/// `DQGATE_TEST_SAMPLE_ROWS`: how many staged keys `across published`
+/// compares with the published footers first, so that small files take
+/// that sample too (from 16 times as many staged rows).
+pub fn sample_rows() -> Option<usize> {
+    parsed!("DQGATE_TEST_SAMPLE_ROWS")
+}
+
 /// Whether the failed-rows passes push their predicates into the Parquet
 /// scans (always, but `DQGATE_TEST_FAILED_ROWS_PUSHDOWN=0` turns it off for
 /// the benchmark's comparison).

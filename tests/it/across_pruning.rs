@@ -19,7 +19,7 @@ use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties}
 use serde_json::Value as Json;
 
 use super::oracle::splitmix::Rng;
-use crate::support::{check_across, dqgate, publish_into};
+use crate::support::{check_across, check_across_with, publish_into};
 
 /// One row: a rising id, a scattered id, a text id, and `(d, seq)`.
 #[derive(Clone, Debug)]
@@ -174,6 +174,11 @@ fn pruned_reads_find_every_clash_a_full_read_finds() {
         let (engine, stderr) = check_across(cwd, &cwd.join("new"), "99", None);
         let (grouped, _) = check_across(cwd, &cwd.join("new"), "99", Some("grouped"));
         assert_eq!(engine, grouped, "seed {seed}");
+        // The footers compared with a sample of 4 staged keys first: when
+        // it does not admit every range, all the keys are read.
+        let sample = [("DQGATE_TEST_SAMPLE_ROWS", "4")];
+        let (sampled, log) = check_across_with(cwd, &cwd.join("new"), "99", &sample, &[]);
+        assert_eq!(sampled, engine, "seed {seed}, sampled\n{log}");
         let v: Json = serde_json::from_str(&engine).unwrap();
         for (i, k) in KEYS.iter().enumerate() {
             let theirs: HashSet<Key> = published.iter().filter_map(|r| key(r, k)).collect();
@@ -223,6 +228,17 @@ fn explain_and_check(
     new: RecordBatch,
     key: &str,
 ) -> (String, Json) {
+    explain_and_check_with(cwd, days, new, key, &[])
+}
+
+/// [`explain_and_check`] with the variables `env` set.
+fn explain_and_check_with(
+    cwd: &Path,
+    days: Vec<RecordBatch>,
+    new: RecordBatch,
+    key: &str,
+    env: &[(&str, &str)],
+) -> (String, Json) {
     fs::write(
         cwd.join("rules.dq"),
         "table t\npartitioned by day\ncheck row_count >= 0\n",
@@ -249,13 +265,19 @@ fn explain_and_check(
         "--table",
         "table",
     ];
-    let out = dqgate(cwd, &[&["explain"][..], &args[..]].concat());
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let out = dqgate(
-        cwd,
-        &[&["check"][..], &args[..], &["--format", "json"][..]].concat(),
-    );
-    (text, serde_json::from_slice(&out.stdout).unwrap())
+    let run = |args: Vec<&str>| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dqgate"))
+            .args(args)
+            .current_dir(cwd)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(out.status.code().is_some_and(|c| c < 2), "{out:?}");
+        out.stdout
+    };
+    let text = String::from_utf8_lossy(&run([&["explain"][..], &args[..]].concat())).into_owned();
+    let out = run([&["check"][..], &args[..], &["--format", "json"][..]].concat());
+    (text, serde_json::from_slice(&out).unwrap())
 }
 
 /// Days whose ids rise: a staged day with two stale ids of day 1 reads
@@ -312,4 +334,49 @@ fn text_keys_that_share_a_long_part_read_only_the_pages_that_hold_staged_keys() 
     assert!(text.contains("day=1/part-0"), "{text}");
     assert_eq!(v["checks"][0]["value"], 2);
     assert_eq!(v["checks"][0]["samples"][0]["partition"], "day=1");
+}
+
+/// Scattered ids: every row group's and page's range spans nearly every
+/// id, so a sample of 64 staged ids already falls within each, and the
+/// other 10,000 are not read to learn that nothing can be pruned. Rising
+/// ids: the sample (the first staged rows) falls outside the older days,
+/// so every staged id is read, and only day 1's two pages are.
+#[test]
+fn a_sample_of_scattered_staged_keys_spares_reading_them_all() {
+    let ids = |ids: Vec<i64>| column("id", Arc::new(Int64Array::from(ids)));
+    let scatter = |n: i64| (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64;
+    let sample = [("DQGATE_TEST_SAMPLE_ROWS", "64")];
+    let days = || {
+        (0..5)
+            .map(|day| ids((day * 10_000..(day + 1) * 10_000).map(scatter).collect()))
+            .collect()
+    };
+    let mut new: Vec<i64> = (50_000..60_000).map(scatter).collect();
+    new.extend([scatter(12_345), scatter(40_000)]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (text, v) = explain_and_check_with(tmp.path(), days(), ids(new.clone()), "id", &sample);
+    assert!(
+        text.contains("the first 64 staged key(s) already fall within every published footer range and key zone, so the rest are not read for pruning"),
+        "{text}"
+    );
+    assert!(text.contains("50000 of 50000 row(s)"), "{text}");
+    assert_eq!(v["checks"][0]["value"], 2);
+    let tmp = tempfile::tempdir().unwrap();
+    let (text, all) = explain_and_check(tmp.path(), days(), ids(new), "id");
+    assert!(!text.contains("already fall within"), "{text}");
+    assert_eq!(all, v);
+
+    let days = (0..5)
+        .map(|day| ids((day * 10_000..(day + 1) * 10_000).collect()))
+        .collect();
+    let mut new: Vec<i64> = (50_000..60_000).collect();
+    new.extend([12_345, 12_999]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (text, v) = explain_and_check_with(tmp.path(), days, ids(new), "id", &sample);
+    assert!(!text.contains("already fall within"), "{text}");
+    assert!(
+        text.contains("2 of 10 page(s) in files with a page index, 200 of 50000 row(s)"),
+        "{text}"
+    );
+    assert_eq!(v["checks"][0]["value"], 2);
 }

@@ -16,7 +16,7 @@ use datafusion::parquet::arrow::ArrowWriter;
 use super::across_index::publish;
 use super::across_text::rules;
 use super::oracle::splitmix::Rng;
-use crate::support::check_across;
+use crate::support::{check_across, check_across_with};
 
 const PREFIXES: [&str; 4] = ["eu-", "us-", "", "é"];
 
@@ -116,6 +116,17 @@ fn key_zones_rule_out_only_the_partitions_without_a_staged_key() {
             6 - days.len()
         );
         assert_eq!(log.matches(&zones).count(), 4, "seed {seed}:\n{log}");
+        // A sample of the staged keys falls within every row group's
+        // range, but not within every zone: all the staged keys are read,
+        // and the zones rule out as many partitions.
+        let sample = [("DQGATE_TEST_SAMPLE_ROWS", "2")];
+        let (sampled, log) = check_across_with(cwd, &staged, "9", &sample, &[]);
+        assert_eq!(sampled, got, "seed {seed}");
+        assert_eq!(
+            log.matches(&zones).count(),
+            4,
+            "seed {seed}, sampled:\n{log}"
+        );
         let v: serde_json::Value = serde_json::from_str(&got).unwrap();
         for c in v["checks"].as_array().unwrap() {
             assert_eq!(c["value"], stale.len(), "seed {seed}: {c}");

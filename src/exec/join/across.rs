@@ -234,11 +234,12 @@ pub async fn across_published(
         }
     }
     read_passes.push(format!(
-        "read the staged keys and prune the published side by footer ranges ({}): {:.2} s",
+        "read the staged keys and prune the published side by footer ranges ({}{}): {:.2} s",
         match &side.pruned {
             Some(p) => format!("reads {}", p.counts.describe()),
             None => "whole files outside the staged integer range".into(),
         },
+        side.sampled().map(|s| format!("; {s}")).unwrap_or_default(),
         started.elapsed().as_secs_f64()
     ));
     let PublishedSide {

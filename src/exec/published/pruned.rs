@@ -37,6 +37,11 @@ pub struct Counts {
 }
 
 impl Counts {
+    /// Whether every published row is read: the footers pruned nothing.
+    pub fn reads_all(&self) -> bool {
+        self.rows.0 == self.rows.1
+    }
+
     /// `read 3 of 365 file(s), 3 of 365 row group(s), ...`.
     pub fn describe(&self) -> String {
         let mut out = format!(

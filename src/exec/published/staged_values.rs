@@ -120,12 +120,15 @@ pub struct StagedValues {
 }
 
 impl StagedValues {
-    /// Reads the staged key columns (cast to `types`) once.
+    /// Reads the staged key columns (cast to `types`) once, or only about
+    /// their first `most` rows (a sample: it admits a subset of what all
+    /// the values admit).
     pub async fn read(
         ctx: &SessionContext,
         staged: &StagedInput,
         keys: &[String],
         types: &[DataType],
+        most: Option<usize>,
     ) -> Result<StagedValues, Error> {
         // Text decodes as views, and a text or binary column is read as it
         // comes (its bytes order the same in every layout): no copy of
@@ -144,6 +147,10 @@ impl StagedValues {
             .collect();
         let frame = crate::exec::scan::table_of_views(ctx, staged)?
             .select(exprs)
+            .and_then(|f| match most {
+                Some(n) => f.limit(0, Some(n)),
+                None => Ok(f),
+            })
             .map_err(|e| Error::engine("planning the staged keys", e))?;
         let mut stream = frame
             .execute_stream()
