@@ -1,6 +1,6 @@
 """Publish into a Delta table on a real S3-compatible server (moto, loopback).
 
-    python tests/objstore/delta_s3.py DQGATE_BINARY WORK_DIR [--kills N] [--rounds N] [--only isolation]
+    python tests/objstore/delta_s3.py DQGATE_BINARY WORK_DIR [--kills N] [--rounds N] [--only isolation|pruning]
     python tests/objstore/delta_s3.py DQGATE_BINARY WORK_DIR --measure PARTITION_DIR
 
 Run by .ci/run in a virtual environment with moto[server], boto3, deltalake
@@ -21,6 +21,9 @@ bindings, a reader dqgate does not use) and with plain S3 listings:
   `unique(id) across published`, meeting after their first audit: one wins
   each round, the other audits again and fails (exit 1), and no key is ever
   in two partitions (read back by `deltalake`);
+- `unique(t) across published` against the table on S3 reads only the
+  published row groups whose footer ranges hold a staged key (counted in
+  moto's request log), with the local table's verdict;
   publishes SIGKILLed while they check the winning commits leave the table
   as it was, and a retry converges;
 - publishes killed at each step (before the copies, before the commit, after
@@ -317,6 +320,76 @@ def stage_ids(directory, ids):
     pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}),
                    os.path.join(directory, "part-00000.parquet"))
     return directory
+
+
+def pruning(lake, moto, work):
+    """`unique(t) across published` against a Delta table on S3 reads only
+    the published row groups whose footer ranges hold a staged key: four
+    days of rising text ids in row groups of 1,000, and a staged day with
+    two stale ids of day 1's third row group. `explain` says so; the other
+    days' objects get no request beyond their footers (as many as day 1's
+    own footer reads, which the check's ranged reads of its row group
+    then exceed); the verdict equals that of the same days published into
+    a local Delta table."""
+    run = lake.run
+    table = f"s3://{LAKE}/pruned/"
+    local = os.path.join(work, "pruned-local")
+    rules = os.path.join(work, "pruned.dq")
+    with open(rules, "w") as f:
+        f.write("table pruned\npartitioned by d\ncheck row_count > 0\n")
+
+    def write(directory, ids):
+        os.makedirs(directory, exist_ok=True)
+        keys = pa.array([f"order-{i:09d}" for i in ids], pa.string())
+        pq.write_table(pa.table({"t": keys}), os.path.join(directory, "part-00000.parquet"),
+                       row_group_size=1000)
+        return directory
+
+    for d in range(4):
+        ids = range(d * 10000, (d + 1) * 10000)
+        for where in (table, local):
+            staged = write(os.path.join(work, f"pruned-{d}-{len(where)}"), ids)
+            out = run.dqgate(["publish", rules, "--staged", staged, "--partition", f"d={d}",
+                              "--table", where, "--target", "delta"])
+            if code(out) != 0:
+                run.check(False, f"publish day {d} into {where}", out.stdout + out.stderr)
+                return
+    with open(rules, "w") as f:
+        f.write("table pruned\npartitioned by d\ncheck unique(t) across published\n")
+    staged = write(os.path.join(work, "pruned-new"), list(range(40000, 50000)) + [12345, 12999])
+    args = [rules, "--staged", staged, "--partition", "d=9", "--table"]
+    objects = [k for k in lake.keys("pruned/") if k.endswith(".parquet")]
+
+    def gets_of(argv):
+        before = len(moto.requests())
+        out = run.dqgate(argv)
+        after = moto.requests()[before:]
+        return out, {k: sum(1 for l in after if '"GET ' in l and k.split("/")[-1] in l) for k in objects}
+
+    # `explain` reads the footers alone: what every object costs before
+    # any data is read.
+    out, footers = gets_of(["explain", *args, table])
+    run.check(
+        code(out) == 0 and "reads 1 of 4 file(s), 1 of 40 row group(s), 1000 of 40000 row(s)" in out.stdout,
+        "explain --table s3://: the footers leave one row group of day 1 to read",
+        out.stdout + out.stderr,
+    )
+    out, gets = gets_of(["check", *args, table, "--format", "json", "-v"])
+    past = {k: gets[k] - footers[k] for k in objects}
+    run.check(
+        all(n == 0 for k, n in past.items() if "d=1/" not in k)
+        and all(n > 0 for k, n in past.items() if "d=1/" in k) and len(objects) == 4,
+        "check --table s3://: only day 1's object is read past its footer",
+        f"{footers}\n{gets}\n{out.stderr}",
+    )
+    mine = run.dqgate(["check", *args, local, "--format", "json"])
+    verdict = json.loads(out.stdout) if out.stdout else {}
+    value = (verdict.get("checks") or [{}])[0].get("value")
+    run.check(
+        code(out) == 1 and value == 2 and out.stdout == mine.stdout,
+        "check --table s3://: the two stale ids of day 1, the local table's verdict byte for byte",
+        out.stdout + out.stderr + mine.stdout,
+    )
 
 
 def isolation(lake, work, rounds):
@@ -671,9 +744,12 @@ def main():
             measure(lake, os.path.abspath(argv[argv.index("--measure") + 1]))
         elif only == "isolation":
             isolation(lake, work, rounds)
+        elif only == "pruning":
+            pruning(lake, moto, work)
         else:
             isolation(lake, work, rounds)
             publishes(lake, work)
+            pruning(lake, moto, work)
             races(lake, work)
             kills(lake, work, random_kills)
             failures(lake, work)

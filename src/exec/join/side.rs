@@ -108,9 +108,9 @@ fn prune(input: &StagedInput, ranges: &[(String, (i64, i64))]) -> StagedInput {
 /// keys with [`PARTITION`] and the keys alone.
 pub struct PublishedSide {
     pub types: Vec<DataType>,
-    /// `None` on Ballista, for a part on an object store, or when a key
-    /// column comes from Hive directories of a part: files are then pruned
-    /// by the staged integer ranges only.
+    /// `None` on Ballista, or when a key column comes from Hive
+    /// directories of a part: files are then pruned by the staged integer
+    /// ranges only.
     pub pruned: Option<published::Pruned>,
     /// The staged keys' values the footers were compared with (`None` on
     /// Ballista), which the key zones are compared with too.

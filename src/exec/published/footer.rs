@@ -13,7 +13,7 @@ use datafusion::parquet::arrow::arrow_reader::{
 use datafusion::parquet::file::metadata::PageIndexPolicy;
 use datafusion::parquet::file::metadata::RowGroupMetaData;
 
-use super::pruned::{Counts, Item, Pruned, PART};
+use super::pruned::{Counts, Item, Pruned, Source, PART};
 use super::staged_values::{Column, StagedValues};
 use super::PublishedPart;
 use crate::exec::ExecError as Error;
@@ -35,8 +35,7 @@ impl Pruned {
         let mut counts = Counts::default();
         for (p, part) in parts.iter().enumerate() {
             let file_schema = part.input.file_schema();
-            let local = matches!(part.input.location, Location::Local(_));
-            if !local || keys.iter().any(|k| file_schema.field_with_name(k).is_err()) {
+            if keys.iter().any(|k| file_schema.field_with_name(k).is_err()) {
                 return Ok(None);
             }
             for f in &part.input.files {
@@ -112,16 +111,29 @@ fn plan_file(
         .iter()
         .filter_map(|k| file_schema.index_of(k).ok())
         .collect();
-    let Location::Local(dir) = &input.location else {
-        unreachable!("remote parts are not planned");
-    };
-    let path = dir.join(&f.path);
-    let meta = if has_page_index(f, &roots) {
-        let file = File::open(&path).map_err(|e| failed(&e))?;
-        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-        ArrowReaderMetadata::load(&file, options).ok()
-    } else {
-        None
+    // A file on an object store is pruned by its row groups' ranges only:
+    // its page index would take a request of its own for each file.
+    let (source, meta) = match &input.location {
+        Location::Local(dir) => {
+            let path = dir.join(&f.path);
+            let meta = if has_page_index(f, &roots) {
+                let file = File::open(&path).map_err(|e| failed(&e))?;
+                let options =
+                    ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+                ArrowReaderMetadata::load(&file, options).ok()
+            } else {
+                None
+            };
+            (Source::Local(path), meta)
+        }
+        Location::Remote(remote) => {
+            let source = Source::Remote {
+                store: remote.store.clone(),
+                path: remote.path_of(&f.path),
+                size: f.bytes,
+            };
+            (source, None)
+        }
     };
     let meta = match meta {
         Some(m) => m,
@@ -192,7 +204,7 @@ fn plan_file(
     Ok(Some(Item {
         part,
         name: String::new(),
-        path,
+        source,
         meta,
         row_groups,
         selection,

@@ -10,7 +10,9 @@
 //! ids, timestamps, `(date, seq)`) then cost the row groups and pages
 //! around the staged keys, whatever the table's size. Scattered keys, which
 //! every range admits, are read whole: by this module's own reader, the key
-//! columns only, with no DataFusion table a file.
+//! columns only, with no DataFusion table a file. A table on an object store
+//! (Delta) is pruned by its row groups' ranges alone (a page index would
+//! cost a request a file), and its row groups are fetched by ranged reads.
 //!
 //! Pruning never drops a row that could hold a staged key: a range that is
 //! missing (no statistics) or cannot be compared admits everything, and a

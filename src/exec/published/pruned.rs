@@ -3,9 +3,12 @@
 //! was pruned, and [`Pruned`], which `footer` plans and `reader` reads.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection};
+use object_store::path::Path as ObjectPath;
+use object_store::ObjectStore;
 
 /// The last column of [`Pruned::streams`]' batches: the part's index.
 pub const PART: &str = "__dqgate_part";
@@ -17,11 +20,24 @@ pub(super) struct Item {
     pub(super) part: usize,
     /// The path within the table, for `explain`.
     pub(super) name: String,
-    pub(super) path: PathBuf,
+    pub(super) source: Source,
     pub(super) meta: ArrowReaderMetadata,
     pub(super) row_groups: Vec<usize>,
     pub(super) selection: Option<RowSelection>,
     pub(super) rows: u64,
+}
+
+/// Where a published file is read from.
+#[derive(Debug, Clone)]
+pub(super) enum Source {
+    Local(PathBuf),
+    /// An object in a store, of `size` bytes: its row groups are fetched
+    /// by ranged reads.
+    Remote {
+        store: Arc<dyn ObjectStore>,
+        path: ObjectPath,
+        size: u64,
+    },
 }
 
 /// Counts of what the footers pruned, for `explain` and the timing line.

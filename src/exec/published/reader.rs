@@ -3,7 +3,15 @@
 //! into streams of about equal rows, or as a DataFusion table a part.
 
 use std::fs::File;
+use std::ops::Range;
 use std::sync::Arc;
+
+use bytes::Bytes;
+use datafusion::parquet::errors::ParquetError;
+use datafusion::parquet::file::metadata::ParquetMetaData;
+use futures::future::{BoxFuture, FutureExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::cast;
@@ -12,15 +20,16 @@ use datafusion::dataframe::DataFrame;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderBuilder, ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
+use datafusion::parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::{ident, lit, SessionContext};
 use futures::{StreamExt, TryStreamExt};
 
-use super::pruned::Pruned;
+use super::pruned::{Item, Pruned, Source};
 use crate::exec::ExecError as Error;
 use crate::plan::join::{other_key, PARTITION};
 
@@ -161,16 +170,26 @@ impl Pruned {
         } else {
             item.meta.clone()
         };
-        let file = File::open(&item.path)?;
-        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
-            .with_projection(mask)
-            .with_row_groups(item.row_groups.clone())
-            .with_batch_size(BATCH);
-        if let Some(s) = &item.selection {
-            builder = builder.with_row_selection(s.clone());
+        match &item.source {
+            Source::Local(path) => {
+                let file = File::open(path)?;
+                let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta);
+                let reader = only(builder, item, mask).build()?;
+                Ok(futures::stream::iter(reader.map(move |b| shape(b?))).boxed())
+            }
+            // Fetched by ranged reads of the row groups' key column chunks.
+            Source::Remote { store, path, size } => {
+                let reader = Ranged {
+                    store: store.clone(),
+                    path: path.clone(),
+                    size: *size,
+                    metadata: item.meta.metadata().clone(),
+                };
+                let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta);
+                let stream = only(builder, item, mask).build()?;
+                Ok(stream.map(move |b| shape(b?)).boxed())
+            }
         }
-        let reader = builder.build()?;
-        Ok(futures::stream::iter(reader.map(move |b| shape(b?))).boxed())
     }
 
     /// A batch as read, in key order, cast to the compared types (and
@@ -204,5 +223,78 @@ impl Pruned {
             }
         };
         Ok(RecordBatch::try_new(schema, columns)?)
+    }
+}
+
+/// The key columns (`mask`) of the item's row groups and pages, as either
+/// reader takes them.
+fn only<T>(
+    builder: ArrowReaderBuilder<T>,
+    item: &Item,
+    mask: ProjectionMask,
+) -> ArrowReaderBuilder<T> {
+    let builder = builder
+        .with_projection(mask)
+        .with_row_groups(item.row_groups.clone())
+        .with_batch_size(BATCH);
+    match &item.selection {
+        Some(s) => builder.with_row_selection(s.clone()),
+        None => builder,
+    }
+}
+
+/// A published object read by ranges of its store, its footer already
+/// known (read when the table was listed).
+struct Ranged {
+    store: Arc<dyn ObjectStore>,
+    path: ObjectPath,
+    size: u64,
+    metadata: Arc<ParquetMetaData>,
+}
+
+impl Ranged {
+    fn failed(&self, e: object_store::Error) -> ParquetError {
+        ParquetError::External(Box::new(e))
+    }
+
+    fn checked(&self, range: &Range<u64>) -> Result<(), ParquetError> {
+        match range.end <= self.size {
+            true => Ok(()),
+            false => Err(ParquetError::General(format!(
+                "bytes {}..{} of `{}` asked for, past its {} bytes",
+                range.start, range.end, self.path, self.size
+            ))),
+        }
+    }
+}
+
+impl AsyncFileReader for Ranged {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, Result<Bytes, ParquetError>> {
+        async move {
+            self.checked(&range)?;
+            let got = self.store.get_range(&self.path, range).await;
+            got.map_err(|e| self.failed(e))
+        }
+        .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, Result<Vec<Bytes>, ParquetError>> {
+        async move {
+            ranges.iter().try_for_each(|r| self.checked(r))?;
+            let got = self.store.get_ranges(&self.path, &ranges).await;
+            got.map_err(|e| self.failed(e))
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, Result<Arc<ParquetMetaData>, ParquetError>> {
+        let metadata = self.metadata.clone();
+        async move { Ok(metadata) }.boxed()
     }
 }
