@@ -153,6 +153,15 @@ pub async fn across_published(
             }
         }
     };
+    // Both the distinct keys and the footers' comparison read the staged
+    // key columns: one scan serves both where it can.
+    let (for_distinct, for_side) = match indexes.is_ok() {
+        true => match super::side::Tee::split(ctx, staged, parts, keys).await? {
+            Some([a, b]) => (Some(a), Some(b)),
+            None => (None, None),
+        },
+        false => (None, None),
+    };
     // A task of its own, so that it runs on another core than the
     // footers' comparison.
     let distinct = {
@@ -163,7 +172,8 @@ pub async fn across_published(
                 return Ok(None);
             }
             let task = async move {
-                let keys = super::indexed::distinct_keys(&ctx, &staged, &keys, 64).await?;
+                let keys =
+                    super::indexed::distinct_keys(&ctx, &staged, &keys, 64, for_distinct).await?;
                 let keys = keys.map(super::indexed::StagedKeys::new);
                 Ok::<_, ExecError>(keys.map(|k| (k, started.elapsed())))
             };
@@ -173,7 +183,7 @@ pub async fn across_published(
         }
     };
     let side = async {
-        let side = published_side(ctx, staged, parts, keys).await?;
+        let side = published_side(ctx, staged, parts, keys, for_side).await?;
         Ok::<_, ExecError>((side, started.elapsed()))
     };
     let ((side, footers), mut built, distinct) =

@@ -11,6 +11,7 @@ use std::time::Instant;
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::{DataType, UInt32Type};
 use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::{ident, SessionContext};
 use futures::StreamExt;
 
@@ -32,12 +33,15 @@ pub(super) struct ByIndex {
 
 /// The distinct keys of `columns` in `staged`, fingerprints cut to `bits`;
 /// `None` when a column's type has no index kind or the memory pool refuses
-/// the keys.
+/// the keys. `shared`: a scan of the key columns, as they come, that
+/// serves another reader too (see [`super::side::Tee`]); else they are
+/// read here.
 pub async fn distinct_keys(
     ctx: &SessionContext,
     staged: &StagedInput,
     columns: &[String],
     bits: u32,
+    shared: Option<SendableRecordBatchStream>,
 ) -> Result<Option<Distinct>, ExecError> {
     let types = super::staged_types(staged, columns)?;
     let Some(kinds) = Kind::all(&types) else {
@@ -49,12 +53,15 @@ pub async fn distinct_keys(
     if rows > u32::MAX as u64 / 2 || memory.try_grow(want).is_err() {
         return Ok(None);
     }
-    let mut stream = crate::exec::scan::table_of_views(ctx, staged)?
-        .select(columns.iter().map(ident).collect::<Vec<_>>())
-        .map_err(|e| ExecError::engine("planning the key index", e))?
-        .execute_stream()
-        .await
-        .map_err(|e| ExecError::engine("reading keys for the key index", e))?;
+    let mut stream = match shared {
+        Some(stream) => stream,
+        None => crate::exec::scan::table_of_views(ctx, staged)?
+            .select(columns.iter().map(ident).collect::<Vec<_>>())
+            .map_err(|e| ExecError::engine("planning the key index", e))?
+            .execute_stream()
+            .await
+            .map_err(|e| ExecError::engine("reading keys for the key index", e))?,
+    };
     let mut keys = Collecting::new(rows, key_bytes, bits);
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(|e| ExecError::engine("reading keys for the key index", e))?;

@@ -11,6 +11,7 @@ use datafusion::arrow::array::{Array, ArrayRef, Int64Array, StringArray, UInt64A
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::{cast as cast_expr, Expr};
 use datafusion::prelude::{ident, SessionContext};
 use futures::StreamExt;
@@ -120,6 +121,33 @@ pub struct StagedValues {
 }
 
 impl StagedValues {
+    /// The expressions the staged key columns are read by: cast to
+    /// `types`, except text and binary columns, read as they come (their
+    /// bytes order the same in every layout): no copy of each value into a
+    /// new buffer, by the scan or by a cast.
+    fn exprs(staged: &StagedInput, keys: &[String], types: &[DataType]) -> Vec<Expr> {
+        let as_bytes = |k: &String| {
+            let field = staged.schema.field_with_name(k).ok();
+            field.is_some_and(|f| is_bytes(&crate::exec::scan::as_view(f.data_type())))
+        };
+        keys.iter()
+            .zip(types)
+            .map(|(k, t)| match is_bytes(t) && as_bytes(k) {
+                true => ident(k),
+                false => cast_expr(ident(k), t.clone()).alias(k),
+            })
+            .collect()
+    }
+
+    /// Whether the key columns are read as they come (no cast): then a
+    /// scan of them that serves another reader too can serve this one
+    /// ([`StagedValues::from_stream`]).
+    pub fn reads_as_is(staged: &StagedInput, keys: &[String], types: &[DataType]) -> bool {
+        StagedValues::exprs(staged, keys, types)
+            .iter()
+            .all(|e| matches!(e, Expr::Column(_)))
+    }
+
     /// Reads the staged key columns (cast to `types`) once, or only about
     /// their first `most` rows (a sample: it admits a subset of what all
     /// the values admit).
@@ -130,32 +158,27 @@ impl StagedValues {
         types: &[DataType],
         most: Option<usize>,
     ) -> Result<StagedValues, Error> {
-        // Text decodes as views, and a text or binary column is read as it
-        // comes (its bytes order the same in every layout): no copy of
-        // each value into a new buffer, by the scan or by a cast.
-        let as_bytes = |k: &String| {
-            let field = staged.schema.field_with_name(k).ok();
-            field.is_some_and(|f| is_bytes(&crate::exec::scan::as_view(f.data_type())))
-        };
-        let exprs: Vec<Expr> = keys
-            .iter()
-            .zip(types)
-            .map(|(k, t)| match is_bytes(t) && as_bytes(k) {
-                true => ident(k),
-                false => cast_expr(ident(k), t.clone()).alias(k),
-            })
-            .collect();
         let frame = crate::exec::scan::table_of_views(ctx, staged)?
-            .select(exprs)
+            .select(StagedValues::exprs(staged, keys, types))
             .and_then(|f| match most {
                 Some(n) => f.limit(0, Some(n)),
                 None => Ok(f),
             })
             .map_err(|e| Error::engine("planning the staged keys", e))?;
-        let mut stream = frame
+        let stream = frame
             .execute_stream()
             .await
             .map_err(|e| Error::engine("reading the staged keys", e))?;
+        StagedValues::from_stream(stream, types).await
+    }
+
+    /// The values of a stream of the staged key columns, read as
+    /// [`StagedValues::read`] reads them (one column a key, cast to
+    /// `types`).
+    pub async fn from_stream(
+        mut stream: SendableRecordBatchStream,
+        types: &[DataType],
+    ) -> Result<StagedValues, Error> {
         let mut columns = Vec::new();
         for t in types {
             let converter = RowConverter::new(vec![SortField::new(t.clone())])
