@@ -156,7 +156,7 @@ pub async fn across_published(
     // Both the distinct keys and the footers' comparison read the staged
     // key columns: one scan serves both where it can.
     let (for_distinct, for_side) = match indexes.is_ok() {
-        true => match super::side::Tee::split(ctx, staged, parts, keys).await? {
+        true => match super::side::tee_staged_keys(ctx, staged, parts, keys).await? {
             Some([a, b]) => (Some(a), Some(b)),
             None => (None, None),
         },

@@ -12,7 +12,7 @@ use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::{DataType, UInt32Type};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::SendableRecordBatchStream;
-use datafusion::prelude::{ident, SessionContext};
+use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 
 use super::PublishedPart;
@@ -34,7 +34,7 @@ pub(super) struct ByIndex {
 /// The distinct keys of `columns` in `staged`, fingerprints cut to `bits`;
 /// `None` when a column's type has no index kind or the memory pool refuses
 /// the keys. `shared`: a scan of the key columns, as they come, that
-/// serves another reader too (see [`super::side::Tee`]); else they are
+/// serves another reader too (see [`super::side::tee_staged_keys`]); else they are
 /// read here.
 pub async fn distinct_keys(
     ctx: &SessionContext,
@@ -55,12 +55,7 @@ pub async fn distinct_keys(
     }
     let mut stream = match shared {
         Some(stream) => stream,
-        None => crate::exec::scan::table_of_views(ctx, staged)?
-            .select(columns.iter().map(ident).collect::<Vec<_>>())
-            .map_err(|e| ExecError::engine("planning the key index", e))?
-            .execute_stream()
-            .await
-            .map_err(|e| ExecError::engine("reading keys for the key index", e))?,
+        None => super::staged_keys_stream(ctx, staged, columns, "keys for the key index").await?,
     };
     let mut keys = Collecting::new(rows, key_bytes, bits);
     while let Some(batch) = stream.next().await {

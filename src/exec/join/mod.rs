@@ -21,6 +21,7 @@ mod side;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::dataframe::DataFrame;
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::{ident, SessionContext};
 
 use crate::exec::keys;
@@ -81,13 +82,36 @@ fn staged_side(
     staged: &StagedInput,
     columns: &[String],
 ) -> Result<keys::join::Side, ExecError> {
-    let frame = crate::exec::scan::table_of_views(ctx, staged)?
-        .select(columns.iter().map(ident).collect::<Vec<_>>())
-        .map_err(|e| ExecError::engine("planning a join", e))?;
     Ok(keys::join::Side {
-        input: keys::join::SideInput::Frame(frame),
+        input: keys::join::SideInput::Frame(staged_keys_frame(ctx, staged, columns, "a join")?),
         rows: staged.row_count(),
     })
+}
+
+/// The staged key columns as they come (text as `Utf8View`), for `what`
+/// (in messages).
+fn staged_keys_frame(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    columns: &[String],
+    what: &str,
+) -> Result<DataFrame, ExecError> {
+    crate::exec::scan::table_of_views(ctx, staged)?
+        .select(columns.iter().map(ident).collect::<Vec<_>>())
+        .map_err(|e| ExecError::engine(format!("planning {what}"), e))
+}
+
+/// A scan of [`staged_keys_frame`].
+async fn staged_keys_stream(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    columns: &[String],
+    what: &str,
+) -> Result<SendableRecordBatchStream, ExecError> {
+    staged_keys_frame(ctx, staged, columns, what)?
+        .execute_stream()
+        .await
+        .map_err(|e| ExecError::engine(format!("reading {what}"), e))
 }
 
 fn staged_types(staged: &StagedInput, columns: &[String]) -> Result<Vec<DataType>, ExecError> {

@@ -232,8 +232,8 @@ impl Kept {
 }
 
 /// The published side, pruned by footer ranges against the staged keys.
-/// `shared`: the staged key columns from a `Tee` (one scan read by two
-/// readers), else they are read here.
+/// `shared`: the staged key columns from `tee_staged_keys`, else they
+/// are read here.
 pub async fn published_side(
     ctx: &SessionContext,
     staged: &StagedInput,
@@ -295,60 +295,52 @@ fn sample_of(staged: &StagedInput) -> Option<usize> {
 /// footers are compared with. Each read them on its own before, so the
 /// staged column was decompressed and decoded twice (a tenth of a 365-day
 /// `across published` on rising keys).
-pub struct Tee;
-
-impl Tee {
-    /// Two streams of one scan of the key columns, each batch in both, or
-    /// `None` when the two would not read the same thing: a key column the
-    /// staged values cast, a staged side compared through a sample first
-    /// (see [`staged_values`]), or a Ballista client (no staged values).
-    /// A reader that stops early does not hold the other up.
-    pub async fn split(
-        ctx: &SessionContext,
-        staged: &StagedInput,
-        parts: &[PublishedPart],
-        keys: &[String],
-    ) -> Result<Option<[SendableRecordBatchStream; 2]>, ExecError> {
-        let types = across_types(staged, parts, keys)?;
-        if crate::exec::ballista::is_client(ctx)
-            || sample_of(staged).is_some()
-            || !published::StagedValues::reads_as_is(staged, keys, &types)
-        {
-            return Ok(None);
-        }
-        let mut stream = crate::exec::scan::table_of_views(ctx, staged)?
-            .select(keys.iter().map(ident).collect::<Vec<_>>())
-            .map_err(|e| ExecError::engine("planning the staged keys", e))?
-            .execute_stream()
-            .await
-            .map_err(|e| ExecError::engine("reading the staged keys", e))?;
-        let schema = stream.schema();
-        let (mut a, a_rx) = mpsc::channel(32);
-        let (mut b, b_rx) = mpsc::channel(32);
-        tokio::spawn(async move {
-            while let Some(item) = stream.next().await {
-                match item {
-                    Ok(batch) => {
-                        let to_a = a.send(Ok(batch.clone())).await;
-                        let to_b = b.send(Ok(batch)).await;
-                        if to_a.is_err() && to_b.is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        let shown = DataFusionError::Execution(e.to_string());
-                        let _ = a.send(Err(e)).await;
-                        let _ = b.send(Err(shown)).await;
+///
+/// Two streams of the scan, each batch in both, or `None` when the two
+/// would not read the same thing: a key column the staged values cast, a
+/// staged side compared through a sample first (see [`staged_values`]), or
+/// a Ballista client (no staged values). A reader that stops early does
+/// not hold the other up.
+pub async fn tee_staged_keys(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    parts: &[PublishedPart],
+    keys: &[String],
+) -> Result<Option<[SendableRecordBatchStream; 2]>, ExecError> {
+    let types = across_types(staged, parts, keys)?;
+    if crate::exec::ballista::is_client(ctx)
+        || sample_of(staged).is_some()
+        || !published::StagedValues::reads_as_is(staged, keys, &types)
+    {
+        return Ok(None);
+    }
+    let mut stream = super::staged_keys_stream(ctx, staged, keys, "the staged keys").await?;
+    let schema = stream.schema();
+    let (mut a, a_rx) = mpsc::channel(32);
+    let (mut b, b_rx) = mpsc::channel(32);
+    tokio::spawn(async move {
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(batch) => {
+                    let to_a = a.send(Ok(batch.clone())).await;
+                    let to_b = b.send(Ok(batch)).await;
+                    if to_a.is_err() && to_b.is_err() {
                         return;
                     }
                 }
+                Err(e) => {
+                    let shown = DataFusionError::Execution(e.to_string());
+                    let _ = a.send(Err(e)).await;
+                    let _ = b.send(Err(shown)).await;
+                    return;
+                }
             }
-        });
-        let as_stream = |rx: mpsc::Receiver<_>| -> SendableRecordBatchStream {
-            Box::pin(RecordBatchStreamAdapter::new(schema.clone(), rx))
-        };
-        Ok(Some([as_stream(a_rx), as_stream(b_rx)]))
-    }
+        }
+    });
+    let as_stream = |rx: mpsc::Receiver<_>| -> SendableRecordBatchStream {
+        Box::pin(RecordBatchStreamAdapter::new(schema.clone(), rx))
+    };
+    Ok(Some([as_stream(a_rx), as_stream(b_rx)]))
 }
 
 /// The staged keys' values the published side is pruned by, what the
