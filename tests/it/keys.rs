@@ -40,6 +40,7 @@ check duplicate_count(s, t) = 0
 check duplicate_count(dec, f) nulls not distinct = 0
 check unique(i, s, k)
 check duplicate_count(s, k) nulls not distinct = 0
+check duplicate_count(s) nulls not distinct = 0
 check distinct_count(s) > 0
 ";
 
@@ -54,6 +55,7 @@ const KEY_SETS: &[(&[&str], bool)] = &[
     (&["dec", "f"], true),
     (&["i", "k", "s"], false),
     (&["k", "s"], true),
+    (&["s"], true),
 ];
 
 #[derive(Clone, Copy, Debug)]

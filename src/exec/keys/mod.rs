@@ -17,6 +17,7 @@
 //! of keys occurring more than once, and the top samples (count descending,
 //! key ascending, in Arrow's row order).
 
+mod compact;
 mod count;
 mod encode;
 mod found;
@@ -25,6 +26,7 @@ pub mod join;
 mod key;
 mod ordered;
 mod retain;
+mod slab;
 mod store;
 mod tasks;
 mod text;
@@ -48,10 +50,10 @@ use tasks::{scan, Sidecar};
 pub use encode::PackError;
 pub use found::Found;
 pub use gave_up::GaveUp;
+pub(crate) use retain::key_bytes;
 pub use store::StoreError;
 pub(crate) use tasks::streams;
 pub(crate) use tasks::threads;
-pub(crate) use verify::key_bytes;
 
 /// Runs `strategy` for `job` (never [`KeyStrategy::Grouped`], which the
 /// caller runs as a DataFusion plan).
@@ -286,7 +288,7 @@ async fn fingerprinted(
     bits: Option<u32>,
     label: &str,
 ) -> Result<Found, Error> {
-    let budget = retain::Budget::new(ctx, input, &job.keys);
+    let budget = retain::Budget::new(ctx, input, job);
     let (counted, spilled, mut passes, kept) = partition_keep_count(
         ctx,
         input,

@@ -1,21 +1,25 @@
 //! The decoded key columns a fingerprint scan keeps for its verification
 //! pass, so that the pass does not read and decode the Parquet again.
 //!
-//! A batch of text keys arrives as views into the decompressed pages, and
-//! its fingerprints are computed anyway: keeping both is a few `Arc`s and a
-//! copy of 8 bytes a row, not a copy of the keys. The verification then
-//! probes the kept fingerprints and compares the candidates' bytes in place
+//! A single text key is kept compactly ([`super::compact`]): its bytes and
+//! 3 more a row. Any other key keeps its batches: they arrive as views into
+//! the decompressed pages and their fingerprints are computed anyway, so
+//! keeping them is a few `Arc`s and a copy of 8 bytes a row. The
+//! verification then finds the candidates' rows among the kept ones
 //! (`verify::Source::Kept`), instead of reading, decompressing and decoding
 //! every key again.
 //!
-//! Keeping is not free: every kept page is decoded into fresh memory, and
-//! each of its 4 KiB pages costs the kernel a fault and a clear. Measured
-//! on local files (the page cache), that costs as much as reading the
-//! columns again, at three times the memory (10M 22-character keys: 0.64 s
-//! and 770 MB kept, 0.58 s and 250 MB read again; `benches/README.md`). So
-//! local files are kept only while small ([`LOCAL_BYTES`]: a second read's
-//! fixed costs then matter), while files on an object store, where a second
-//! read is a second download, are kept up to the budget.
+//! Keeping is not free: what is kept is fresh memory, and the first touch
+//! of each page costs the kernel a fault and a clear (on a virtual machine,
+//! the host's backing of the page too). Measured on local files (the page
+//! cache), that costs as much as reading the columns again, at several
+//! times the memory: 10M 22-character keys kept as batches, 0.64 s and 770
+//! MB against 0.58 s and 250 MB read again; 50M kept compactly (1.2 GB),
+//! the scan 1.8 to 2.0 s and the verification 0.26 s, against 1.0 to 1.1 s
+//! and 1.1 s read again (`benches/README.md`). So local files are kept only
+//! while small ([`LOCAL_BYTES`]: a second read's fixed costs then matter),
+//! while files on an object store, where a second read is a second
+//! download, are kept up to the budget.
 //!
 //! What is kept is bounded: by half of `--memory-limit` (and DataFusion's
 //! memory pool), or by an eighth of the machine's memory. When the footers
@@ -33,7 +37,11 @@ use datafusion::execution::memory_pool::{
 };
 use datafusion::prelude::SessionContext;
 
+use datafusion::arrow::datatypes::DataType;
+
+use super::compact::{TextRows, ROW_BYTES};
 use super::tasks::Sidecar;
+use crate::plan::keys::KeyJob;
 use crate::staged::{Location, StagedInput};
 
 /// The most that is kept of local files: below it, a second read's fixed
@@ -46,6 +54,9 @@ pub(super) struct Budget {
     left: Arc<AtomicI64>,
     refused: Arc<AtomicBool>,
     pool: Arc<dyn MemoryPool>,
+    /// A single text key, kept compactly ([`TextRows`]).
+    text: bool,
+    nulls_equal: bool,
 }
 
 impl Budget {
@@ -53,19 +64,34 @@ impl Budget {
     /// already say they will not fit (see [`expected_bytes`]), nothing is
     /// kept from the start, so the scan never pays for keeping and
     /// dropping.
-    pub fn new(ctx: &SessionContext, input: &StagedInput, columns: &[String]) -> Budget {
+    pub fn new(ctx: &SessionContext, input: &StagedInput, job: &KeyJob) -> Budget {
         let pool = ctx.runtime_env().memory_pool.clone();
         let mut bytes = match pool.memory_limit() {
             MemoryLimit::Finite(limit) => limit / 2,
             _ => physical_memory() / 8,
         };
+        let text = match job.keys.as_slice() {
+            [k] => input.schema.field_with_name(k).is_ok_and(|f| {
+                matches!(
+                    f.data_type(),
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                )
+            }),
+            _ => false,
+        };
         if let Location::Local(_) = input.location {
             bytes = bytes.min(LOCAL_BYTES);
         }
+        let expected = match text {
+            true => text_bytes(input, &job.keys),
+            false => expected_bytes(input, &job.keys),
+        };
         Budget {
             left: Arc::new(AtomicI64::new(i64::try_from(bytes).unwrap_or(i64::MAX))),
-            refused: Arc::new(AtomicBool::new(expected_bytes(input, columns) > bytes)),
+            refused: Arc::new(AtomicBool::new(expected > bytes)),
             pool,
+            text,
+            nulls_equal: job.nulls_equal,
         }
     }
 
@@ -78,6 +104,8 @@ impl Budget {
             left: self.left.clone(),
             refused: self.refused.clone(),
             reservation: MemoryConsumer::new("dqgate kept key columns").register(&self.pool),
+            text: self.text.then(TextRows::default),
+            nulls_equal: self.nulls_equal,
         }
     }
 
@@ -87,9 +115,12 @@ impl Budget {
     }
 }
 
-/// One scan task's kept batches: the key columns and their fingerprints.
+/// One scan task's kept batches: the key columns and their fingerprints,
+/// or a single text key's rows compactly.
 pub(super) struct Retainer {
     pub batches: Vec<(Vec<ArrayRef>, Vec<u64>)>,
+    pub text: Option<TextRows>,
+    nulls_equal: bool,
     /// The bytes they hold (buffers shared by several batches once).
     pub bytes: usize,
     seen: HashSet<usize>,
@@ -102,6 +133,7 @@ impl Retainer {
     fn give_up(&mut self) {
         self.refused.store(true, Ordering::Relaxed);
         self.batches = Vec::new();
+        self.text = self.text.as_ref().map(|_| TextRows::default());
         self.seen = HashSet::new();
         self.bytes = 0;
         self.reservation.free();
@@ -133,16 +165,18 @@ impl Retainer {
 impl Sidecar<u64> for Retainer {
     fn keep(&mut self, columns: &[ArrayRef], words: &[u64]) {
         if self.refused.load(Ordering::Relaxed) {
-            if !self.batches.is_empty() {
+            if self.bytes > 0 {
                 self.give_up();
             }
             return;
         }
-        let size = words.len() * 8
-            + columns
-                .iter()
-                .map(|c| self.new_bytes(&c.to_data()))
-                .sum::<usize>();
+        let size = match &mut self.text {
+            Some(text) => match text.append(&columns[0], words, self.nulls_equal) {
+                Some(size) => size,
+                None => return self.give_up(),
+            },
+            None => self.array_bytes(columns, words),
+        };
         let wanted = size as i64;
         if self.left.fetch_sub(wanted, Ordering::Relaxed) < wanted
             || self.reservation.try_grow(size).is_err()
@@ -151,7 +185,19 @@ impl Sidecar<u64> for Retainer {
             return;
         }
         self.bytes += size;
-        self.batches.push((columns.to_vec(), words.to_vec()));
+        if self.text.is_none() {
+            self.batches.push((columns.to_vec(), words.to_vec()));
+        }
+    }
+}
+
+impl Retainer {
+    fn array_bytes(&mut self, columns: &[ArrayRef], words: &[u64]) -> usize {
+        words.len() * 8
+            + columns
+                .iter()
+                .map(|c| self.new_bytes(&c.to_data()))
+                .sum::<usize>()
     }
 }
 
@@ -178,6 +224,41 @@ pub(super) fn expected_bytes(input: &StagedInput, columns: &[String]) -> usize {
         }
     }
     bytes
+}
+
+/// What keeping a single text key compactly would take: the column
+/// chunks' uncompressed pages (each plain value is its bytes and a 4-byte
+/// length), and [`ROW_BYTES`] a row.
+fn text_bytes(input: &StagedInput, columns: &[String]) -> usize {
+    let rows = usize::try_from(input.row_count()).unwrap_or(usize::MAX);
+    let pages = columns
+        .iter()
+        .map(|c| usize::try_from(column_bytes(input, c).unwrap_or(0)).unwrap_or(0))
+        .sum::<usize>();
+    rows.saturating_mul(ROW_BYTES).saturating_add(pages)
+}
+
+/// Expected bytes of one key of `columns` (and 8 a part), from the
+/// footers' uncompressed sizes (16 a part when the footers lack them).
+pub(crate) fn key_bytes(input: &StagedInput, columns: &[String]) -> u64 {
+    let rows = input.row_count().max(1);
+    columns
+        .iter()
+        .map(|k| column_bytes(input, k).unwrap_or(16 * rows) / rows + 8)
+        .sum()
+}
+
+/// The uncompressed bytes of `column` in the footers, if any file has it.
+fn column_bytes(input: &StagedInput, column: &str) -> Option<u64> {
+    let chunks: Vec<u64> = input
+        .files
+        .iter()
+        .flat_map(|f| f.metadata.row_groups())
+        .flat_map(|g| g.columns())
+        .filter(|c| c.column_path().parts().first().map(String::as_str) == Some(column))
+        .map(|c| c.uncompressed_size().max(0) as u64)
+        .collect();
+    (!chunks.is_empty()).then(|| chunks.iter().sum())
 }
 
 /// The machine's physical memory in bytes (4 GiB when it cannot be read).

@@ -29,6 +29,7 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::spill_file::SpillFile;
 
 use super::key::Key;
+use super::slab::Slab;
 
 /// Words per chunk: 2 KiB of u64 or u32 (4 KiB of u128).
 pub const fn chunk_words<K: Key>() -> usize {
@@ -164,69 +165,6 @@ pub struct Spill {
     pub file: Arc<dyn SpillFile>,
     /// `(partition, byte offset, words)`.
     pub segments: Vec<(u32, u64, u32)>,
-}
-
-/// Zeroed anonymous memory of `len` words, mapped on demand: a page is
-/// backed when first written, with a huge page where the kernel allows.
-pub struct Slab<K: Key> {
-    ptr: std::ptr::NonNull<K>,
-    len: usize,
-}
-
-// SAFETY: a slab owns its mapping, as a `Box<[K]>` owns its allocation.
-unsafe impl<K: Key> Send for Slab<K> {}
-// SAFETY: shared access only reads.
-unsafe impl<K: Key> Sync for Slab<K> {}
-
-impl<K: Key> Slab<K> {
-    /// `len` zeroed words. A refused mapping aborts the process, as a
-    /// refused `Vec` allocation does.
-    pub fn new(len: usize) -> Slab<K> {
-        let bytes = (len * K::BYTES).max(1);
-        // SAFETY: a new private anonymous mapping aliases nothing.
-        let at = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        let Some(ptr) = std::ptr::NonNull::new(at.cast::<K>()).filter(|_| at != libc::MAP_FAILED)
-        else {
-            let layout = std::alloc::Layout::from_size_align(bytes, 4096)
-                .unwrap_or(std::alloc::Layout::new::<K>());
-            std::alloc::handle_alloc_error(layout);
-        };
-        #[cfg(target_os = "linux")]
-        // SAFETY: the advice only changes how the kernel backs the pages of
-        // our own mapping, never their contents. It is a hint: refused (no
-        // transparent huge pages), the memory is the same.
-        unsafe {
-            libc::madvise(at, bytes, libc::MADV_HUGEPAGE)
-        };
-        Slab { ptr, len }
-    }
-
-    pub fn words(&self) -> &[K] {
-        // SAFETY: the mapping holds `len` words, zeroed or written, and every
-        // bit pattern is a valid `K` (`Key`'s contract).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    pub fn words_mut(&mut self) -> &mut [K] {
-        // SAFETY: as in `words`, and `&mut self` makes the access unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl<K: Key> Drop for Slab<K> {
-    fn drop(&mut self) {
-        // SAFETY: the mapping is ours and no slice of it outlives `self`.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), (self.len * K::BYTES).max(1)) };
-    }
 }
 
 /// Copies a full line into `dst` (line-aligned), bypassing the cache on

@@ -36,7 +36,7 @@ use datafusion::prelude::SessionContext;
 use super::count::Table;
 use super::encode;
 use super::found::{key_types, rank};
-use super::retain::Retainer;
+use super::retain::{key_bytes, Retainer};
 use super::tasks::{scan, streams};
 use crate::exec::Duplicates;
 use crate::exec::ExecError as Error;
@@ -90,7 +90,7 @@ pub(super) async fn verify(
         };
         let candidates = Arc::new(candidates);
         let (filed, t) = match &source {
-            Source::Kept(kept) => file_kept(kept, job, &candidates).await?,
+            Source::Kept(kept) => file_kept(kept, job, &candidates, bits).await?,
             Source::Read => file_keys(ctx, input, job, candidates, bits, &shown).await?,
         };
         if !t.is_empty() {
@@ -126,29 +126,6 @@ fn rounds_for(ctx: &SessionContext, input: &StagedInput, job: &KeyJob, candidate
     need.div_ceil(budget).clamp(1, 1024) as usize
 }
 
-/// Expected bytes of one key of `columns` (and 8 a part), from the
-/// footers' uncompressed sizes (16 a part when the footers lack them).
-pub(crate) fn key_bytes(input: &StagedInput, columns: &[String]) -> u64 {
-    let rows = input.row_count().max(1);
-    columns
-        .iter()
-        .map(|k| column_bytes(input, k).unwrap_or(16 * rows) / rows + 8)
-        .sum()
-}
-
-/// The uncompressed bytes of `column` in the footers, if any file has it.
-fn column_bytes(input: &StagedInput, column: &str) -> Option<u64> {
-    let chunks: Vec<u64> = input
-        .files
-        .iter()
-        .flat_map(|f| f.metadata.row_groups())
-        .flat_map(|g| g.columns())
-        .filter(|c| c.column_path().parts().first().map(String::as_str) == Some(column))
-        .map(|c| c.uncompressed_size().max(0) as u64)
-        .collect();
-    (!chunks.is_empty()).then(|| chunks.iter().sum())
-}
-
 /// The candidate fingerprints of a round, behind a bit filter: a row is
 /// tested against the table only when its fingerprint's filter bit is set.
 /// With about 1.5% of the bits set, the test is a load and a branch that
@@ -159,6 +136,9 @@ pub(super) struct Candidates {
     table: Table<u64>,
     bits: Vec<u64>,
     mask: u64,
+    /// A bit for each value of the candidates' low 16 bits, which is all
+    /// that compactly kept text keeps of a fingerprint.
+    low16: Vec<u64>,
 }
 
 impl Candidates {
@@ -171,13 +151,26 @@ impl Candidates {
         let mut table = Table::<u64>::default();
         table.reset(n);
         let mut bits = vec![0u64; len / 64];
+        let mut low16 = vec![0u64; (1 << 16) / 64];
         let mask = len as u64 - 1;
         for w in fingerprints {
             table.insert(w);
             let b = Self::bit(w, mask);
             bits[(b >> 6) as usize] |= 1 << (b & 63);
+            low16[usize::from(w as u16 >> 6)] |= 1 << (w & 63);
         }
-        Candidates { table, bits, mask }
+        Candidates {
+            table,
+            bits,
+            mask,
+            low16,
+        }
+    }
+
+    /// Whether some candidate's low 16 bits are `low`.
+    #[inline]
+    fn maybe(&self, low: u16) -> bool {
+        self.low16[usize::from(low >> 6)] & (1 << (low & 63)) != 0
     }
 
     /// The filter bit of `w`: its low bits, which the table's own slot
@@ -280,7 +273,11 @@ async fn file_kept(
     kept: &[Arc<Retainer>],
     job: &KeyJob,
     candidates: &Arc<Candidates>,
+    bits: Option<u32>,
 ) -> Result<(Filed, Vec<DataType>), Error> {
+    if let Some(t) = kept.iter().find_map(|r| r.text.as_ref()?.data_type.clone()) {
+        return Ok((file_kept_text(kept, candidates, &t, bits).await?, vec![t]));
+    }
     let Some(types) = kept
         .iter()
         .find_map(|r| r.batches.first())
@@ -313,6 +310,69 @@ async fn file_kept(
     }
     parts.sort_by_key(|(i, _)| *i);
     Ok((merge(parts.into_iter().map(|(_, f)| f)), types))
+}
+
+/// The rows every scan task kept compactly ([`super::compact`]) whose
+/// fingerprint is a candidate, filed: each task's in a blocking task. The
+/// kept 16 bits of a row's fingerprint pass it on to be fingerprinted
+/// again (as the scan did: `bits`, the column's type) only when some
+/// candidate has the same 16 bits.
+async fn file_kept_text(
+    kept: &[Arc<Retainer>],
+    candidates: &Arc<Candidates>,
+    data_type: &DataType,
+    bits: Option<u32>,
+) -> Result<Filed, Error> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, r) in kept.iter().enumerate() {
+        let (r, candidates) = (r.clone(), candidates.clone());
+        let data_type = data_type.clone();
+        tasks.spawn_blocking(move || {
+            let (mut filed, mut hashes, mut failed) = (Filed::new(), Vec::new(), None);
+            let Some(text) = &r.text else {
+                return Ok((i, filed));
+            };
+            text.each_maybe(
+                |b| candidates.maybe(b),
+                |values| {
+                    if failed.is_some() {
+                        return;
+                    }
+                    let column = values
+                        .iter()
+                        .map(|v| v.map(std::str::from_utf8).transpose())
+                        .collect::<Result<StringViewArray, _>>()
+                        .map_err(|e| Error::Audit(format!("a kept text key is not UTF-8: {e}")))
+                        .and_then(|a| Ok(cast(&a, &data_type)?));
+                    let hashed = column.and_then(|c| {
+                        encode::fingerprints(&[c], bits, &mut hashes).map_err(Error::Fingerprint)
+                    });
+                    if let Err(e) = hashed {
+                        failed = Some(e);
+                        return;
+                    }
+                    for (v, &fp) in values.iter().zip(&hashes) {
+                        if candidates.contains(fp) {
+                            match v {
+                                Some(v) => file(&mut filed, fp, 1, v, 1),
+                                None => file(&mut filed, fp, 0, &[], 1),
+                            }
+                        }
+                    }
+                },
+            );
+            match failed {
+                Some(e) => Err(e),
+                None => Ok((i, filed)),
+            }
+        });
+    }
+    let mut parts = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        parts.push(done.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
+    }
+    parts.sort_by_key(|(i, _)| *i);
+    Ok(merge(parts.into_iter().map(|(_, f)| f)))
 }
 
 /// Files the counted rows of one batch whose fingerprint (`hashes`) is a

@@ -3,7 +3,7 @@
 
 use super::job::Want;
 use crate::exec::keys::key::Key;
-use crate::exec::keys::store::Slab;
+use crate::exec::keys::slab::Slab;
 
 /// Bytes of an [`Entry`] and a [`Slot`].
 pub(super) const ENTRY: usize = std::mem::size_of::<Entry>();
