@@ -2,9 +2,11 @@
 //! on stderr, only when stderr is a terminal. Never on stdout.
 //!
 //! DataFusion reports the rows its scans have produced in the plan's
-//! metrics; a ticker reads them a few times a second while a pass runs.
+//! metrics (the key engine's own reads, in a counter); a ticker reads them a
+//! few times a second while a pass runs.
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,12 +17,36 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 pub struct Progress {
     bar: ProgressBar,
     ticker: Option<tokio::task::JoinHandle<()>>,
-    plan: Arc<dyn ExecutionPlan>,
+    plan: Option<Arc<dyn ExecutionPlan>>,
+}
+
+/// Where a pass's rows read so far are.
+enum Rows {
+    Plan(Arc<dyn ExecutionPlan>),
+    Counter(Arc<AtomicU64>),
+}
+
+impl Rows {
+    fn read(&self) -> u64 {
+        match self {
+            Rows::Plan(plan) => rows_scanned(plan.as_ref()),
+            Rows::Counter(n) => n.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl Progress {
     /// Starts showing the rows scanned by `plan`'s leaves out of `total`.
     pub fn start(label: &str, plan: Arc<dyn ExecutionPlan>, total: u64) -> Progress {
+        Progress::watching(label, Rows::Plan(plan), total)
+    }
+
+    /// Starts showing the rows that readers count in `read`, of `total`.
+    pub fn counting(label: &str, read: Arc<AtomicU64>, total: u64) -> Progress {
+        Progress::watching(label, Rows::Counter(read), total)
+    }
+
+    fn watching(label: &str, rows: Rows, total: u64) -> Progress {
         let visible =
             std::io::stderr().is_terminal() && std::env::var_os("DQGATE_NO_PROGRESS").is_none();
         let bar = if visible {
@@ -40,27 +66,25 @@ impl Progress {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(label.to_string());
-        let watched = plan.clone();
+        let plan = match &rows {
+            Rows::Plan(plan) => Some(plan.clone()),
+            Rows::Counter(_) => None,
+        };
         let ticker = visible.then(|| {
             let bar = bar.clone();
-            let plan = watched.clone();
             tokio::spawn(async move {
                 loop {
-                    bar.set_position(rows_scanned(plan.as_ref()).min(total));
+                    bar.set_position(rows.read().min(total));
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             })
         });
-        Progress {
-            bar,
-            ticker,
-            plan: watched,
-        }
+        Progress { bar, ticker, plan }
     }
 
     /// Bytes the pass spilled to disk (under `--memory-limit`).
     pub fn spilled_bytes(&self) -> u64 {
-        spilled(self.plan.as_ref())
+        self.plan.as_ref().map_or(0, |p| spilled(p.as_ref()))
     }
 }
 

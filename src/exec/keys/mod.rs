@@ -19,6 +19,7 @@
 
 mod compact;
 mod count;
+mod direct;
 mod encode;
 mod found;
 mod gave_up;

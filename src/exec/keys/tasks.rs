@@ -13,7 +13,9 @@ use crate::exec::progress;
 use crate::exec::ExecError as Error;
 use crate::staged::StagedInput;
 
-/// The key columns' streams, one per scan partition, with a progress bar.
+/// The key columns' streams, one per scan partition, with a progress bar:
+/// read by the Parquet reader itself where that gives what DataFusion's
+/// scan would ([`super::direct`]), else by a DataFusion scan.
 pub(crate) async fn streams(
     ctx: &SessionContext,
     input: &StagedInput,
@@ -23,6 +25,15 @@ pub(crate) async fn streams(
     let frame = crate::exec::scan::table_of_views(ctx, input)?
         .select(columns.iter().map(ident).collect::<Vec<_>>())
         .map_err(|e| Error::engine("planning a key check", e))?;
+    if !crate::exec::ballista::is_client(ctx) {
+        let schema = Arc::new(frame.schema().as_arrow().clone());
+        let batch_size = ctx.state().config().batch_size();
+        let direct =
+            super::direct::streams(input, columns, schema, threads(ctx), batch_size, label);
+        if let Some(direct) = direct {
+            return Ok(direct);
+        }
+    }
     frame_streams(frame, label, input.row_count()).await
 }
 
