@@ -1,6 +1,6 @@
 //! The key columns of local files read with the Parquet crate's own
-//! synchronous reader, one blocking task per scan partition, instead of
-//! through a DataFusion scan.
+//! synchronous reader, in the task that consumes each scan partition,
+//! instead of through a DataFusion scan.
 //!
 //! DataFusion's Parquet scan fetches each row group's column chunk whole
 //! before decoding it: a fresh buffer of the compressed chunk (hundreds of

@@ -32,12 +32,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayData, ArrayRef};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::execution::memory_pool::{
     MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
 };
 use datafusion::prelude::SessionContext;
-
-use datafusion::arrow::datatypes::DataType;
 
 use super::compact::{TextRows, ROW_BYTES};
 use super::tasks::Sidecar;
@@ -139,6 +138,16 @@ impl Retainer {
         self.reservation.free();
     }
 
+    /// What keeping a batch as it is takes: its fingerprints and the
+    /// buffers not yet counted.
+    fn array_bytes(&mut self, columns: &[ArrayRef], words: &[u64]) -> usize {
+        words.len() * 8
+            + columns
+                .iter()
+                .map(|c| self.new_bytes(&c.to_data()))
+                .sum::<usize>()
+    }
+
     /// The bytes of `data`'s buffers not yet counted (a page's buffer
     /// backs several batches).
     fn new_bytes(&mut self, data: &ArrayData) -> usize {
@@ -188,16 +197,6 @@ impl Sidecar<u64> for Retainer {
         if self.text.is_none() {
             self.batches.push((columns.to_vec(), words.to_vec()));
         }
-    }
-}
-
-impl Retainer {
-    fn array_bytes(&mut self, columns: &[ArrayRef], words: &[u64]) -> usize {
-        words.len() * 8
-            + columns
-                .iter()
-                .map(|c| self.new_bytes(&c.to_data()))
-                .sum::<usize>()
     }
 }
 

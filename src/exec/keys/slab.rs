@@ -4,7 +4,8 @@
 use super::key::Key;
 
 /// Zeroed anonymous memory of `len` words, mapped on demand: a page is
-/// backed when first written, with a huge page where the kernel allows.
+/// backed when first written (with a huge page where the kernel allows,
+/// unless made with [`Slab::small_pages`]).
 pub struct Slab<K: Key> {
     ptr: std::ptr::NonNull<K>,
     len: usize,

@@ -291,25 +291,37 @@ async fn file_kept(
         return Ok((Filed::new(), Vec::new()));
     };
     let form = Arc::new(Form::of(&types)?);
+    let (candidates, nulls_equal) = (candidates.clone(), job.nulls_equal);
+    let filed = file_each(kept, move |r| {
+        let (mut filed, mut hit) = (Filed::new(), Vec::new());
+        for (columns, hashes) in &r.batches {
+            let batch = (columns.as_slice(), hashes.as_slice());
+            file_batch(&mut filed, batch, &mut hit, &form, &candidates, nulls_equal)?;
+        }
+        Ok(filed)
+    })
+    .await?;
+    Ok((filed, types))
+}
+
+/// `file` of every scan task's kept rows, each in a blocking task of its
+/// own, merged in task order.
+async fn file_each(
+    kept: &[Arc<Retainer>],
+    file: impl Fn(&Retainer) -> Result<Filed, Error> + Send + Sync + 'static,
+) -> Result<Filed, Error> {
+    let file = Arc::new(file);
     let mut tasks = tokio::task::JoinSet::new();
     for (i, r) in kept.iter().enumerate() {
-        let r = r.clone();
-        let (form, candidates, nulls_equal) = (form.clone(), candidates.clone(), job.nulls_equal);
-        tasks.spawn_blocking(move || {
-            let (mut filed, mut hit) = (Filed::new(), Vec::new());
-            for (columns, hashes) in &r.batches {
-                let batch = (columns.as_slice(), hashes.as_slice());
-                file_batch(&mut filed, batch, &mut hit, &form, &candidates, nulls_equal)?;
-            }
-            Ok::<_, Error>((i, filed))
-        });
+        let (r, file) = (r.clone(), file.clone());
+        tasks.spawn_blocking(move || Ok::<_, Error>((i, file(&r)?)));
     }
     let mut parts = Vec::new();
     while let Some(done) = tasks.join_next().await {
         parts.push(done.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
     }
     parts.sort_by_key(|(i, _)| *i);
-    Ok((merge(parts.into_iter().map(|(_, f)| f)), types))
+    Ok(merge(parts.into_iter().map(|(_, f)| f)))
 }
 
 /// The rows every scan task kept compactly ([`super::compact`]) whose
@@ -323,56 +335,41 @@ async fn file_kept_text(
     data_type: &DataType,
     bits: Option<u32>,
 ) -> Result<Filed, Error> {
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, r) in kept.iter().enumerate() {
-        let (r, candidates) = (r.clone(), candidates.clone());
-        let data_type = data_type.clone();
-        tasks.spawn_blocking(move || {
-            let (mut filed, mut hashes, mut failed) = (Filed::new(), Vec::new(), None);
-            let Some(text) = &r.text else {
-                return Ok((i, filed));
-            };
-            text.each_maybe(
-                |b| candidates.maybe(b),
-                |values| {
-                    if failed.is_some() {
-                        return;
+    let (candidates, data_type) = (candidates.clone(), data_type.clone());
+    file_each(kept, move |r| {
+        let (mut filed, mut hashes, mut failed) = (Filed::new(), Vec::new(), None);
+        let Some(text) = &r.text else {
+            return Ok(filed);
+        };
+        text.each_maybe(
+            |b| candidates.maybe(b),
+            |values| {
+                if failed.is_some() {
+                    return;
+                }
+                let column = values
+                    .iter()
+                    .map(|v| v.map(std::str::from_utf8).transpose())
+                    .collect::<Result<StringViewArray, _>>()
+                    .map_err(|e| Error::Audit(format!("a kept text key is not UTF-8: {e}")))
+                    .and_then(|a| Ok(cast(&a, &data_type)?));
+                let hashed = column.and_then(|c| {
+                    encode::fingerprints(&[c], bits, &mut hashes).map_err(Error::Fingerprint)
+                });
+                if let Err(e) = hashed {
+                    failed = Some(e);
+                    return;
+                }
+                for (&v, &fp) in values.iter().zip(&hashes) {
+                    if candidates.contains(fp) {
+                        file_text_value(&mut filed, fp, v);
                     }
-                    let column = values
-                        .iter()
-                        .map(|v| v.map(std::str::from_utf8).transpose())
-                        .collect::<Result<StringViewArray, _>>()
-                        .map_err(|e| Error::Audit(format!("a kept text key is not UTF-8: {e}")))
-                        .and_then(|a| Ok(cast(&a, &data_type)?));
-                    let hashed = column.and_then(|c| {
-                        encode::fingerprints(&[c], bits, &mut hashes).map_err(Error::Fingerprint)
-                    });
-                    if let Err(e) = hashed {
-                        failed = Some(e);
-                        return;
-                    }
-                    for (v, &fp) in values.iter().zip(&hashes) {
-                        if candidates.contains(fp) {
-                            match v {
-                                Some(v) => file(&mut filed, fp, 1, v, 1),
-                                None => file(&mut filed, fp, 0, &[], 1),
-                            }
-                        }
-                    }
-                },
-            );
-            match failed {
-                Some(e) => Err(e),
-                None => Ok((i, filed)),
-            }
-        });
-    }
-    let mut parts = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        parts.push(done.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
-    }
-    parts.sort_by_key(|(i, _)| *i);
-    Ok(merge(parts.into_iter().map(|(_, f)| f)))
+                }
+            },
+        );
+        failed.map_or(Ok(filed), Err)
+    })
+    .await
 }
 
 /// Files the counted rows of one batch whose fingerprint (`hashes`) is a
@@ -421,11 +418,16 @@ fn merge(parts: impl IntoIterator<Item = Filed>) -> Filed {
     all
 }
 
+/// Files one row of a text key (`None`: null).
+fn file_text_value(filed: &mut Filed, fp: u64, value: Option<&[u8]>) {
+    match value {
+        Some(v) => file(filed, fp, 1, v, 1),
+        None => file(filed, fp, 0, &[], 1),
+    }
+}
+
 fn file_text(filed: &mut Filed, hashes: &[u64], hit: &[u32], column: &ArrayRef) {
-    let mut put = |i: usize, value: Option<&[u8]>| match value {
-        Some(v) => file(filed, hashes[i], 1, v, 1),
-        None => file(filed, hashes[i], 0, &[], 1),
-    };
+    let mut put = |i: usize, value: Option<&[u8]>| file_text_value(filed, hashes[i], value);
     let rows = hit.iter().map(|&i| i as usize);
     match column.data_type() {
         DataType::Utf8View => {
