@@ -241,7 +241,7 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
                             let _ = writeln!(out, "  {how}");
                         }
                     }
-                    match join::across_published_frames(&p.ctx, &p.input, &side, keys)? {
+                    match join::across_published_frames(&p.ctx, &p.input, (&side, &parts), keys)? {
                         None => {
                             let _ = writeln!(
                                 out,

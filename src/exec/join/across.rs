@@ -101,16 +101,15 @@ pub fn across_by_index_plan(
 pub fn across_published_frames(
     ctx: &SessionContext,
     staged: &StagedInput,
-    side: &PublishedSide,
+    (side, parts): (&PublishedSide, &[PublishedPart]),
     keys: &[String],
 ) -> Result<Option<(DataFrame, DataFrame)>, ExecError> {
-    let Some((published, projected)) = &side.frames else {
+    let Some((published, projected)) = side.frames(ctx, staged, parts, keys)? else {
         return Ok(None);
     };
-    let frame =
-        pj::across_published_frame(table(ctx, staged)?, projected.clone(), keys, &side.types)
-            .map_err(|e| ExecError::engine("planning the cross-partition check", e))?;
-    Ok(Some((frame, published.clone())))
+    let frame = pj::across_published_frame(table(ctx, staged)?, projected, keys, &side.types)
+        .map_err(|e| ExecError::engine("planning the cross-partition check", e))?;
+    Ok(Some((frame, published)))
 }
 
 /// Distinct staged keys that also occur in another published partition,
@@ -243,6 +242,7 @@ pub async fn across_published(
             built = build(true).await?;
         }
     }
+    let frames = side.frames(ctx, staged, parts, keys)?;
     read_passes.push(format!(
         "read the staged keys and prune the published side by footer ranges ({}{}): {:.2} s",
         match &side.pruned {
@@ -252,12 +252,7 @@ pub async fn across_published(
         side.sampled().map(|s| format!("; {s}")).unwrap_or_default(),
         started.elapsed().as_secs_f64()
     ));
-    let PublishedSide {
-        types,
-        pruned,
-        frames,
-        ..
-    } = side;
+    let PublishedSide { types, pruned, .. } = side;
     let Some((published, projected)) = frames else {
         return Ok(JoinResult {
             passes: read_passes,

@@ -101,17 +101,17 @@ fn staged_keys_frame(
         .map_err(|e| ExecError::engine(format!("planning {what}"), e))
 }
 
-/// A scan of [`staged_keys_frame`].
+/// The columns of [`staged_keys_frame`] in one stream, the files in order:
+/// read by the Parquet reader itself where it reads these files (local,
+/// uncast; one reused page buffer, not a fresh one a column chunk), else by
+/// a DataFusion scan.
 async fn staged_keys_stream(
     ctx: &SessionContext,
     staged: &StagedInput,
     columns: &[String],
     what: &str,
 ) -> Result<SendableRecordBatchStream, ExecError> {
-    staged_keys_frame(ctx, staged, columns, what)?
-        .execute_stream()
-        .await
-        .map_err(|e| ExecError::engine(format!("reading {what}"), e))
+    keys::one_stream(ctx, staged, columns, what).await
 }
 
 fn staged_types(staged: &StagedInput, columns: &[String]) -> Result<Vec<DataType>, ExecError> {

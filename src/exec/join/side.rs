@@ -123,10 +123,38 @@ pub struct PublishedSide {
     /// How many staged keys were compared with the footers when a sample
     /// of them already fell within every range (see [`staged_values`]).
     sampled: Option<usize>,
-    pub(super) frames: Option<(DataFrame, DataFrame)>,
 }
 
 impl PublishedSide {
+    /// The published keys of `parts` (other than `staged`'s) that the
+    /// footers leave to read, with [`PARTITION`], and the keys alone;
+    /// `None` when nothing is left. Planned only where a DataFusion plan
+    /// reads them (the key indexes need none).
+    pub(super) fn frames(
+        &self,
+        ctx: &SessionContext,
+        staged: &StagedInput,
+        parts: &[PublishedPart],
+        keys: &[String],
+    ) -> Result<Option<(DataFrame, DataFrame)>, ExecError> {
+        let published = match &self.pruned {
+            Some(p) => p.frame(ctx, keys::threads(ctx))?,
+            None => published_keys(ctx, staged, parts, keys, &self.types)?,
+        };
+        let Some(published) = published else {
+            return Ok(None);
+        };
+        let projected = published
+            .clone()
+            .select(
+                (0..keys.len())
+                    .map(|i| ident(other_key(i)))
+                    .collect::<Vec<_>>(),
+            )
+            .map_err(|e| ExecError::engine("planning the published partitions", e))?;
+        Ok(Some((published, projected)))
+    }
+
     /// The published side as the key indexes see it: the indexed parts
     /// whose key zones hold no staged value are taken out of `indexes`
     /// (no staged key can be in them), and out of what the footers leave
@@ -251,30 +279,11 @@ pub async fn published_side(
             staged_values(ctx, staged, parts, keys, &types, shared).await?;
         (pruned, Some(values), sampled)
     };
-    let published = match &pruned {
-        Some(p) => p.frame(ctx, keys::threads(ctx))?,
-        None => published_keys(ctx, staged, parts, keys, &types)?,
-    };
-    let frames = match published {
-        None => None,
-        Some(published) => {
-            let projected = published
-                .clone()
-                .select(
-                    (0..keys.len())
-                        .map(|i| ident(other_key(i)))
-                        .collect::<Vec<_>>(),
-                )
-                .map_err(|e| ExecError::engine("planning the published partitions", e))?;
-            Some((published, projected))
-        }
-    };
     Ok(PublishedSide {
         types,
         pruned,
         values,
         sampled,
-        frames,
     })
 }
 
@@ -406,5 +415,6 @@ pub async fn published_keys_frame(
     keys: &[String],
 ) -> Result<Option<(Vec<DataType>, DataFrame)>, ExecError> {
     let side = published_side(ctx, staged, parts, keys, None).await?;
-    Ok(side.frames.map(|(published, _)| (side.types, published)))
+    let frames = side.frames(ctx, staged, parts, keys)?;
+    Ok(frames.map(|(published, _)| (side.types, published)))
 }

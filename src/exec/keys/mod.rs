@@ -53,8 +53,8 @@ pub use found::Found;
 pub use gave_up::GaveUp;
 pub(crate) use retain::key_bytes;
 pub use store::StoreError;
-pub(crate) use tasks::streams;
 pub(crate) use tasks::threads;
+pub(crate) use tasks::{one_stream, streams};
 
 /// Runs `strategy` for `job` (never [`KeyStrategy::Grouped`], which the
 /// caller runs as a DataFusion plan).

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::ArrayRef;
+use datafusion::dataframe::DataFrame;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::{ident, SessionContext};
 use futures::StreamExt;
@@ -22,19 +23,54 @@ pub(crate) async fn streams(
     columns: &[String],
     label: &str,
 ) -> Result<(Vec<SendableRecordBatchStream>, progress::Progress), Error> {
+    let (frame, direct) = planned(ctx, input, columns, threads(ctx), label)?;
+    match direct {
+        Some(direct) => Ok(direct),
+        None => frame_streams(frame, label, input.row_count()).await,
+    }
+}
+
+/// The key columns in one stream, files and row groups in order (`what`
+/// names them in messages): read by the Parquet reader itself where that
+/// gives what DataFusion's scan would, else by a DataFusion scan.
+pub(crate) async fn one_stream(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    columns: &[String],
+    what: &str,
+) -> Result<SendableRecordBatchStream, Error> {
+    let (frame, direct) = planned(ctx, input, columns, 1, what)?;
+    if let Some(stream) = direct.and_then(|(mut one, _)| one.pop()) {
+        return Ok(stream);
+    }
+    frame
+        .execute_stream()
+        .await
+        .map_err(|e| Error::engine(format!("reading {what}"), e))
+}
+
+/// The direct reader's streams, with their progress bar.
+type Direct = (Vec<SendableRecordBatchStream>, progress::Progress);
+
+/// The DataFusion scan of the key columns, and the direct reader's
+/// streams of them (at most `threads`) where it reads these files.
+fn planned(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    columns: &[String],
+    threads: usize,
+    label: &str,
+) -> Result<(DataFrame, Option<Direct>), Error> {
     let frame = crate::exec::scan::table_of_views(ctx, input)?
         .select(columns.iter().map(ident).collect::<Vec<_>>())
-        .map_err(|e| Error::engine("planning a key check", e))?;
-    if !crate::exec::ballista::is_client(ctx) {
-        let schema = Arc::new(frame.schema().as_arrow().clone());
-        let batch_size = ctx.state().config().batch_size();
-        let direct =
-            super::direct::streams(input, columns, schema, threads(ctx), batch_size, label);
-        if let Some(direct) = direct {
-            return Ok(direct);
-        }
+        .map_err(|e| Error::engine(format!("planning a scan of {label}"), e))?;
+    if crate::exec::ballista::is_client(ctx) {
+        return Ok((frame, None));
     }
-    frame_streams(frame, label, input.row_count()).await
+    let schema = Arc::new(frame.schema().as_arrow().clone());
+    let batch_size = ctx.state().config().batch_size();
+    let direct = super::direct::streams(input, columns, schema, threads, batch_size, label);
+    Ok((frame, direct))
 }
 
 /// The streams of `frame`, one per partition of its physical plan, with a
