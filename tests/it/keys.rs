@@ -389,6 +389,9 @@ proptest! {
             ("text, colliding fallback", options(threads, Some(Forced::Text), Some(2), None)),
             ("fingerprint", options(threads, Some(Forced::Fingerprint), None, None)),
             ("colliding fingerprints", options(threads, Some(Forced::Fingerprint), Some(2), None)),
+            // The whole 64 bits, 8 bytes a row (what inputs past 600M rows
+            // keep), not the 4 bytes of a cut fingerprint.
+            ("whole fingerprints", options(threads, Some(Forced::Fingerprint), Some(64), None)),
             ("ordered", options(threads, Some(Forced::Ordered), None, None)),
         ];
         for (name, opts) in runs {

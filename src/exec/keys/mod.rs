@@ -8,7 +8,7 @@
 //!  batches ──encode──▶ key words ──radix──▶ partitions ──count──▶ repeated words
 //!   (packed: exact)                        (memory, or spilled)    │
 //!   (text of hex digits or short: packed, exact)                   │
-//!   (fingerprint: 64-bit hash) ─────────────────────────────────────┴─▶ verify pass:
+//!   (fingerprint: hash of 32+partition bits) ───────────────────────┴─▶ verify pass:
 //!                                                 exact keys behind repeated hashes
 //!  ordered input: runs of equal keys, checked while streaming (constant memory)
 //! ```
@@ -278,10 +278,10 @@ async fn text_packed(
     }))
 }
 
-/// Wide keys: count 64-bit fingerprints, then verify the repeated ones
-/// against the exact keys (only when there are any): from the decoded key
-/// columns the scan kept, when they fit the budget, else by reading them
-/// again.
+/// Wide keys: count fingerprints (cut so that a partition keeps 4 bytes a
+/// row), then verify the repeated ones against the exact keys (only when
+/// there are any): from the decoded key columns the scan kept, when they
+/// fit the budget, else by reading them again.
 async fn fingerprinted(
     ctx: &SessionContext,
     input: &StagedInput,
@@ -290,16 +290,38 @@ async fn fingerprinted(
     label: &str,
 ) -> Result<Found, Error> {
     let budget = retain::Budget::new(ctx, input, job);
-    let (counted, spilled, mut passes, kept) = partition_keep_count(
-        ctx,
-        input,
-        job,
-        label,
-        whole(input),
-        || budget.retainer(),
-        move |c, out| encode::fingerprints(c, bits, out).map_err(Error::Fingerprint),
-    )
-    .await?;
+    // The fingerprints are cut to 32 bits more than the partition bits, so
+    // that a partition keeps 4 bytes a row, not 8: half the memory to fault
+    // in and count. The repeats it adds are false candidates, about
+    // n^2 / 2^(bits+1) (140 at 50M rows, 280 at 100M), which the
+    // verification resolves as it resolves any: exactness never rests on
+    // the fingerprint. Past some 10,000 of them (600M rows) the whole 64
+    // bits are kept instead.
+    let (partitions, whole) = whole(input);
+    let bits = bits.unwrap_or_else(|| {
+        let cut = 32 + partitions.trailing_zeros();
+        let false_pairs = (input.row_count() as f64).powi(2) / 2f64.powi(cut as i32 + 1);
+        if false_pairs <= 10_000.0 {
+            cut
+        } else {
+            64
+        }
+    });
+    let encode = move |c: &[ArrayRef], out: &mut Vec<u64>| {
+        encode::fingerprints(c, Some(bits), out).map_err(Error::Fingerprint)
+    };
+    let retainer = || budget.retainer();
+    let (counted, spilled, mut passes, kept) = match Narrow::new(bits, partitions) {
+        Some(narrow) => {
+            let split = (partitions, narrow);
+            partition_keep_count(ctx, input, job, label, split, retainer, encode).await?
+        }
+        None => {
+            let split = (partitions, whole);
+            partition_keep_count(ctx, input, job, label, split, retainer, encode).await?
+        }
+    };
+    let bits = Some(bits);
     if counted.repeated.is_empty() {
         return Ok(Found {
             duplicates: Duplicates::default(),
