@@ -290,23 +290,9 @@ async fn fingerprinted(
     label: &str,
 ) -> Result<Found, Error> {
     let budget = retain::Budget::new(ctx, input, job);
-    // The fingerprints are cut to 32 bits more than the partition bits, so
-    // that a partition keeps 4 bytes a row, not 8: half the memory to fault
-    // in and count. The repeats it adds are false candidates, about
-    // n^2 / 2^(bits+1) (140 at 50M rows, 280 at 100M), which the
-    // verification resolves as it resolves any: exactness never rests on
-    // the fingerprint. Past some 10,000 of them (600M rows) the whole 64
-    // bits are kept instead.
+    // Cut fingerprints, 4 bytes a row (see `store::fingerprint_bits`).
     let (partitions, whole) = whole(input);
-    let bits = bits.unwrap_or_else(|| {
-        let cut = 32 + partitions.trailing_zeros();
-        let false_pairs = (input.row_count() as f64).powi(2) / 2f64.powi(cut as i32 + 1);
-        if false_pairs <= 10_000.0 {
-            cut
-        } else {
-            64
-        }
-    });
+    let bits = bits.unwrap_or_else(|| store::fingerprint_bits(input.row_count(), partitions));
     let encode = move |c: &[ArrayRef], out: &mut Vec<u64>| {
         encode::fingerprints(c, Some(bits), out).map_err(Error::Fingerprint)
     };
