@@ -20,6 +20,7 @@ mod golden;
 mod hostile;
 mod keys;
 mod keys_joins;
+mod keys_pages;
 mod lang_v2;
 mod memory;
 mod objstore;

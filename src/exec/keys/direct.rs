@@ -73,16 +73,7 @@ pub(super) fn streams(
         return None;
     }
     let plans = Arc::new(plans);
-    // The row groups in file order, cut into runs of about equal rows.
-    let total: u64 = units.iter().map(|u| u.2).sum();
-    let parts = threads.clamp(1, units.len());
-    let mut runs: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
-    let mut seen = 0u64;
-    for (file, group, rows) in units {
-        let p = ((seen * parts as u64) / total.max(1)) as usize;
-        runs[p.min(parts - 1)].push((file, group));
-        seen += rows;
-    }
+    let runs = runs(units, threads);
     let read = Arc::new(AtomicU64::new(0));
     let streams = runs
         .into_iter()
@@ -102,6 +93,22 @@ pub(super) fn streams(
         })
         .collect();
     Some((streams, Progress::counting(label, read, input.row_count())))
+}
+
+/// The row groups `(file, group, rows)`, in file order, cut into at most
+/// `threads` runs of about equal rows (none empty).
+pub(super) fn runs(units: Vec<(usize, usize, u64)>, threads: usize) -> Vec<Vec<(usize, usize)>> {
+    let total: u64 = units.iter().map(|u| u.2).sum();
+    let parts = threads.clamp(1, units.len().max(1));
+    let mut runs: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
+    let mut seen = 0u64;
+    for (file, group, rows) in units {
+        let p = ((seen * parts as u64) / total.max(1)) as usize;
+        runs[p.min(parts - 1)].push((file, group));
+        seen += rows;
+    }
+    runs.retain(|r| !r.is_empty());
+    runs
 }
 
 /// How `file` is read, or `None` when a key column is not a top-level

@@ -26,6 +26,7 @@ mod gave_up;
 pub mod join;
 mod key;
 mod ordered;
+mod pages;
 mod retain;
 mod slab;
 mod store;
@@ -195,6 +196,20 @@ async fn partition_keep_count<K: Key, R: Split<K>, S: Sidecar<K>>(
     .await?;
     let (stores, kept): (Vec<LocalStore<R::Stored>>, Vec<S>) =
         stores.into_iter().map(|(s, _, k)| (s, k)).unzip();
+    let (counted, spilled, passes) =
+        count_stores(ctx, stores, (partitions, split), "scan", started).await?;
+    Ok((counted, spilled, passes, kept))
+}
+
+/// Counts the partitions of `stores` (filled by `scan` since `started`),
+/// and says what each step cost.
+async fn count_stores<K: Key, R: Split<K>>(
+    ctx: &SessionContext,
+    stores: Vec<LocalStore<R::Stored>>,
+    (partitions, split): (usize, R),
+    scan: &str,
+    started: Instant,
+) -> Result<(count::Counted<K>, u64, Vec<String>), Error> {
     let scanned = started.elapsed();
     let words: u64 = stores.iter().map(|s| s.words).sum();
     let spilled: u64 = stores.iter().map(LocalStore::spilled_bytes).sum();
@@ -209,7 +224,7 @@ async fn partition_keep_count<K: Key, R: Split<K>, S: Sidecar<K>>(
     let counted = counted?;
     drop(stores);
     let mut passes = vec![format!(
-        "scan and radix-partition {words} key words into {partitions} partitions ({} bytes a word): {:.2} s{}",
+        "{scan} and radix-partition {words} key words into {partitions} partitions ({} bytes a word): {:.2} s{}",
         R::BYTES,
         scanned.as_secs_f64(),
         if spilled > 0 {
@@ -222,7 +237,84 @@ async fn partition_keep_count<K: Key, R: Split<K>, S: Sidecar<K>>(
         "count the partitions on {threads} thread(s): {:.2} s",
         counting.elapsed().as_secs_f64()
     ));
-    Ok((counted, spilled, passes, kept))
+    Ok((counted, spilled, passes))
+}
+
+/// [`partition_and_count`] of a single text key's fingerprints, hashed
+/// from its pages ([`pages`]); cut by `bits`.
+async fn partition_pages<R: Split<u64>>(
+    ctx: &SessionContext,
+    text: &pages::TextPages,
+    job: &KeyJob,
+    label: &str,
+    (partitions, split): (usize, R),
+    bits: u32,
+) -> Result<(count::Counted<u64>, u64, Vec<String>), Error> {
+    let started = Instant::now();
+    let runtime = ctx.runtime_env();
+    let fill = || Filling {
+        store: LocalStore::<R::Stored>::new(partitions, runtime.clone(), "dqgate key check"),
+        words: Vec::with_capacity(FILL),
+        split,
+        mask: encode::fingerprint_mask(Some(bits)),
+        nulls_equal: job.nulls_equal,
+        failed: None,
+    };
+    let mut stores = Vec::new();
+    for mut f in pages::walk(text, label, fill).await? {
+        f.flush();
+        if let Some(e) = f.failed {
+            return Err(e.into());
+        }
+        stores.push(f.store);
+    }
+    let how = "scan (page by page)";
+    count_stores(ctx, stores, (partitions, split), how, started).await
+}
+
+/// Words a [`Filling`] gathers before it pushes them.
+const FILL: usize = 4096;
+
+/// A run's store, filled with the fingerprints of its counted rows.
+struct Filling<R: Split<u64>> {
+    store: LocalStore<R::Stored>,
+    words: Vec<u64>,
+    split: R,
+    mask: u64,
+    nulls_equal: bool,
+    failed: Option<store::StoreError>,
+}
+
+impl<R: Split<u64>> Filling<R> {
+    fn flush(&mut self) {
+        let split = self.split;
+        if self.failed.is_none() {
+            let pushed = self
+                .store
+                .extend_split(self.words.iter().map(|w| split.split(*w)));
+            self.failed = pushed.err();
+        }
+        self.words.clear();
+    }
+}
+
+impl<R: Split<u64>> pages::Visit for Filling<R> {
+    #[inline]
+    fn value(&mut self, fingerprint: u64, _: &[u8]) {
+        self.words.push(fingerprint & self.mask);
+        if self.words.len() == FILL {
+            self.flush();
+        }
+    }
+
+    /// A null row's fingerprint is 0, as `encode::fingerprints` leaves it.
+    fn nulls(&mut self, n: u64) {
+        if self.nulls_equal {
+            for _ in 0..n {
+                self.value(0, &[]);
+            }
+        }
+    }
 }
 
 /// Fixed-width keys: the packed word is the key, so counting is exact.
@@ -297,12 +389,27 @@ async fn fingerprinted(
         encode::fingerprints(c, Some(bits), out).map_err(Error::Fingerprint)
     };
     let retainer = || budget.retainer();
-    let (counted, spilled, mut passes, kept) = match Narrow::new(bits, partitions) {
-        Some(narrow) => {
+    // Nothing to keep: a single text key is hashed from its pages.
+    let text = match job.keys.as_slice() {
+        [k] if budget.keeps_nothing() => pages::plan(input, k, threads(ctx)),
+        _ => None,
+    };
+    let (counted, spilled, mut passes, kept) = match (Narrow::new(bits, partitions), &text) {
+        (Some(narrow), Some(text)) => {
+            let split = (partitions, narrow);
+            let (c, s, p) = partition_pages(ctx, text, job, label, split, bits).await?;
+            (c, s, p, Vec::new())
+        }
+        (None, Some(text)) => {
+            let split = (partitions, whole);
+            let (c, s, p) = partition_pages(ctx, text, job, label, split, bits).await?;
+            (c, s, p, Vec::new())
+        }
+        (Some(narrow), None) => {
             let split = (partitions, narrow);
             partition_keep_count(ctx, input, job, label, split, retainer, encode).await?
         }
-        None => {
+        (None, None) => {
             let split = (partitions, whole);
             partition_keep_count(ctx, input, job, label, split, retainer, encode).await?
         }

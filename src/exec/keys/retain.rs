@@ -108,6 +108,12 @@ impl Budget {
         }
     }
 
+    /// Whether the footers already said the columns will not fit: the
+    /// scan keeps nothing.
+    pub fn keeps_nothing(&self) -> bool {
+        self.refused.load(Ordering::Relaxed)
+    }
+
     /// What the tasks kept, unless one of them ran out of budget.
     pub fn kept(&self, kept: Vec<Retainer>) -> Option<Vec<Retainer>> {
         (!self.refused.load(Ordering::Relaxed)).then_some(kept)

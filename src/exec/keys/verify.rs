@@ -17,7 +17,8 @@
 //!
 //! The rows come from the key columns the first pass kept
 //! ([`super::retain`]), when they fitted its budget, or from a new read of
-//! the key columns.
+//! the key columns (of a single text key's pages where it can:
+//! [`super::pages`]).
 //!
 //! Memory: the filed keys of all candidates. When they would not fit the
 //! budget (a quarter of `--memory-limit`, or 1 GiB), the candidates are split
@@ -36,8 +37,9 @@ use datafusion::prelude::SessionContext;
 use super::count::Table;
 use super::encode;
 use super::found::{key_types, rank};
+use super::pages::{self, Visit};
 use super::retain::{key_bytes, Retainer};
-use super::tasks::{scan, streams};
+use super::tasks::{scan, streams, threads};
 use crate::exec::Duplicates;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::KeyJob;
@@ -78,6 +80,11 @@ pub(super) async fn verify(
     source: Source,
 ) -> Result<Exact, Error> {
     let rounds = rounds_for(ctx, input, job, repeated.len() as u64);
+    // A single text key read again is hashed from its pages.
+    let text = match (&source, job.keys.as_slice()) {
+        (Source::Read, [k]) => pages::plan(input, k, threads(ctx)),
+        _ => None,
+    };
     let mut distinct = 0;
     let mut dups: Vec<(Box<[u8]>, u64)> = Vec::new();
     let mut types = None;
@@ -91,7 +98,13 @@ pub(super) async fn verify(
         let candidates = Arc::new(candidates);
         let (filed, t) = match &source {
             Source::Kept(kept) => file_kept(kept, job, &candidates, bits).await?,
-            Source::Read => file_keys(ctx, input, job, candidates, bits, &shown).await?,
+            Source::Read => match &text {
+                Some(text) => (
+                    file_pages(text, job, candidates, bits, &shown).await?,
+                    vec![],
+                ),
+                None => file_keys(ctx, input, job, candidates, bits, &shown).await?,
+            },
         };
         if !t.is_empty() {
             types = Some(t);
@@ -265,6 +278,50 @@ async fn file_keys(
     )
     .await?;
     Ok((merge(filed.into_iter().map(|(f, _, _)| f)), types))
+}
+
+/// One read of a single text key's pages ([`pages`]): every counted row
+/// whose fingerprint is a candidate, filed.
+async fn file_pages(
+    text: &pages::TextPages,
+    job: &KeyJob,
+    candidates: Arc<Candidates>,
+    bits: Option<u32>,
+    label: &str,
+) -> Result<Filed, Error> {
+    let filing = || Filing {
+        filed: Filed::new(),
+        candidates: candidates.clone(),
+        mask: encode::fingerprint_mask(bits),
+        nulls_equal: job.nulls_equal,
+    };
+    let parts = pages::walk(text, label, filing).await?;
+    Ok(merge(parts.into_iter().map(|f| f.filed)))
+}
+
+/// A run's filed candidates.
+struct Filing {
+    filed: Filed,
+    candidates: Arc<Candidates>,
+    mask: u64,
+    nulls_equal: bool,
+}
+
+impl Visit for Filing {
+    #[inline]
+    fn value(&mut self, fingerprint: u64, value: &[u8]) {
+        let fp = fingerprint & self.mask;
+        if self.candidates.contains(fp) {
+            file(&mut self.filed, fp, 1, value, 1);
+        }
+    }
+
+    /// Null rows, each of fingerprint 0 (see `encode::fingerprints`).
+    fn nulls(&mut self, n: u64) {
+        if self.nulls_equal && n > 0 && self.candidates.contains(0) {
+            file(&mut self.filed, 0, 0, &[], n);
+        }
+    }
 }
 
 /// The kept batches of every scan task: each task's in a blocking task of

@@ -5,7 +5,7 @@ use datafusion::common::hash_utils::{create_hashes, RandomState};
 use datafusion::error::DataFusionError;
 
 /// The fingerprint seed: fixed, so runs are reproducible.
-const SEED: u64 = 0x6471_6761_7465_6b65;
+pub const SEED: u64 = 0x6471_6761_7465_6b65;
 
 /// One 64-bit fingerprint a row of `columns`. With `bits` (the test-only
 /// collision switch) only the low `bits` bits are kept.
@@ -18,9 +18,17 @@ pub fn fingerprints(
     out.clear();
     out.resize(rows, 0);
     create_hashes(columns, &RandomState::with_seed(SEED), out)?;
-    if let Some(b) = bits {
-        let mask = if b >= 64 { u64::MAX } else { (1u64 << b) - 1 };
+    if bits.is_some() {
+        let mask = mask(bits);
         out.iter_mut().for_each(|h| *h &= mask);
     }
     Ok(())
+}
+
+/// The bits of a whole fingerprint that `bits` keeps.
+pub fn mask(bits: Option<u32>) -> u64 {
+    match bits {
+        Some(b) if b < 64 => (1u64 << b) - 1,
+        _ => u64::MAX,
+    }
 }
