@@ -127,6 +127,14 @@ pub fn probe_rows() -> Option<u64> {
     parsed!("DQGATE_TEST_PROBE_ROWS")
 }
 
+/// `DQGATE_TEST_KEEP_BYTES`: the most key-column bytes a fingerprint scan
+/// keeps of local files (instead of 64 MiB), so that small files are read
+/// as large ones are: `0` keeps nothing, and a single text key is then
+/// hashed from its pages.
+pub fn keep_bytes() -> Option<usize> {
+    parsed!("DQGATE_TEST_KEEP_BYTES")
+}
+
 /// `DQGATE_TEST_SAMPLE_ROWS`: how many staged keys `across published`
 /// compares with the published footers first, so that small files take
 /// that sample too (from 16 times as many staged rows).

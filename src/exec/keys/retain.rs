@@ -79,7 +79,7 @@ impl Budget {
             _ => false,
         };
         if let Location::Local(_) = input.location {
-            bytes = bytes.min(LOCAL_BYTES);
+            bytes = bytes.min(crate::hooks::keep_bytes().unwrap_or(LOCAL_BYTES));
         }
         let expected = match text {
             true => text_bytes(input, &job.keys),
