@@ -513,89 +513,97 @@ mod tests {
 
     /// Every value and null of the file, through dictionary pages that
     /// give way to plain ones, v1 and v2 pages, an encoding read by the
-    /// Arrow reader, and a page that surprises the reader mid-chunk: the
-    /// same fingerprints and values as the Arrow reader and DataFusion's
-    /// hash give.
+    /// Arrow reader, and a page that surprises the reader mid-chunk, of an
+    /// optional and of a required column: the same fingerprints and values
+    /// as the Arrow reader and DataFusion's hash give.
     #[test]
     fn pages_give_what_the_arrow_reader_gives() {
+        let (v1, v2) = (WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0);
+        let cases = [
+            (v1, true, None, None),
+            (v2, true, None, None),
+            (v1, true, None, Some(Encoding::PLAIN)),
+            (v2, true, None, Some(Encoding::RLE_DICTIONARY)),
+            (v1, false, Some(Encoding::DELTA_LENGTH_BYTE_ARRAY), None),
+            (v2, false, Some(Encoding::DELTA_BYTE_ARRAY), None),
+        ];
+        for nullable in [true, false] {
+            let rows: Vec<Option<String>> = values(3000)
+                .into_iter()
+                .filter(|v| nullable || v.is_some())
+                .collect();
+            for case in cases {
+                let mut seen = walked(&rows, nullable, case);
+                seen.sort();
+                let want = arrow_read(&rows);
+                let case = format!("nullable {nullable}, {case:?}");
+                assert_eq!(seen.len(), want.len(), "{case}");
+                assert!(seen == want, "{case}");
+            }
+        }
+    }
+
+    use datafusion::parquet::file::properties::WriterVersion;
+
+    type Case = (WriterVersion, bool, Option<Encoding>, Option<Encoding>);
+
+    /// `rows` as the Arrow reader and DataFusion's hash give them, sorted.
+    fn arrow_read(rows: &[Option<String>]) -> Vec<Option<(u64, Vec<u8>)>> {
+        let column: ArrayRef = Arc::new(StringViewArray::from(rows.to_vec()));
+        let mut hashes = Vec::new();
+        encode::fingerprints(&[column], None, &mut hashes).unwrap();
+        let mut want: Vec<_> = rows
+            .iter()
+            .zip(&hashes)
+            .map(|(r, h)| r.as_ref().map(|v| (*h, v.as_bytes().to_vec())))
+            .collect();
+        want.sort();
+        want
+    }
+
+    /// `rows` written as (version, dictionary, encoding) says, and walked
+    /// with data pages of the `surprise` encoding left to the Arrow reader.
+    fn walked(
+        rows: &[Option<String>],
+        nullable: bool,
+        (version, dictionary, encoding, surprise): Case,
+    ) -> Vec<Option<(u64, Vec<u8>)>> {
         use datafusion::arrow::array::{RecordBatch, StringArray};
         use datafusion::parquet::arrow::ArrowWriter;
         use datafusion::parquet::basic::Compression;
-        use datafusion::parquet::file::properties::{WriterProperties, WriterVersion};
-        let rows = values(3000);
-        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
-        let column: ArrayRef = Arc::new(StringArray::from(rows.clone()));
-        let batch = RecordBatch::try_new(schema.clone(), vec![column.clone()]).unwrap();
-        let mut want: Vec<Option<(u64, Vec<u8>)>> = Vec::new();
-        let view = datafusion::arrow::compute::cast(&column, &DataType::Utf8View).unwrap();
-        let mut hashes = Vec::new();
-        encode::fingerprints(&[view], None, &mut hashes).unwrap();
-        for (r, h) in rows.iter().zip(&hashes) {
-            want.push(r.as_ref().map(|v| (*h, v.as_bytes().to_vec())));
+        use datafusion::parquet::file::properties::WriterProperties;
+        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, nullable)]));
+        let column: ArrayRef = Arc::new(StringArray::from(rows.to_vec()));
+        let batch = RecordBatch::try_new(schema.clone(), vec![column]).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let mut props = WriterProperties::builder()
+            .set_writer_version(version)
+            .set_dictionary_enabled(dictionary)
+            .set_dictionary_page_size_limit(512)
+            .set_data_page_row_count_limit(100)
+            .set_write_batch_size(50)
+            .set_max_row_group_row_count(Some(1200))
+            .set_compression(Compression::SNAPPY);
+        if let Some(e) = encoding {
+            props = props.set_encoding(e);
         }
-        want.sort();
-        let cases = [
-            (WriterVersion::PARQUET_1_0, true, None, None),
-            (WriterVersion::PARQUET_2_0, true, None, None),
-            (
-                WriterVersion::PARQUET_1_0,
-                true,
-                None,
-                Some(Encoding::PLAIN),
-            ),
-            (
-                WriterVersion::PARQUET_2_0,
-                true,
-                None,
-                Some(Encoding::RLE_DICTIONARY),
-            ),
-            (
-                WriterVersion::PARQUET_1_0,
-                false,
-                Some(Encoding::DELTA_LENGTH_BYTE_ARRAY),
-                None,
-            ),
-            (
-                WriterVersion::PARQUET_2_0,
-                false,
-                Some(Encoding::DELTA_BYTE_ARRAY),
-                None,
-            ),
-        ];
-        for (version, dictionary, encoding, surprise) in cases {
-            let tmp = tempfile::tempdir().unwrap();
-            let mut props = WriterProperties::builder()
-                .set_writer_version(version)
-                .set_dictionary_enabled(dictionary)
-                .set_dictionary_page_size_limit(512)
-                .set_data_page_row_count_limit(100)
-                .set_write_batch_size(50)
-                .set_max_row_group_row_count(Some(1200))
-                .set_compression(Compression::SNAPPY);
-            if let Some(e) = encoding {
-                props = props.set_encoding(e);
+        let file = File::create(tmp.path().join("part-0.parquet")).unwrap();
+        let mut w = ArrowWriter::try_new(file, schema, Some(props.build())).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let input = StagedInput::open(tmp.path()).unwrap();
+        let text = plan(&input, "s", 2).expect("read page by page");
+        let mut seen = Seen::default();
+        for run in &text.runs {
+            let mut reader = Reader {
+                surprise,
+                ..Reader::default()
+            };
+            for &(f, g) in run {
+                reader.group(&text.files[f], g, &mut seen).unwrap();
             }
-            let file = File::create(tmp.path().join("part-0.parquet")).unwrap();
-            let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props.build())).unwrap();
-            w.write(&batch).unwrap();
-            w.close().unwrap();
-            let input = StagedInput::open(tmp.path()).unwrap();
-            let text = plan(&input, "s", 2).expect("read page by page");
-            let mut seen = Seen::default();
-            for run in &text.runs {
-                let mut reader = Reader {
-                    surprise,
-                    ..Reader::default()
-                };
-                for &(f, g) in run {
-                    reader.group(&text.files[f], g, &mut seen).unwrap();
-                }
-            }
-            seen.0.sort();
-            let case = format!("{version:?}, dictionary {dictionary}, {encoding:?}, {surprise:?}");
-            assert_eq!(seen.0.len(), want.len(), "{case}");
-            assert!(seen.0 == want, "{case}");
         }
+        seen.0
     }
 
     /// A value that is not UTF-8 is an error naming the file, as the Arrow
