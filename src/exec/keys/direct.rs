@@ -31,14 +31,14 @@ use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 
 use crate::exec::progress::Progress;
-use crate::staged::{Location, StagedInput};
+use crate::staged::{Location, StagedFile, StagedInput};
 
 /// One file's reading plan: its path, reader metadata (with the type
 /// hints), the projection, and where each key column lands in its batches.
-struct FilePlan {
-    path: std::path::PathBuf,
-    metadata: ArrowReaderMetadata,
-    mask: ProjectionMask,
+pub(super) struct FilePlan {
+    pub path: std::path::PathBuf,
+    pub metadata: ArrowReaderMetadata,
+    pub mask: ProjectionMask,
     order: Vec<usize>,
 }
 
@@ -53,31 +53,13 @@ pub(super) fn streams(
     batch_size: usize,
     label: &str,
 ) -> Option<(Vec<SendableRecordBatchStream>, Progress)> {
-    let Location::Local(dir) = &input.location else {
-        return None;
-    };
-    let mut plans = Vec::new();
-    // (file, row group, rows) of every row group to read.
-    let mut units = Vec::new();
-    for f in &input.files {
-        if f.metadata.num_row_groups() == 0 {
-            continue;
-        }
-        let plan = file_plan(dir.join(&f.path), f, columns, &schema)?;
-        for (g, rg) in f.metadata.row_groups().iter().enumerate() {
-            units.push((plans.len(), g, rg.num_rows().max(0) as u64));
-        }
-        plans.push(plan);
-    }
-    if units.is_empty() {
-        return None;
-    }
-    let plans = Arc::new(plans);
-    let runs = runs(units, threads);
+    let Planned { files, runs, .. } = planned(input, threads, |path, f| {
+        file_plan(path, f, columns, &schema)
+    })?;
+    let plans = Arc::new(files);
     let read = Arc::new(AtomicU64::new(0));
     let streams = runs
         .into_iter()
-        .filter(|r| !r.is_empty())
         .map(|run| {
             let batches = Run {
                 plans: plans.clone(),
@@ -95,11 +77,46 @@ pub(super) fn streams(
     Some((streams, Progress::counting(label, read, input.row_count())))
 }
 
-/// The row groups `(file, group, rows)`, in file order, cut into at most
-/// `threads` runs of about equal rows (none empty).
-pub(super) fn runs(units: Vec<(usize, usize, u64)>, threads: usize) -> Vec<Vec<(usize, usize)>> {
+/// The local files of `input` that hold row groups, planned, and their
+/// row groups cut into runs.
+pub(super) struct Planned<P> {
+    /// A plan of each file.
+    pub files: Vec<P>,
+    /// The row groups `(file, group)` in file order, cut into runs of
+    /// about equal rows, none empty.
+    pub runs: Vec<Vec<(usize, usize)>>,
+    pub rows: u64,
+}
+
+/// [`Planned`] files of `input` (`plan`: a file's, given its path), in at
+/// most `threads` runs; `None` when the files are not local, hold no rows,
+/// or a file has no plan.
+pub(super) fn planned<P>(
+    input: &StagedInput,
+    threads: usize,
+    mut plan: impl FnMut(std::path::PathBuf, &StagedFile) -> Option<P>,
+) -> Option<Planned<P>> {
+    let Location::Local(dir) = &input.location else {
+        return None;
+    };
+    let mut plans = Vec::new();
+    // (file, row group, rows) of every row group to read.
+    let mut units = Vec::new();
+    for f in &input.files {
+        if f.metadata.num_row_groups() == 0 {
+            continue;
+        }
+        let p = plan(dir.join(&f.path), f)?;
+        for (g, rg) in f.metadata.row_groups().iter().enumerate() {
+            units.push((plans.len(), g, rg.num_rows().max(0) as u64));
+        }
+        plans.push(p);
+    }
+    if units.is_empty() {
+        return None;
+    }
     let total: u64 = units.iter().map(|u| u.2).sum();
-    let parts = threads.clamp(1, units.len().max(1));
+    let parts = threads.clamp(1, units.len());
     let mut runs: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
     let mut seen = 0u64;
     for (file, group, rows) in units {
@@ -108,14 +125,18 @@ pub(super) fn runs(units: Vec<(usize, usize, u64)>, threads: usize) -> Vec<Vec<(
         seen += rows;
     }
     runs.retain(|r| !r.is_empty());
-    runs
+    Some(Planned {
+        files: plans,
+        runs,
+        rows: total,
+    })
 }
 
 /// How `file` is read, or `None` when a key column is not a top-level
 /// column of it with a type the reader gives as `schema` says.
-fn file_plan(
+pub(super) fn file_plan(
     path: std::path::PathBuf,
-    file: &crate::staged::StagedFile,
+    file: &StagedFile,
     columns: &[String],
     schema: &SchemaRef,
 ) -> Option<FilePlan> {

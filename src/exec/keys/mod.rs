@@ -272,6 +272,30 @@ async fn partition_pages<R: Split<u64>>(
     count_stores(ctx, stores, (partitions, split), how, started).await
 }
 
+/// The fingerprints of every counted row (cut to `bits`), partitioned as
+/// `split` says and counted: hashed from the pages of `text` when there is
+/// such a plan, else from the key columns' batches, kept as `budget`
+/// allows (the kept batches are returned).
+async fn fingerprint_scan<R: Split<u64>>(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    label: &str,
+    split: (usize, R),
+    bits: u32,
+    (text, budget): (Option<&pages::TextPages>, &retain::Budget),
+) -> Result<(count::Counted<u64>, u64, Vec<String>, Vec<retain::Retainer>), Error> {
+    if let Some(text) = text {
+        let (counted, spilled, passes) =
+            partition_pages(ctx, text, job, label, split, bits).await?;
+        return Ok((counted, spilled, passes, Vec::new()));
+    }
+    let encode = move |c: &[ArrayRef], out: &mut Vec<u64>| {
+        encode::fingerprints(c, Some(bits), out).map_err(Error::Fingerprint)
+    };
+    partition_keep_count(ctx, input, job, label, split, || budget.retainer(), encode).await
+}
+
 /// Words a [`Filling`] gathers before it pushes them.
 const FILL: usize = 4096;
 
@@ -385,33 +409,20 @@ async fn fingerprinted(
     // Cut fingerprints, 4 bytes a row (see `store::fingerprint_bits`).
     let (partitions, whole) = whole(input);
     let bits = bits.unwrap_or_else(|| store::fingerprint_bits(input.row_count(), partitions));
-    let encode = move |c: &[ArrayRef], out: &mut Vec<u64>| {
-        encode::fingerprints(c, Some(bits), out).map_err(Error::Fingerprint)
-    };
-    let retainer = || budget.retainer();
     // Nothing to keep: a single text key is hashed from its pages.
     let text = match job.keys.as_slice() {
         [k] if budget.keeps_nothing() => pages::plan(input, k, threads(ctx)),
         _ => None,
     };
-    let (counted, spilled, mut passes, kept) = match (Narrow::new(bits, partitions), &text) {
-        (Some(narrow), Some(text)) => {
+    let text = text.as_ref();
+    let (counted, spilled, mut passes, kept) = match Narrow::new(bits, partitions) {
+        Some(narrow) => {
             let split = (partitions, narrow);
-            let (c, s, p) = partition_pages(ctx, text, job, label, split, bits).await?;
-            (c, s, p, Vec::new())
+            fingerprint_scan(ctx, input, job, label, split, bits, (text, &budget)).await?
         }
-        (None, Some(text)) => {
+        None => {
             let split = (partitions, whole);
-            let (c, s, p) = partition_pages(ctx, text, job, label, split, bits).await?;
-            (c, s, p, Vec::new())
-        }
-        (Some(narrow), None) => {
-            let split = (partitions, narrow);
-            partition_keep_count(ctx, input, job, label, split, retainer, encode).await?
-        }
-        (None, None) => {
-            let split = (partitions, whole);
-            partition_keep_count(ctx, input, job, label, split, retainer, encode).await?
+            fingerprint_scan(ctx, input, job, label, split, bits, (text, &budget)).await?
         }
     };
     let bits = Some(bits);

@@ -23,7 +23,6 @@
 
 use std::fs::File;
 use std::hash::BuildHasher;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -31,19 +30,17 @@ use datafusion::arrow::array::{Array, AsArray as _};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::hash_utils::RandomState;
 use datafusion::parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
-    ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+    ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
-use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::basic::{Encoding, Type as PhysicalType};
 use datafusion::parquet::column::page::{Page, PageReader};
-use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::parquet::file::serialized_reader::SerializedPageReader;
 
+use super::direct::{self, FilePlan};
 use super::encode;
 use crate::exec::progress::Progress;
 use crate::exec::ExecError as Error;
-use crate::staged::{Location, StagedInput};
+use crate::staged::StagedInput;
 
 /// What a walk tells its consumer, in file order.
 pub(super) trait Visit {
@@ -55,13 +52,10 @@ pub(super) trait Visit {
 
 /// One file's key column.
 struct FileColumn {
-    path: PathBuf,
-    metadata: Arc<ParquetMetaData>,
+    /// How the Arrow reader reads it, for chunks not read page by page.
+    arrow: FilePlan,
     /// The key's leaf column.
     leaf: usize,
-    /// The Arrow reader's plan, for chunks not read page by page.
-    arrow: ArrowReaderMetadata,
-    mask: ProjectionMask,
 }
 
 /// The plan: every file's key column, and the row groups cut into runs.
@@ -74,67 +68,30 @@ pub(super) struct TextPages {
 /// The plan for `column` of `input` on at most `threads` runs, or `None`
 /// when these files are not read so (see the module's doc).
 pub(super) fn plan(input: &StagedInput, column: &str, threads: usize) -> Option<TextPages> {
-    let Location::Local(dir) = &input.location else {
-        return None;
-    };
     let table = input.schema.field_with_name(column).ok()?;
     if !text(table.data_type()) {
         return None;
     }
-    let mut files = Vec::new();
-    let mut units = Vec::new();
-    for f in &input.files {
-        if f.metadata.num_row_groups() == 0 {
-            continue;
-        }
+    // As the key engine reads text: views (see `direct::file_plan`).
+    let columns = [column.to_string()];
+    let views = Arc::new(Schema::new(vec![Field::new(
+        column,
+        DataType::Utf8View,
+        true,
+    )]));
+    let direct::Planned { files, runs, rows } = direct::planned(input, threads, |path, f| {
+        let arrow = direct::file_plan(path, f, &columns, &views)?;
         let descr = f.metadata.file_metadata().schema_descr();
-        let root = descr
-            .root_schema()
-            .get_fields()
-            .iter()
-            .position(|r| r.name() == column)?;
+        let root = (descr.root_schema().get_fields().iter()).position(|r| r.name() == column)?;
         let leaf = (0..descr.num_columns()).find(|&i| descr.get_column_root_idx(i) == root)?;
         let c = descr.column(leaf);
         let flat = c.max_rep_level() == 0 && c.max_def_level() <= 1 && c.path().parts().len() == 1;
-        if !flat || c.physical_type() != PhysicalType::BYTE_ARRAY {
-            return None;
-        }
-        let plain = ArrowReaderMetadata::try_new(f.metadata.clone(), ArrowReaderOptions::new());
-        let schema = plain.ok()?.schema().clone();
-        let i = schema.index_of(column).ok()?;
-        if !text(schema.field(i).data_type()) {
-            return None;
-        }
-        let fields: Vec<Field> = schema
-            .fields()
-            .iter()
-            .enumerate()
-            .map(|(j, f)| match j == i {
-                true => f.as_ref().clone().with_data_type(DataType::Utf8View),
-                false => f.as_ref().clone(),
-            })
-            .collect();
-        let hinted = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
-        let options = ArrowReaderOptions::new().with_schema(hinted);
-        let arrow = ArrowReaderMetadata::try_new(f.metadata.clone(), options).ok()?;
-        for (g, rg) in f.metadata.row_groups().iter().enumerate() {
-            units.push((files.len(), g, rg.num_rows().max(0) as u64));
-        }
-        files.push(FileColumn {
-            path: dir.join(&f.path),
-            metadata: f.metadata.clone(),
-            leaf,
-            arrow,
-            mask: ProjectionMask::roots(descr, [root]),
-        });
-    }
-    if units.is_empty() {
-        return None;
-    }
-    let rows: u64 = units.iter().map(|u| u.2).sum();
+        (flat && c.physical_type() == PhysicalType::BYTE_ARRAY)
+            .then_some(FileColumn { arrow, leaf })
+    })?;
     Some(TextPages {
         files: Arc::new(files),
-        runs: super::direct::runs(units, threads),
+        runs,
         rows,
     })
 }
@@ -192,10 +149,10 @@ struct Surprise;
 impl Reader {
     /// Reads row group `group` of `file` to `v`; returns its rows.
     fn group(&mut self, file: &FileColumn, group: usize, v: &mut impl Visit) -> Result<u64, Error> {
-        let failed = |e: &dyn std::fmt::Display| {
-            Error::Audit(format!("reading {}: {e}", file.path.display()))
-        };
-        let rg = file.metadata.row_group(group);
+        let path = &file.arrow.path;
+        let failed =
+            |e: &dyn std::fmt::Display| Error::Audit(format!("reading {}: {e}", path.display()));
+        let rg = file.arrow.metadata.metadata().row_group(group);
         let rows = rg.num_rows().max(0) as u64;
         let chunk = rg.column(file.leaf);
         let mut done = 0u64;
@@ -208,7 +165,7 @@ impl Reader {
                     | Encoding::RLE
             )
         }) {
-            let f = File::open(&file.path).map_err(|e| failed(&e))?;
+            let f = File::open(path).map_err(|e| failed(&e))?;
             let mut pages = SerializedPageReader::new(Arc::new(f), chunk, rows as usize, None)
                 .map_err(|e| failed(&e))?;
             let nullable = chunk.column_descr().max_def_level() == 1;
@@ -225,14 +182,14 @@ impl Reader {
             }
         }
         // The rest of the chunk through the Arrow reader.
-        let f = File::open(&file.path).map_err(|e| failed(&e))?;
+        let f = File::open(path).map_err(|e| failed(&e))?;
         let selection = RowSelection::from(vec![
             RowSelector::skip(done as usize),
             RowSelector::select((rows - done.min(rows)) as usize),
         ]);
         let reader: ParquetRecordBatchReader =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(f, file.arrow.clone())
-                .with_projection(file.mask.clone())
+            ParquetRecordBatchReaderBuilder::new_with_metadata(f, file.arrow.metadata.clone())
+                .with_projection(file.arrow.mask.clone())
                 .with_row_groups(vec![group])
                 .with_row_selection(selection)
                 .build()
