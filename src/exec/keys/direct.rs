@@ -25,7 +25,7 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
-    ParquetRecordBatchReaderBuilder,
+    ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -186,6 +186,34 @@ pub(super) fn file_plan(
         mask,
         order,
     })
+}
+
+impl FilePlan {
+    /// The batches of row group `group` from its row `skip` on, each with
+    /// the key columns in key order.
+    pub(super) fn group_batches(
+        &self,
+        group: usize,
+        skip: usize,
+    ) -> Result<impl Iterator<Item = Result<RecordBatch, String>> + '_, String> {
+        let rows = self.metadata.metadata().row_group(group).num_rows().max(0) as usize;
+        let selection = RowSelection::from(vec![
+            RowSelector::skip(skip.min(rows)),
+            RowSelector::select(rows - skip.min(rows)),
+        ]);
+        let file = std::fs::File::open(&self.path).map_err(|e| e.to_string())?;
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
+                .with_projection(self.mask.clone())
+                .with_row_groups(vec![group])
+                .with_row_selection(selection)
+                .build()
+                .map_err(|e| e.to_string())?;
+        Ok(reader.map(|b| {
+            b.and_then(|b| b.project(&self.order))
+                .map_err(|e| e.to_string())
+        }))
+    }
 }
 
 /// Whether a file column of type `file` reads as `table` with a type hint

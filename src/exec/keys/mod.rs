@@ -28,6 +28,7 @@ mod key;
 mod ordered;
 mod pages;
 mod retain;
+mod rowpages;
 mod slab;
 mod store;
 mod tasks;
@@ -46,6 +47,7 @@ use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
 use crate::staged::StagedInput;
 use found::{key_types, rank_words};
 use key::Key;
+use rowpages::Paged;
 use store::{LocalStore, Narrow, Split, Whole};
 use tasks::{scan, Sidecar};
 
@@ -240,11 +242,11 @@ async fn count_stores<K: Key, R: Split<K>>(
     Ok((counted, spilled, passes))
 }
 
-/// [`partition_and_count`] of a single text key's fingerprints, hashed
-/// from its pages ([`pages`]); cut by `bits`.
+/// [`partition_and_count`] of the fingerprints of a key walked page by
+/// page ([`pages`], [`rowpages`]); cut by `bits`.
 async fn partition_pages<R: Split<u64>>(
     ctx: &SessionContext,
-    text: &pages::TextPages,
+    paged: &Paged,
     job: &KeyJob,
     label: &str,
     (partitions, split): (usize, R),
@@ -260,8 +262,12 @@ async fn partition_pages<R: Split<u64>>(
         nulls_equal: job.nulls_equal,
         failed: None,
     };
+    let filled = match paged {
+        Paged::One(text) => pages::walk(text, label, fill).await?,
+        Paged::Rows(rows) => rowpages::walk(rows, label, &runtime.memory_pool, fill).await?,
+    };
     let mut stores = Vec::new();
-    for mut f in pages::walk(text, label, fill).await? {
+    for mut f in filled {
         f.flush();
         if let Some(e) = f.failed {
             return Err(e.into());
@@ -273,9 +279,9 @@ async fn partition_pages<R: Split<u64>>(
 }
 
 /// The fingerprints of every counted row (cut to `bits`), partitioned as
-/// `split` says and counted: hashed from the pages of `text` when there is
-/// such a plan, else from the key columns' batches, kept as `budget`
-/// allows (the kept batches are returned).
+/// `split` says and counted: walked page by page when there is such a
+/// plan, else from the key columns' batches, kept as `budget` allows (the
+/// kept batches are returned).
 async fn fingerprint_scan<R: Split<u64>>(
     ctx: &SessionContext,
     input: &StagedInput,
@@ -283,11 +289,11 @@ async fn fingerprint_scan<R: Split<u64>>(
     label: &str,
     split: (usize, R),
     bits: u32,
-    (text, budget): (Option<&pages::TextPages>, &retain::Budget),
+    (paged, budget): (Option<&Paged>, &retain::Budget),
 ) -> Result<(count::Counted<u64>, u64, Vec<String>, Vec<retain::Retainer>), Error> {
-    if let Some(text) = text {
+    if let Some(paged) = paged {
         let (counted, spilled, passes) =
-            partition_pages(ctx, text, job, label, split, bits).await?;
+            partition_pages(ctx, paged, job, label, split, bits).await?;
         return Ok((counted, spilled, passes, Vec::new()));
     }
     let encode = move |c: &[ArrayRef], out: &mut Vec<u64>| {
@@ -322,13 +328,30 @@ impl<R: Split<u64>> Filling<R> {
     }
 }
 
-impl<R: Split<u64>> pages::Visit for Filling<R> {
+impl<R: Split<u64>> Filling<R> {
     #[inline]
-    fn value(&mut self, fingerprint: u64, _: &[u8]) {
+    fn push(&mut self, fingerprint: u64) {
         self.words.push(fingerprint & self.mask);
         if self.words.len() == FILL {
             self.flush();
         }
+    }
+}
+
+impl<R: Split<u64>> rowpages::Rows for Filling<R> {
+    fn rows(&mut self, hashes: &[u64], nulls: &[bool]) {
+        for (&h, &null) in hashes.iter().zip(nulls) {
+            if self.nulls_equal || !null {
+                self.push(h);
+            }
+        }
+    }
+}
+
+impl<R: Split<u64>> pages::Visit for Filling<R> {
+    #[inline]
+    fn value(&mut self, fingerprint: u64, _: &[u8]) {
+        self.push(fingerprint);
     }
 
     /// A null row's fingerprint is 0, as `encode::fingerprints` leaves it.
@@ -409,12 +432,12 @@ async fn fingerprinted(
     // Cut fingerprints, 4 bytes a row (see `store::fingerprint_bits`).
     let (partitions, whole) = whole(input);
     let bits = bits.unwrap_or_else(|| store::fingerprint_bits(input.row_count(), partitions));
-    // Nothing to keep: a single text key is hashed from its pages.
-    let text = match job.keys.as_slice() {
-        [k] if budget.keeps_nothing() => pages::plan(input, k, threads(ctx)),
-        _ => None,
+    // Nothing to keep: the key is walked page by page where it can be.
+    let paged = match budget.keeps_nothing() {
+        true => rowpages::paged(input, &job.keys, threads(ctx)),
+        false => None,
     };
-    let text = text.as_ref();
+    let text = paged.as_ref();
     let (counted, spilled, mut passes, kept) = match Narrow::new(bits, partitions) {
         Some(narrow) => {
             let split = (partitions, narrow);
@@ -448,8 +471,9 @@ async fn fingerprinted(
     };
     let exact = verify::verify(ctx, input, job, &counted.repeated, bits, label, source).await?;
     passes.push(format!(
-        "verify {} repeated fingerprint(s) against the exact keys in {from}{}: {:.2} s",
+        "verify {} repeated fingerprint(s) against the exact keys in {from}{}{}: {:.2} s",
         counted.repeated.len(),
+        if exact.paged { " page by page" } else { "" },
         match exact.rounds {
             1 => String::new(),
             n => format!(", in {n} rounds"),

@@ -1,4 +1,4 @@
-//! A single text key of local files, read page by page: each value's
+//! A key column of local files, read page by page: each value's
 //! fingerprint is hashed straight from the decompressed page, without
 //! building an Arrow array of it.
 //!
@@ -15,108 +15,167 @@
 //! first pass did. UTF-8 is checked as the Arrow reader checks it: a value
 //! that is not UTF-8 is an error naming the file.
 //!
-//! Only flat optional or required `BYTE_ARRAY` columns whose chunks list
-//! no encoding but `PLAIN`, the dictionary encodings and `RLE` levels are
-//! read so; another chunk (and the rest of a chunk whose page surprises
-//! the footer) goes through the Arrow reader, skipping the rows already
-//! read.
+//! A single text key is walked here ([`plan`], [`walk`]); a composite key
+//! whose parts are text or 32- and 64-bit integers is walked a column at a
+//! time through the same [`Reader`] ([`super::rowpages`]).
+//!
+//! Only flat optional or required `BYTE_ARRAY`, `INT32` and `INT64`
+//! columns whose chunks list no encoding but `PLAIN`, the dictionary
+//! encodings and `RLE` levels are read so; another chunk (and the rest of a
+//! chunk whose page surprises the footer) goes through the Arrow reader,
+//! skipping the rows already read.
 
 use std::fs::File;
-use std::hash::BuildHasher;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray as _};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::hash_utils::RandomState;
-use datafusion::parquet::arrow::arrow_reader::{
-    ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
-};
 use datafusion::parquet::basic::{Encoding, Type as PhysicalType};
 use datafusion::parquet::column::page::{Page, PageReader};
+use datafusion::parquet::file::metadata::ColumnChunkMetaData;
 use datafusion::parquet::file::serialized_reader::SerializedPageReader;
+use datafusion::parquet::schema::types::ColumnDescriptor;
 
 use super::direct::{self, FilePlan};
-use super::encode;
+use super::encode::{self, Kind};
 use crate::exec::progress::Progress;
 use crate::exec::ExecError as Error;
 use crate::staged::StagedInput;
 
-/// What a walk tells its consumer, in file order.
+/// What a walk tells its consumer, row by row in file order.
 pub(super) trait Visit {
-    /// A value and its whole 64-bit fingerprint.
+    /// A value and its whole 64-bit fingerprint (0 when the reader was
+    /// told not to hash).
     fn value(&mut self, fingerprint: u64, value: &[u8]);
-    /// `n` null values.
+    /// `n` null rows.
     fn nulls(&mut self, n: u64);
 }
 
+/// How `column` (of the table's type `table`) is walked, or `None` when it
+/// is not: a flat column of a physical type the table's type reads without
+/// converting a value.
+pub(super) fn kind_of(table: &DataType, column: &ColumnDescriptor) -> Option<Kind> {
+    let flat = column.max_rep_level() == 0
+        && column.max_def_level() <= 1
+        && column.path().parts().len() == 1;
+    let kind = match (table, column.physical_type()) {
+        (DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View, PhysicalType::BYTE_ARRAY) => {
+            Kind::Text
+        }
+        (DataType::Int32 | DataType::Date32, PhysicalType::INT32) => Kind::I32,
+        (DataType::Int64 | DataType::Timestamp(..), PhysicalType::INT64) => Kind::I64,
+        _ => return None,
+    };
+    flat.then_some(kind)
+}
+
+/// The type the key engine reads a column of the table's type `t` as:
+/// text as views ([`super::direct`]), anything else as it is.
+pub(super) fn read_as(t: &DataType) -> DataType {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8View,
+        t => t.clone(),
+    }
+}
+
 /// One file's key column.
-struct FileColumn {
+pub(super) struct FileColumn {
     /// How the Arrow reader reads it, for chunks not read page by page.
     arrow: FilePlan,
     /// The key's leaf column.
     leaf: usize,
 }
 
-/// The plan: every file's key column, and the row groups cut into runs.
-pub(super) struct TextPages {
-    files: Arc<Vec<FileColumn>>,
-    runs: Vec<Vec<(usize, usize)>>,
-    rows: u64,
+/// What a walk reads: a plan `F` of every file, and their row groups
+/// `(file, group)` cut into runs.
+pub(super) struct Walks<F> {
+    pub files: Arc<Vec<F>>,
+    pub runs: Vec<Vec<(usize, usize)>>,
+    pub rows: u64,
 }
 
-/// The plan for `column` of `input` on at most `threads` runs, or `None`
-/// when these files are not read so (see the module's doc).
+impl<F> Walks<F> {
+    /// The walks of what [`direct::planned`] planned, or `None`.
+    pub(super) fn of(planned: Option<direct::Planned<F>>) -> Option<Walks<F>> {
+        let direct::Planned { files, runs, rows } = planned?;
+        Some(Walks {
+            files: Arc::new(files),
+            runs,
+            rows,
+        })
+    }
+}
+
+/// The walks of a single text key.
+pub(super) type TextPages = Walks<FileColumn>;
+
+/// The leaf column of top-level column `column` in a file, if it has one.
+pub(super) fn leaf_of(
+    descr: &datafusion::parquet::schema::types::SchemaDescriptor,
+    column: &str,
+) -> Option<usize> {
+    let root = (descr.root_schema().get_fields().iter()).position(|r| r.name() == column)?;
+    (0..descr.num_columns()).find(|&i| descr.get_column_root_idx(i) == root)
+}
+
+/// The plan for the single text key `column` of `input` on at most
+/// `threads` runs, or `None` when these files are not read so (see the
+/// module's doc).
 pub(super) fn plan(input: &StagedInput, column: &str, threads: usize) -> Option<TextPages> {
     let table = input.schema.field_with_name(column).ok()?;
-    if !text(table.data_type()) {
-        return None;
-    }
-    // As the key engine reads text: views (see `direct::file_plan`).
     let columns = [column.to_string()];
     let views = Arc::new(Schema::new(vec![Field::new(
         column,
-        DataType::Utf8View,
+        read_as(table.data_type()),
         true,
     )]));
-    let direct::Planned { files, runs, rows } = direct::planned(input, threads, |path, f| {
+    Walks::of(direct::planned(input, threads, |path, f| {
         let arrow = direct::file_plan(path, f, &columns, &views)?;
         let descr = f.metadata.file_metadata().schema_descr();
-        let root = (descr.root_schema().get_fields().iter()).position(|r| r.name() == column)?;
-        let leaf = (0..descr.num_columns()).find(|&i| descr.get_column_root_idx(i) == root)?;
-        let c = descr.column(leaf);
-        let flat = c.max_rep_level() == 0 && c.max_def_level() <= 1 && c.path().parts().len() == 1;
-        (flat && c.physical_type() == PhysicalType::BYTE_ARRAY)
+        let leaf = leaf_of(descr, column)?;
+        (kind_of(table.data_type(), &descr.column(leaf)) == Some(Kind::Text))
             .then_some(FileColumn { arrow, leaf })
-    })?;
-    Some(TextPages {
-        files: Arc::new(files),
-        runs,
-        rows,
-    })
+    }))
 }
 
-fn text(t: &DataType) -> bool {
-    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-}
-
-/// Walks every run in a blocking task of its own, each with a visitor
-/// from `visitor`; returns the visitors in run order.
+/// Walks every run of `pages` in a blocking task of its own, each with a
+/// visitor from `visitor`; returns the visitors in run order.
 pub(super) async fn walk<V: Visit + Send + 'static>(
     pages: &TextPages,
     label: &str,
     visitor: impl Fn() -> V,
 ) -> Result<Vec<V>, Error> {
+    let group =
+        |reader: &mut Reader, file: &FileColumn, group, v: &mut V| reader.group(file, group, v);
+    walk_runs(pages, label, (Reader::default, visitor), group).await
+}
+
+/// Walks every run of `walks` in a blocking task of its own, each with a
+/// state from `state` and a visitor from `visitor`, `group` reading one
+/// row group and returning its rows; returns the visitors in run order.
+pub(super) async fn walk_runs<F, S, V>(
+    walks: &Walks<F>,
+    label: &str,
+    (state, visitor): (impl Fn() -> S, impl Fn() -> V),
+    group: fn(&mut S, &F, usize, &mut V) -> Result<u64, Error>,
+) -> Result<Vec<V>, Error>
+where
+    F: Send + Sync + 'static,
+    S: Send + 'static,
+    V: Send + 'static,
+{
     let read = Arc::new(AtomicU64::new(0));
-    let _bar = Progress::counting(label, read.clone(), pages.rows);
+    let _bar = Progress::counting(label, read.clone(), walks.rows);
     let mut tasks = tokio::task::JoinSet::new();
-    for (i, run) in pages.runs.iter().enumerate() {
-        let (files, run, read) = (pages.files.clone(), run.clone(), read.clone());
-        let mut v = visitor();
+    for (i, run) in walks.runs.iter().enumerate() {
+        let (files, run, read) = (walks.files.clone(), run.clone(), read.clone());
+        let (mut v, mut state) = (visitor(), state());
         tasks.spawn_blocking(move || {
-            let mut reader = Reader::default();
-            for (file, group) in run {
-                let rows = reader.group(&files[file], group, &mut v)?;
+            for (file, g) in run {
+                let rows = group(&mut state, &files[file], g, &mut v)?;
                 read.fetch_add(rows, Ordering::Relaxed);
             }
             Ok::<_, Error>((i, v))
@@ -130,23 +189,45 @@ pub(super) async fn walk<V: Visit + Send + 'static>(
     Ok(done.into_iter().map(|(_, v)| v).collect())
 }
 
-/// A run's reusable buffers.
+/// A run's reusable buffers, and how it reads a column.
 #[derive(Default)]
-struct Reader {
+pub(super) struct Reader {
     /// The current dictionary: each value's place in `dict_page` and its
     /// fingerprint.
     dict: Vec<(u32, u32, u64)>,
     dict_page: bytes::Bytes,
-    levels: Vec<u32>,
+    /// A page's definition levels, and its dictionary indices.
+    defs: Vec<u32>,
+    indices: Vec<u32>,
+    /// What the column holds.
+    kind: Kind,
+    /// Values are passed unhashed (fingerprint 0).
+    unhashed: bool,
     /// Test only: data pages of this encoding surprise the reader.
     #[cfg(test)]
-    surprise: Option<Encoding>,
+    pub(super) surprise: Option<Encoding>,
 }
 
 /// Why a page is left to the Arrow reader.
-struct Surprise;
+pub(super) struct Surprise;
+
+/// Whether every encoding a chunk lists is one the walker reads.
+fn readable(chunk: &ColumnChunkMetaData) -> bool {
+    chunk.encodings().all(|e| {
+        matches!(
+            e,
+            Encoding::PLAIN | Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY | Encoding::RLE
+        )
+    })
+}
 
 impl Reader {
+    /// Reads values of `kind`, hashed unless `hashed` is false.
+    pub(super) fn set(&mut self, kind: Kind, hashed: bool) {
+        self.kind = kind;
+        self.unhashed = !hashed;
+    }
+
     /// Reads row group `group` of `file` to `v`; returns its rows.
     fn group(&mut self, file: &FileColumn, group: usize, v: &mut impl Visit) -> Result<u64, Error> {
         let path = &file.arrow.path;
@@ -154,48 +235,17 @@ impl Reader {
             |e: &dyn std::fmt::Display| Error::Audit(format!("reading {}: {e}", path.display()));
         let rg = file.arrow.metadata.metadata().row_group(group);
         let rows = rg.num_rows().max(0) as u64;
-        let chunk = rg.column(file.leaf);
-        let mut done = 0u64;
-        if chunk.encodings().all(|e| {
-            matches!(
-                e,
-                Encoding::PLAIN
-                    | Encoding::PLAIN_DICTIONARY
-                    | Encoding::RLE_DICTIONARY
-                    | Encoding::RLE
-            )
-        }) {
-            let f = File::open(path).map_err(|e| failed(&e))?;
-            let mut pages = SerializedPageReader::new(Arc::new(f), chunk, rows as usize, None)
-                .map_err(|e| failed(&e))?;
-            let nullable = chunk.column_descr().max_def_level() == 1;
-            self.dict.clear();
-            loop {
-                match pages.get_next_page().map_err(|e| failed(&e))? {
-                    None => return Ok(rows),
-                    Some(page) => match self.page(page, nullable, v) {
-                        Ok(Ok(n)) => done += n,
-                        Ok(Err(Surprise)) => break,
-                        Err(e) => return Err(failed(&e)),
-                    },
-                }
-            }
+        let done = self.chunk(path, rg.column(file.leaf), rows, v)?;
+        if done == rows {
+            return Ok(rows);
         }
         // The rest of the chunk through the Arrow reader.
-        let f = File::open(path).map_err(|e| failed(&e))?;
-        let selection = RowSelection::from(vec![
-            RowSelector::skip(done as usize),
-            RowSelector::select((rows - done.min(rows)) as usize),
-        ]);
-        let reader: ParquetRecordBatchReader =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(f, file.arrow.metadata.clone())
-                .with_projection(file.arrow.mask.clone())
-                .with_row_groups(vec![group])
-                .with_row_selection(selection)
-                .build()
-                .map_err(|e| failed(&e))?;
         let mut hashes = Vec::new();
-        for batch in reader {
+        for batch in file
+            .arrow
+            .group_batches(group, done as usize)
+            .map_err(|e| failed(&e))?
+        {
             let batch = batch.map_err(|e| failed(&e))?;
             let column = batch.column(0);
             encode::fingerprints(std::slice::from_ref(column), None, &mut hashes)
@@ -211,6 +261,38 @@ impl Reader {
         Ok(rows)
     }
 
+    /// Reads the column chunk `chunk` (of `rows` rows) of the file at
+    /// `path` to `v`, page by page; returns the rows read: fewer than
+    /// `rows` when a page (or the chunk's encodings) surprised the reader,
+    /// before any of its rows was visited.
+    pub(super) fn chunk(
+        &mut self,
+        path: &Path,
+        chunk: &ColumnChunkMetaData,
+        rows: u64,
+        v: &mut impl Visit,
+    ) -> Result<u64, Error> {
+        let failed =
+            |e: &dyn std::fmt::Display| Error::Audit(format!("reading {}: {e}", path.display()));
+        if !readable(chunk) {
+            return Ok(0);
+        }
+        let f = File::open(path).map_err(|e| failed(&e))?;
+        let mut pages = SerializedPageReader::new(Arc::new(f), chunk, rows as usize, None)
+            .map_err(|e| failed(&e))?;
+        let nullable = chunk.column_descr().max_def_level() == 1;
+        self.dict.clear();
+        let mut done = 0;
+        while let Some(page) = pages.get_next_page().map_err(|e| failed(&e))? {
+            match self.page(page, nullable, v) {
+                Ok(Ok(n)) => done += n,
+                Ok(Err(Surprise)) => break,
+                Err(e) => return Err(failed(&e)),
+            }
+        }
+        Ok(done)
+    }
+
     /// One page to `v`: the rows it held, or a surprise before any of them
     /// was visited.
     fn page(
@@ -219,7 +301,7 @@ impl Reader {
         nullable: bool,
         v: &mut impl Visit,
     ) -> Result<Result<u64, Surprise>, String> {
-        let (buf, rows, encoding, values) = match page {
+        let (buf, rows, encoding, start) = match page {
             Page::DictionaryPage {
                 buf,
                 num_values,
@@ -240,56 +322,85 @@ impl Reader {
                 ..
             } => {
                 let n = num_values as usize;
-                let (non_null, start) = match nullable {
-                    false => (n, 0),
+                self.defs.clear();
+                let start = match nullable {
+                    false => 0,
                     true if def_level_encoding == Encoding::RLE => {
                         let len = u32_at(&buf, 0)? as usize;
                         let levels = buf.get(4..4 + len).ok_or("a page's levels overrun it")?;
-                        self.levels.clear();
-                        hybrid(levels, 1, n, &mut self.levels)?;
-                        (self.levels.iter().filter(|l| **l == 1).count(), 4 + len)
+                        hybrid(levels, 1, n, &mut self.defs)?;
+                        4 + len
                     }
                     true => return Ok(Err(Surprise)),
                 };
-                (buf, n as u64, encoding, (start, non_null))
+                (buf, n, encoding, start)
             }
             Page::DataPageV2 {
                 buf,
                 num_values,
                 encoding,
-                num_nulls,
                 def_levels_byte_len,
                 rep_levels_byte_len,
                 ..
             } => {
-                let start = (def_levels_byte_len + rep_levels_byte_len) as usize;
-                let non_null = num_values
-                    .checked_sub(num_nulls)
-                    .ok_or("more nulls than values")?;
-                (
-                    buf,
-                    u64::from(num_values),
-                    encoding,
-                    (start, non_null as usize),
-                )
+                let n = num_values as usize;
+                let (rep, def) = (rep_levels_byte_len as usize, def_levels_byte_len as usize);
+                self.defs.clear();
+                if nullable && def > 0 {
+                    let levels = buf
+                        .get(rep..rep + def)
+                        .ok_or("a page's levels overrun it")?;
+                    hybrid(levels, 1, n, &mut self.defs)?;
+                }
+                (buf, n, encoding, rep + def)
             }
         };
         #[cfg(test)]
         if self.surprise == Some(encoding) {
             return Ok(Err(Surprise));
         }
-        let (start, non_null) = values;
+        let non_null = match self.defs.is_empty() {
+            true => rows,
+            false => self.defs.iter().filter(|l| **l == 1).count(),
+        };
         let data = buf.get(start..).ok_or("a page's levels overrun it")?;
+        let defs = std::mem::take(&mut self.defs);
+        let read = match non_null == rows {
+            true => self.values(encoding, data, non_null, v),
+            false => {
+                let mut placed = Placed {
+                    defs: &defs,
+                    at: 0,
+                    v,
+                };
+                let read = self.values(encoding, data, non_null, &mut placed);
+                placed.gap();
+                read
+            }
+        };
+        self.defs = defs;
+        Ok(read?.map(|()| rows as u64))
+    }
+
+    /// `n` values of a data page's `data` in `encoding` to `v`.
+    fn values(
+        &mut self,
+        encoding: Encoding,
+        data: &[u8],
+        n: usize,
+        v: &mut impl Visit,
+    ) -> Result<Result<(), Surprise>, String> {
+        let kind = self.kind;
         match encoding {
-            Encoding::PLAIN => plain(data, non_null, |h, x| v.value(h, x))?,
+            Encoding::PLAIN => plain(kind, !self.unhashed, data, n, |h, x| v.value(h, x))?,
             Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => {
                 let (&width, indices) = data.split_first().ok_or("an empty dictionary page")?;
                 if width > 32 {
                     return Err(format!("dictionary indices of {width} bits"));
                 }
-                self.levels.clear();
-                hybrid(indices, u32::from(width), non_null, &mut self.levels)?;
-                for &k in &self.levels {
+                self.indices.clear();
+                hybrid(indices, u32::from(width), n, &mut self.indices)?;
+                for &k in &self.indices {
                     let &(at, len, h) = self.dict.get(k as usize).ok_or_else(|| {
                         format!("dictionary index {k} past its {} values", self.dict.len())
                     })?;
@@ -298,19 +409,52 @@ impl Reader {
             }
             _ => return Ok(Err(Surprise)),
         }
-        v.nulls(rows - non_null as u64);
-        Ok(Ok(rows))
+        Ok(Ok(()))
     }
 
     fn dictionary(&mut self, buf: bytes::Bytes, n: usize) -> Result<(), String> {
         self.dict.clear();
         let base = buf.as_ptr() as usize;
         let dict = &mut self.dict;
-        plain(&buf, n, |h, x| {
+        let kind = self.kind;
+        plain(kind, !self.unhashed, &buf, n, |h, x| {
             dict.push(((x.as_ptr() as usize - base) as u32, x.len() as u32, h));
         })?;
         self.dict_page = buf;
         Ok(())
+    }
+}
+
+/// A visitor told where a page's nulls lie among its values.
+struct Placed<'a, V> {
+    defs: &'a [u32],
+    at: usize,
+    v: &'a mut V,
+}
+
+impl<V: Visit> Placed<'_, V> {
+    /// The nulls from here to the next value.
+    fn gap(&mut self) {
+        let from = self.at;
+        while self.defs.get(self.at) == Some(&0) {
+            self.at += 1;
+        }
+        if self.at > from {
+            self.v.nulls((self.at - from) as u64);
+        }
+    }
+}
+
+impl<V: Visit> Visit for Placed<'_, V> {
+    #[inline]
+    fn value(&mut self, fingerprint: u64, value: &[u8]) {
+        self.gap();
+        self.v.value(fingerprint, value);
+        self.at += 1;
+    }
+
+    fn nulls(&mut self, n: u64) {
+        self.v.nulls(n);
     }
 }
 
@@ -321,11 +465,38 @@ fn u32_at(buf: &[u8], at: usize) -> Result<u32, String> {
         .ok_or_else(|| "a page ends inside a length".to_string())
 }
 
-/// `n` values of `PLAIN` byte arrays, each with its fingerprint. A page of
-/// ASCII (its lengths included, below 128) is UTF-8 as a whole; otherwise
-/// each value is checked.
-fn plain(data: &[u8], n: usize, mut each: impl FnMut(u64, &[u8])) -> Result<(), String> {
+/// `n` values of `PLAIN` data of `kind`, each with its fingerprint (0
+/// unless `hashed`). A text page of ASCII (its lengths included, below
+/// 128) is UTF-8 as a whole; otherwise each value is checked.
+fn plain(
+    kind: Kind,
+    hashed: bool,
+    data: &[u8],
+    n: usize,
+    mut each: impl FnMut(u64, &[u8]),
+) -> Result<(), String> {
     let state = RandomState::with_seed(encode::SEED);
+    let width = match kind {
+        Kind::Text => 0,
+        Kind::I32 => 4,
+        Kind::I64 => 8,
+    };
+    if width > 0 {
+        let values = data
+            .get(..n * width)
+            .ok_or("the values overrun their page")?;
+        for x in values.chunks_exact(width) {
+            each(
+                if hashed {
+                    encode::first(kind, &state, x)
+                } else {
+                    0
+                },
+                x,
+            );
+        }
+        return Ok(());
+    }
     let ascii = data.is_ascii();
     let mut at = 0;
     for _ in 0..n {
@@ -339,25 +510,17 @@ fn plain(data: &[u8], n: usize, mut each: impl FnMut(u64, &[u8])) -> Result<(), 
                 String::from_utf8_lossy(value)
             ));
         }
-        each(fingerprint(&state, value), value);
+        each(
+            if hashed {
+                encode::of_text(&state, value)
+            } else {
+                0
+            },
+            value,
+        );
         at += 4 + len;
     }
     Ok(())
-}
-
-/// The fingerprint DataFusion gives `value` in a `Utf8View` array: a value
-/// of at most 12 bytes is hashed as its view (length and bytes inline),
-/// a longer one as its bytes.
-#[inline]
-pub(super) fn fingerprint(state: &RandomState, value: &[u8]) -> u64 {
-    if value.len() <= 12 {
-        let mut view = [0u8; 16];
-        view[..4].copy_from_slice(&(value.len() as u32).to_le_bytes());
-        view[4..4 + value.len()].copy_from_slice(value);
-        state.hash_one(u128::from_le_bytes(view))
-    } else {
-        state.hash_one(value)
-    }
 }
 
 /// `n` values of the RLE/bit-packed hybrid encoding, `width` bits each.
@@ -438,7 +601,7 @@ mod tests {
         let state = RandomState::with_seed(encode::SEED);
         let got: Vec<u64> = values
             .iter()
-            .map(|v| fingerprint(&state, v.as_bytes()))
+            .map(|v| encode::of_text(&state, v.as_bytes()))
             .collect();
         assert_eq!(got, want);
     }
@@ -471,8 +634,9 @@ mod tests {
     /// Every value and null of the file, through dictionary pages that
     /// give way to plain ones, v1 and v2 pages, an encoding read by the
     /// Arrow reader, and a page that surprises the reader mid-chunk, of an
-    /// optional and of a required column: the same fingerprints and values
-    /// as the Arrow reader and DataFusion's hash give.
+    /// optional and of a required column: the same fingerprints, values
+    /// and nulls, in the same order, as the Arrow reader and DataFusion's
+    /// hash give.
     #[test]
     fn pages_give_what_the_arrow_reader_gives() {
         let (v1, v2) = (WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0);
@@ -490,8 +654,7 @@ mod tests {
                 .filter(|v| nullable || v.is_some())
                 .collect();
             for case in cases {
-                let mut seen = walked(&rows, nullable, case);
-                seen.sort();
+                let seen = walked(&rows, nullable, case);
                 let want = arrow_read(&rows);
                 let case = format!("nullable {nullable}, {case:?}");
                 assert_eq!(seen.len(), want.len(), "{case}");
@@ -504,18 +667,15 @@ mod tests {
 
     type Case = (WriterVersion, bool, Option<Encoding>, Option<Encoding>);
 
-    /// `rows` as the Arrow reader and DataFusion's hash give them, sorted.
+    /// `rows` as the Arrow reader and DataFusion's hash give them, in order.
     fn arrow_read(rows: &[Option<String>]) -> Vec<Option<(u64, Vec<u8>)>> {
         let column: ArrayRef = Arc::new(StringViewArray::from(rows.to_vec()));
         let mut hashes = Vec::new();
         encode::fingerprints(&[column], None, &mut hashes).unwrap();
-        let mut want: Vec<_> = rows
-            .iter()
+        rows.iter()
             .zip(&hashes)
             .map(|(r, h)| r.as_ref().map(|v| (*h, v.as_bytes().to_vec())))
-            .collect();
-        want.sort();
-        want
+            .collect()
     }
 
     /// `rows` written as (version, dictionary, encoding) says, and walked
@@ -574,10 +734,13 @@ mod tests {
             page.extend(v);
         }
         let state = RandomState::with_seed(encode::SEED);
-        let err = plain(&page, 2, |h, v| seen.value(h, v)).unwrap_err();
+        let err = plain(Kind::Text, true, &page, 2, |h, v| seen.value(h, v)).unwrap_err();
         assert!(err.contains("not UTF-8"), "{err}");
-        assert_eq!(seen.0, [Some((fingerprint(&state, b"ok"), b"ok".to_vec()))]);
-        assert!(plain(&page[..11], 2, |_, _| ())
+        assert_eq!(
+            seen.0,
+            [Some((encode::of_text(&state, b"ok"), b"ok".to_vec()))]
+        );
+        assert!(plain(Kind::Text, true, &page[..11], 2, |_, _| ())
             .unwrap_err()
             .contains("overruns"));
     }

@@ -60,6 +60,8 @@ pub(super) struct Exact {
     pub distinct: u64,
     /// How many times the key columns were read (rounds).
     pub rounds: usize,
+    /// Whether they were walked page by page.
+    pub paged: bool,
 }
 
 /// Budget for the filed keys when no memory limit is set.
@@ -124,6 +126,7 @@ pub(super) async fn verify(
         duplicates: rank(&converter, &job.keys, rows)?,
         distinct,
         rounds,
+        paged: text.is_some(),
     })
 }
 
