@@ -49,6 +49,9 @@ KEYS = [
     ("unique(tenant_id, event_ts), time order", "unique_time.dq", "floor_tenant_ts.dq",
      "SELECT count(*) FROM (SELECT 1 FROM {t} WHERE tenant_id IS NOT NULL AND event_ts IS NOT NULL "
      "GROUP BY tenant_id, event_ts HAVING count(*) > 1)"),
+    ("unique(event_uuid, store_id), UUID text and int32", "unique_uuid_store.dq", "floor_uuid_store.dq",
+     "SELECT count(*) FROM (SELECT 1 FROM {t} WHERE event_uuid IS NOT NULL AND store_id IS NOT NULL "
+     "GROUP BY event_uuid, store_id HAVING count(*) > 1)"),
     ("distinct_count(order_id)", "distinct_scattered.dq", "floor_order_id.dq",
      "SELECT count(DISTINCT order_id) FROM {t}"),
     ("distinct_count(event_id), 32-char hex strings", "distinct_string.dq", "floor_event_id.dq",
@@ -78,6 +81,11 @@ TEXT = [
         (f"distinct_count({c}), {shape}", f"text_distinct_{c}.dq", f"floor_{c}.dq",
          f"SELECT count(DISTINCT {c}) FROM {{t}}"),
     ]
+] + [
+    # A composite of two text parts.
+    ("unique(ref_id, path), two text parts", "text_unique_ref_id_path.dq", "floor_ref_id_path.dq",
+     "SELECT count(*) FROM (SELECT 1 FROM {t} WHERE ref_id IS NOT NULL AND path IS NOT NULL "
+     "GROUP BY ref_id, path HAVING count(*) > 1)"),
 ]
 
 
