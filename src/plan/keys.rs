@@ -525,7 +525,7 @@ impl fmt::Display for KeyStrategy {
             }
             KeyStrategy::Fingerprint { .. } => write!(
                 f,
-                "fingerprint: a hash a row of 32 bits more than the partition bits (4 bytes a row kept; the whole 64 bits, 8 bytes, past about 600M rows), radix-partitioned; repeated hashes are verified against the exact keys, only when there are any, in a second read of the key columns (a single text key of local files hashed straight from its Parquet pages in both reads, a composite of text and integer parts in the first; or, for small or remote files, in the key columns the scan kept)"
+                "fingerprint: a hash a row of 32 bits more than the partition bits (4 bytes a row kept; the whole 64 bits, 8 bytes, past about 600M rows), radix-partitioned; repeated hashes are verified against the exact keys, only when there are any, in a second read of the key columns (a single text key of local files, dictionary-typed text included, hashed straight from its Parquet pages in both reads, a composite of text and integer parts in the first; or, for small or remote files, in the key columns the scan kept)"
             ),
             KeyStrategy::Ordered {
                 leading,

@@ -4,8 +4,8 @@
 //! random text of every width (empty strings, multi-byte UTF-8, long
 //! values), nulls in both null modes, written as v1 and v2 pages, with
 //! dictionaries that give way to plain pages, with delta encodings (read
-//! by the Arrow reader instead), compressed or not, as `Utf8` and
-//! `LargeUtf8`, in several files and row groups. The verdict, samples
+//! by the Arrow reader instead), compressed or not, as `Utf8`,
+//! `LargeUtf8` and a dictionary of `Utf8`, in several files and row groups. The verdict, samples
 //! included, is byte-identical, with whole and with colliding
 //! fingerprints, and `-v` says the pages were read. Composite keys of text
 //! and integer parts (nulls in each part), fingerprinted page by page, are
@@ -47,7 +47,23 @@ fn value(v: u64) -> String {
         .collect()
 }
 
-fn write(rng: &mut Rng, dir: &Path, large: bool) {
+/// `values` as text of `layout`: 0 `Utf8`, 1 `LargeUtf8`, 2 a dictionary
+/// of `Utf8` (pandas categoricals, pyarrow's `dictionary_encode`).
+fn text_array(values: Vec<Option<String>>, layout: u8) -> ArrayRef {
+    use datafusion::arrow::array::DictionaryArray;
+    use datafusion::arrow::datatypes::Int32Type;
+    match layout {
+        0 => Arc::new(StringArray::from(values)),
+        1 => Arc::new(LargeStringArray::from(values)),
+        _ => Arc::new(
+            (values.iter())
+                .map(Option::as_deref)
+                .collect::<DictionaryArray<Int32Type>>(),
+        ),
+    }
+}
+
+fn write(rng: &mut Rng, dir: &Path, layout: u8) {
     fs::create_dir_all(dir).unwrap();
     let files = 1 + rng.below(3);
     let distinct = 2_000 + rng.below(20_000);
@@ -57,14 +73,9 @@ fn write(rng: &mut Rng, dir: &Path, large: bool) {
         let values: Vec<Option<String>> = (0..n)
             .map(|_| (rng.below(1000) >= nulls).then(|| value(rng.below(distinct))))
             .collect();
-        let (field, column): (DataType, ArrayRef) = match large {
-            true => (
-                DataType::LargeUtf8,
-                Arc::new(LargeStringArray::from(values)),
-            ),
-            false => (DataType::Utf8, Arc::new(StringArray::from(values))),
-        };
-        let schema = Arc::new(Schema::new(vec![Field::new("s", field, true)]));
+        let column = text_array(values, layout);
+        let field = Field::new("s", column.data_type().clone(), true);
+        let schema = Arc::new(Schema::new(vec![field]));
         let delta = |p: Builder| p.set_encoding(Encoding::DELTA_BYTE_ARRAY);
         let batch = RecordBatch::try_new(schema, vec![column]).unwrap();
         write_file(rng, &dir.join(format!("part-{f}.parquet")), &batch, delta);
@@ -125,10 +136,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
 
     #[test]
-    fn text_keys_read_page_by_page_give_the_grouped_verdict(seed in any::<u64>(), large: bool) {
+    fn text_keys_read_page_by_page_give_the_grouped_verdict(seed in any::<u64>(), layout in 0..3u8) {
         let tmp = tempfile::tempdir().unwrap();
         fs::write(tmp.path().join("k.dq"), RULES).unwrap();
-        write(&mut Rng(seed), &tmp.path().join("staged"), large);
+        write(&mut Rng(seed), &tmp.path().join("staged"), layout);
         let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
         for bits in [None, Some("6")] {
             let mut env = vec![("DQGATE_TEST_KEY_STRATEGY", "fingerprint")];
@@ -136,6 +147,10 @@ proptest! {
             let (got, stderr) = check(tmp.path(), &env, Some("512KiB"));
             prop_assert!(stderr.contains("scan (page by page)"), "{}", stderr);
             prop_assert!(got == grouped, "bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+            // Kept in memory instead (the batches, or text compactly).
+            let (got, stderr) = check(tmp.path(), &env, None);
+            prop_assert!(stderr.contains("the scan kept"), "{}", stderr);
+            prop_assert!(got == grouped, "kept, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
         }
     }
 }
@@ -149,7 +164,7 @@ check primary_key(u, s)
 /// Composite keys of text and integer parts (`s` text, `n` a 32- or 64-bit
 /// integer, `u` text), each part with nulls, few enough distinct values
 /// that keys repeat, written as [`write`] writes its files.
-fn write_composite(rng: &mut Rng, dir: &Path, (large, wide): (bool, bool)) {
+fn write_composite(rng: &mut Rng, dir: &Path, (layout, wide): (u8, bool)) {
     use datafusion::arrow::array::{Int32Array, Int64Array};
     use datafusion::parquet::schema::types::ColumnPath;
     fs::create_dir_all(dir).unwrap();
@@ -167,16 +182,6 @@ fn write_composite(rng: &mut Rng, dir: &Path, (large, wide): (bool, bool)) {
         let ints: Vec<Option<i64>> = (0..n)
             .map(|_| (rng.below(1000) >= nulls).then(|| rng.below(dn) as i64 * -7_777_777))
             .collect();
-        let text_column = |v: Vec<Option<String>>| -> ArrayRef {
-            match large {
-                true => Arc::new(LargeStringArray::from(v)),
-                false => Arc::new(StringArray::from(v)),
-            }
-        };
-        let text_type = match large {
-            true => DataType::LargeUtf8,
-            false => DataType::Utf8,
-        };
         let (int_type, int_column): (DataType, ArrayRef) = match wide {
             true => (DataType::Int64, Arc::new(Int64Array::from(ints))),
             false => {
@@ -184,16 +189,18 @@ fn write_composite(rng: &mut Rng, dir: &Path, (large, wide): (bool, bool)) {
                 (DataType::Int32, Arc::new(narrow.collect::<Int32Array>()))
             }
         };
+        // `u` is plain text whatever `s` is.
+        let (s, u) = (text_array(s, layout), text_array(u, 0));
         let schema = Arc::new(Schema::new(vec![
-            Field::new("s", text_type.clone(), true),
+            Field::new("s", s.data_type().clone(), true),
             Field::new("n", int_type, true),
-            Field::new("u", text_type, true),
+            Field::new("u", u.data_type().clone(), true),
         ]));
         let delta = |p: Builder| {
             p.set_column_encoding(ColumnPath::from("s"), Encoding::DELTA_BYTE_ARRAY)
                 .set_column_encoding(ColumnPath::from("n"), Encoding::DELTA_BINARY_PACKED)
         };
-        let columns = vec![text_column(s), int_column, text_column(u)];
+        let columns = vec![s, int_column, u];
         let batch = RecordBatch::try_new(schema, columns).unwrap();
         write_file(rng, &dir.join(format!("part-{f}.parquet")), &batch, delta);
     }
@@ -209,12 +216,12 @@ proptest! {
     #[test]
     fn composite_keys_read_page_by_page_give_the_grouped_verdict(
         seed in any::<u64>(),
-        large: bool,
+        layout in 0..3u8,
         wide: bool,
     ) {
         let tmp = tempfile::tempdir().unwrap();
         fs::write(tmp.path().join("k.dq"), COMPOSITE_RULES).unwrap();
-        write_composite(&mut Rng(seed), &tmp.path().join("staged"), (large, wide));
+        write_composite(&mut Rng(seed), &tmp.path().join("staged"), (layout, wide));
         let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
         for bits in [None, Some("6")] {
             let mut env = vec![
@@ -225,6 +232,13 @@ proptest! {
             let (got, stderr) = check(tmp.path(), &env, None);
             prop_assert!(stderr.contains("scan (page by page)"), "{}", stderr);
             prop_assert!(got == grouped, "bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+            // Kept in memory instead.
+            let kept: Vec<_> = (env.iter().copied())
+                .filter(|(k, _)| *k != "DQGATE_TEST_KEEP_BYTES")
+                .collect();
+            let (got, stderr) = check(tmp.path(), &kept, None);
+            prop_assert!(stderr.contains("the scan kept"), "{}", stderr);
+            prop_assert!(got == grouped, "kept, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
         }
     }
 }

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Int64Array, RecordBatch};
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringViewArray};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::arrow::row::{OwnedRow, RowConverter};
+use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
 
 use super::count;
 use super::key::Key;
@@ -85,4 +86,54 @@ pub(super) fn rank(
         keys: top.groups,
         samples: top.best,
     })
+}
+
+/// `types` with each dictionary type replaced by its values' type: a
+/// dictionary's keys are filed and ranked as their values. (Arrow's row
+/// format of a dictionary encodes every value of the dictionary each time,
+/// which for a dictionary of millions of values, as pyarrow writes an
+/// Arrow dictionary into every row group, took 34 s over 10M rows.)
+pub(super) fn values_of(types: &[DataType]) -> Vec<DataType> {
+    (types.iter())
+        .map(|t| match t {
+            DataType::Dictionary(_, v) => v.as_ref().clone(),
+            t => t.clone(),
+        })
+        .collect()
+}
+
+/// A row converter of keys of `types`.
+pub(super) fn converter(types: &[DataType]) -> Result<RowConverter, Error> {
+    RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())
+        .map_err(Error::from)
+}
+
+/// The repeated exact keys as rows of `converter`, for ranking.
+pub(super) fn owned_rows(
+    converter: &RowConverter,
+    types: &[DataType],
+    keys: Vec<(Box<[u8]>, u64)>,
+) -> Result<Vec<(OwnedRow, u64)>, Error> {
+    let [t @ (DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)] = types else {
+        let parser = converter.parser();
+        return Ok(keys
+            .iter()
+            .map(|(k, n)| (parser.parse(&k[1..]).owned(), *n))
+            .collect());
+    };
+    let values = keys
+        .iter()
+        .map(|(k, _)| match k[0] {
+            0 => Ok(None),
+            _ => std::str::from_utf8(&k[1..]).map(Some),
+        })
+        .collect::<Result<StringViewArray, _>>()
+        .map_err(|e| Error::Audit(format!("a text key is not UTF-8: {e}")))?;
+    let column = cast(&values, t)?;
+    let rows = converter.convert_columns(&[column])?;
+    Ok(rows
+        .iter()
+        .zip(&keys)
+        .map(|(r, (_, n))| (r.owned(), *n))
+        .collect())
 }

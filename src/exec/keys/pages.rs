@@ -12,8 +12,10 @@
 //!
 //! The hash is the one DataFusion gives the view (the unit tests hold it
 //! to that), so the verification pass may read either way whatever the
-//! first pass did. UTF-8 is checked as the Arrow reader checks it: a value
-//! that is not UTF-8 is an error naming the file.
+//! first pass did; text typed as an Arrow dictionary in the files' schema
+//! is hashed as DataFusion hashes a dictionary's values, as `str`
+//! ([`encode::Kind`]). UTF-8 is checked as the Arrow reader checks it: a
+//! value that is not UTF-8 is an error naming the file.
 //!
 //! A single text key is walked here ([`plan`], [`walk`]); a composite key
 //! whose parts are text or 32- and 64-bit integers is walked a column at a
@@ -31,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray as _};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::hash_utils::RandomState;
 use datafusion::parquet::basic::{Encoding, Type as PhysicalType};
@@ -65,6 +68,11 @@ pub(super) fn kind_of(table: &DataType, column: &ColumnDescriptor) -> Option<Kin
         (DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View, PhysicalType::BYTE_ARRAY) => {
             Kind::Text
         }
+        (DataType::Dictionary(_, v), PhysicalType::BYTE_ARRAY)
+            if matches!(**v, DataType::Utf8 | DataType::LargeUtf8) =>
+        {
+            Kind::Str
+        }
         (DataType::Int32 | DataType::Date32, PhysicalType::INT32) => Kind::I32,
         (DataType::Int64 | DataType::Timestamp(..), PhysicalType::INT64) => Kind::I64,
         _ => return None,
@@ -85,8 +93,9 @@ pub(super) fn read_as(t: &DataType) -> DataType {
 pub(super) struct FileColumn {
     /// How the Arrow reader reads it, for chunks not read page by page.
     arrow: FilePlan,
-    /// The key's leaf column.
+    /// The key's leaf column, and how its text is hashed.
     leaf: usize,
+    kind: Kind,
 }
 
 /// What a walk reads: a plan `F` of every file, and their row groups
@@ -136,8 +145,8 @@ pub(super) fn plan(input: &StagedInput, column: &str, threads: usize) -> Option<
         let arrow = direct::file_plan(path, f, &columns, &views)?;
         let descr = f.metadata.file_metadata().schema_descr();
         let leaf = leaf_of(descr, column)?;
-        (kind_of(table.data_type(), &descr.column(leaf)) == Some(Kind::Text))
-            .then_some(FileColumn { arrow, leaf })
+        let kind = kind_of(table.data_type(), &descr.column(leaf))?;
+        matches!(kind, Kind::Text | Kind::Str).then_some(FileColumn { arrow, leaf, kind })
     }))
 }
 
@@ -235,6 +244,7 @@ impl Reader {
             |e: &dyn std::fmt::Display| Error::Audit(format!("reading {}: {e}", path.display()));
         let rg = file.arrow.metadata.metadata().row_group(group);
         let rows = rg.num_rows().max(0) as u64;
+        self.set(file.kind, true);
         let done = self.chunk(path, rg.column(file.leaf), rows, v)?;
         if done == rows {
             return Ok(rows);
@@ -250,6 +260,8 @@ impl Reader {
             let column = batch.column(0);
             encode::fingerprints(std::slice::from_ref(column), None, &mut hashes)
                 .map_err(|e| failed(&e))?;
+            // A dictionary's values, as views.
+            let column = cast(column, &DataType::Utf8View).map_err(|e| failed(&e))?;
             let a = column.as_string_view();
             for (i, h) in hashes.iter().enumerate() {
                 match a.is_valid(i) {
@@ -416,8 +428,7 @@ impl Reader {
         self.dict.clear();
         let base = buf.as_ptr() as usize;
         let dict = &mut self.dict;
-        let kind = self.kind;
-        plain(kind, !self.unhashed, &buf, n, |h, x| {
+        plain(self.kind, !self.unhashed, &buf, n, |h, x| {
             dict.push(((x.as_ptr() as usize - base) as u32, x.len() as u32, h));
         })?;
         self.dict_page = buf;
@@ -477,7 +488,7 @@ fn plain(
 ) -> Result<(), String> {
     let state = RandomState::with_seed(encode::SEED);
     let width = match kind {
-        Kind::Text => 0,
+        Kind::Text | Kind::Str => 0,
         Kind::I32 => 4,
         Kind::I64 => 8,
     };
@@ -512,7 +523,7 @@ fn plain(
         }
         each(
             if hashed {
-                encode::of_text(&state, value)
+                encode::first(kind, &state, value)
             } else {
                 0
             },
@@ -601,7 +612,7 @@ mod tests {
         let state = RandomState::with_seed(encode::SEED);
         let got: Vec<u64> = values
             .iter()
-            .map(|v| encode::of_text(&state, v.as_bytes()))
+            .map(|v| encode::first(Kind::Text, &state, v.as_bytes()))
             .collect();
         assert_eq!(got, want);
     }
@@ -634,9 +645,9 @@ mod tests {
     /// Every value and null of the file, through dictionary pages that
     /// give way to plain ones, v1 and v2 pages, an encoding read by the
     /// Arrow reader, and a page that surprises the reader mid-chunk, of an
-    /// optional and of a required column: the same fingerprints, values
-    /// and nulls, in the same order, as the Arrow reader and DataFusion's
-    /// hash give.
+    /// optional and of a required column, typed as text or as a dictionary
+    /// of text: the same fingerprints, values and nulls, in the same order,
+    /// as the Arrow reader and DataFusion's hash give.
     #[test]
     fn pages_give_what_the_arrow_reader_gives() {
         let (v1, v2) = (WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0);
@@ -653,10 +664,10 @@ mod tests {
                 .into_iter()
                 .filter(|v| nullable || v.is_some())
                 .collect();
-            for case in cases {
-                let seen = walked(&rows, nullable, case);
-                let want = arrow_read(&rows);
-                let case = format!("nullable {nullable}, {case:?}");
+            for (case, typed) in cases.into_iter().flat_map(|c| [(c, false), (c, true)]) {
+                let seen = walked(&rows, nullable, typed, case);
+                let want = arrow_read(&rows, typed);
+                let case = format!("nullable {nullable}, dictionary-typed {typed}, {case:?}");
                 assert_eq!(seen.len(), want.len(), "{case}");
                 assert!(seen == want, "{case}");
             }
@@ -667,9 +678,10 @@ mod tests {
 
     type Case = (WriterVersion, bool, Option<Encoding>, Option<Encoding>);
 
-    /// `rows` as the Arrow reader and DataFusion's hash give them, in order.
-    fn arrow_read(rows: &[Option<String>]) -> Vec<Option<(u64, Vec<u8>)>> {
-        let column: ArrayRef = Arc::new(StringViewArray::from(rows.to_vec()));
+    /// `rows` as the Arrow reader and DataFusion's hash give them, in order
+    /// (`typed`: read as a dictionary).
+    fn arrow_read(rows: &[Option<String>], typed: bool) -> Vec<Option<(u64, Vec<u8>)>> {
+        let column = text_column(rows, typed, true);
         let mut hashes = Vec::new();
         encode::fingerprints(&[column], None, &mut hashes).unwrap();
         rows.iter()
@@ -678,19 +690,35 @@ mod tests {
             .collect()
     }
 
-    /// `rows` written as (version, dictionary, encoding) says, and walked
-    /// with data pages of the `surprise` encoding left to the Arrow reader.
+    /// `rows` as text (views if `views`), or as a dictionary of text if
+    /// `typed`.
+    fn text_column(rows: &[Option<String>], typed: bool, views: bool) -> ArrayRef {
+        use datafusion::arrow::array::{DictionaryArray, StringArray};
+        use datafusion::arrow::datatypes::Int32Type;
+        let values = rows.iter().map(|r| r.as_deref());
+        match (typed, views) {
+            (true, _) => Arc::new(values.collect::<DictionaryArray<Int32Type>>()),
+            (false, true) => Arc::new(values.collect::<StringViewArray>()),
+            (false, false) => Arc::new(values.collect::<StringArray>()),
+        }
+    }
+
+    /// `rows` written as (version, dictionary, encoding) says (`typed`: as
+    /// a dictionary-typed column), and walked with data pages of the
+    /// `surprise` encoding left to the Arrow reader.
     fn walked(
         rows: &[Option<String>],
         nullable: bool,
+        typed: bool,
         (version, dictionary, encoding, surprise): Case,
     ) -> Vec<Option<(u64, Vec<u8>)>> {
-        use datafusion::arrow::array::{RecordBatch, StringArray};
+        use datafusion::arrow::array::RecordBatch;
         use datafusion::parquet::arrow::ArrowWriter;
         use datafusion::parquet::basic::Compression;
         use datafusion::parquet::file::properties::WriterProperties;
-        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, nullable)]));
-        let column: ArrayRef = Arc::new(StringArray::from(rows.to_vec()));
+        let column = text_column(rows, typed, false);
+        let field = Field::new("s", column.data_type().clone(), nullable);
+        let schema = Arc::new(Schema::new(vec![field]));
         let batch = RecordBatch::try_new(schema.clone(), vec![column]).unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let mut props = WriterProperties::builder()
@@ -738,7 +766,10 @@ mod tests {
         assert!(err.contains("not UTF-8"), "{err}");
         assert_eq!(
             seen.0,
-            [Some((encode::of_text(&state, b"ok"), b"ok".to_vec()))]
+            [Some((
+                encode::first(Kind::Text, &state, b"ok"),
+                b"ok".to_vec()
+            ))]
         );
         assert!(plain(Kind::Text, true, &page[..11], 2, |_, _| ())
             .unwrap_err()

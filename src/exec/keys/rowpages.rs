@@ -221,11 +221,13 @@ impl Visit for Fold<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::arrow::array::DictionaryArray;
     use datafusion::arrow::array::{
         Array, ArrayRef, Date32Array, Int32Array, Int64Array, RecordBatch, StringArray,
         StringViewArray,
     };
     use datafusion::arrow::compute::cast;
+    use datafusion::arrow::datatypes::Int32Type;
     use datafusion::execution::memory_pool::{GreedyMemoryPool, UnboundedMemoryPool};
     use datafusion::parquet::arrow::ArrowWriter;
     use datafusion::parquet::basic::{Compression, Encoding};
@@ -279,6 +281,40 @@ mod tests {
         assert_eq!(want[1], encode::then(Kind::Text, &state, h, b"k"));
     }
 
+    /// Text in an Arrow dictionary hashes as `str`, and folds with
+    /// `combine_hashes`, as a first part and as a later one.
+    #[test]
+    fn dictionary_parts_are_hashed_as_datafusion_hashes_them() {
+        let text = [
+            Some("a"),
+            None,
+            Some(""),
+            Some("a value longer than twelve"),
+            Some("a"),
+        ];
+        let ints = [Some(1), Some(2), None, Some(4), Some(1)];
+        let dict: ArrayRef = Arc::new(text.iter().copied().collect::<DictionaryArray<Int32Type>>());
+        let int: ArrayRef = Arc::new(Int32Array::from(ints.to_vec()));
+        let state = RandomState::with_seed(encode::SEED);
+        let mut want = Vec::new();
+        encode::fingerprints(&[dict.clone(), int.clone()], None, &mut want).unwrap();
+        for (i, w) in want.iter().enumerate() {
+            let mut h = text[i].map_or(0, |t| encode::first(Kind::Str, &state, t.as_bytes()));
+            if let Some(x) = ints[i] {
+                h = encode::then(Kind::I32, &state, h, &x.to_le_bytes());
+            }
+            assert_eq!(h, *w, "dictionary first, row {i}");
+        }
+        encode::fingerprints(&[int, dict], None, &mut want).unwrap();
+        for (i, w) in want.iter().enumerate() {
+            let mut h = ints[i].map_or(0, |x| encode::first(Kind::I32, &state, &x.to_le_bytes()));
+            if let Some(t) = text[i] {
+                h = encode::then(Kind::Str, &state, h, t.as_bytes());
+            }
+            assert_eq!(h, *w, "dictionary second, row {i}");
+        }
+    }
+
     /// What a walk gave: each row's fingerprint and null flag.
     #[derive(Default)]
     struct Seen {
@@ -310,17 +346,23 @@ mod tests {
         let days: Date32Array = (0..n)
             .map(|i| (i % 9 != 0).then_some(i as i32 % 400))
             .collect();
+        let codes: Vec<Option<String>> = (0..n)
+            .map(|i| (i % 7 != 0).then(|| format!("code-{}", (i * 31) % 211)))
+            .collect();
+        let codes: DictionaryArray<Int32Type> = codes.iter().map(Option::as_deref).collect();
         let schema = Arc::new(Schema::new(vec![
             Field::new("t", DataType::Utf8, true),
             Field::new("i", DataType::Int32, true),
             Field::new("l", DataType::Int64, false),
             Field::new("d", DataType::Date32, true),
+            Field::new("c", codes.data_type().clone(), true),
         ]));
         let columns: Vec<ArrayRef> = vec![
             Arc::new(text),
             Arc::new(ints),
             Arc::new(longs),
             Arc::new(days),
+            Arc::new(codes),
         ];
         RecordBatch::try_new(schema, columns).unwrap()
     }
@@ -339,7 +381,7 @@ mod tests {
         w.write(batch).unwrap();
         w.close().unwrap();
         let input = StagedInput::open(tmp.path()).unwrap();
-        let keys: Vec<String> = ["t", "i", "l", "d"].map(String::from).to_vec();
+        let keys: Vec<String> = ["t", "i", "l", "d", "c"].map(String::from).to_vec();
         let Some(Paged::Rows(rows)) = paged(&input, &keys, 2) else {
             panic!("not walked page by page");
         };

@@ -30,13 +30,13 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray as _, StringViewArray, UInt32Array};
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::DataType;
-use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
+use datafusion::arrow::row::RowConverter;
 use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::prelude::SessionContext;
 
 use super::count::Table;
 use super::encode;
-use super::found::{key_types, rank};
+use super::found::{converter, key_types, owned_rows, rank, values_of};
 use super::pages::{self, Visit};
 use super::retain::{key_bytes, Retainer};
 use super::tasks::{scan, streams, threads};
@@ -101,9 +101,10 @@ pub(super) async fn verify(
         let (filed, t) = match &source {
             Source::Kept(kept) => file_kept(kept, job, &candidates, bits).await?,
             Source::Read => match &text {
+                // Filed as text, whatever the table's text type.
                 Some(text) => (
                     file_pages(text, job, candidates, bits, &shown).await?,
-                    vec![],
+                    vec![DataType::Utf8View],
                 ),
                 None => file_keys(ctx, input, job, candidates, bits, &shown).await?,
             },
@@ -117,8 +118,8 @@ pub(super) async fn verify(
         }
     }
     let types = match types {
-        Some(t) => t,
-        None => key_types(input, job)?,
+        Some(t) => values_of(&t),
+        None => values_of(&key_types(input, job)?),
     };
     let converter = converter(&types)?;
     let rows = owned_rows(&converter, &types, dups)?;
@@ -233,12 +234,28 @@ pub(super) enum Form {
 }
 
 impl Form {
+    /// The form of keys of `types`: text (in a dictionary too) as text,
+    /// anything else as rows of the types' values ([`values_of`]).
     pub(super) fn of(types: &[DataType]) -> Result<Form, Error> {
-        Ok(match types {
+        Ok(match values_of(types).as_slice() {
             [DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View] => Form::Text,
-            _ => Form::Rows(converter(types)?),
+            types => Form::Rows(converter(types)?),
         })
     }
+}
+
+/// `columns` at rows `hit`, each dictionary as its values.
+fn taken_values(columns: &[ArrayRef], hit: &[u32]) -> Result<Vec<ArrayRef>, Error> {
+    let idx = UInt32Array::from(hit.to_vec());
+    (columns.iter())
+        .map(|c| {
+            let taken = take(c.as_ref(), &idx, None)?;
+            Ok(match c.data_type() {
+                DataType::Dictionary(_, v) => cast(&taken, v)?,
+                _ => taken,
+            })
+        })
+        .collect()
 }
 
 /// One read of the key columns: every counted row whose fingerprint is a
@@ -455,7 +472,7 @@ fn file_batch(
         return Ok(());
     }
     match form {
-        Form::Text => file_text(filed, hashes, hit, &columns[0]),
+        Form::Text => file_text(filed, hashes, hit, &columns[0])?,
         Form::Rows(conv) => file_rows(filed, hashes, hit, columns, conv)?,
     }
     Ok(())
@@ -486,7 +503,24 @@ fn file_text_value(filed: &mut Filed, fp: u64, value: Option<&[u8]>) {
     }
 }
 
-fn file_text(filed: &mut Filed, hashes: &[u64], hit: &[u32], column: &ArrayRef) {
+fn file_text(
+    filed: &mut Filed,
+    hashes: &[u64],
+    hit: &[u32],
+    column: &ArrayRef,
+) -> Result<(), Error> {
+    if let DataType::Dictionary(..) = column.data_type() {
+        let taken = cast(
+            &taken_values(std::slice::from_ref(column), hit)?[0],
+            &DataType::Utf8View,
+        )?;
+        let a = taken.as_string_view();
+        for (j, &i) in hit.iter().enumerate() {
+            let value = a.is_valid(j).then(|| a.value(j).as_bytes());
+            file_text_value(filed, hashes[i as usize], value);
+        }
+        return Ok(());
+    }
     let mut put = |i: usize, value: Option<&[u8]>| file_text_value(filed, hashes[i], value);
     let rows = hit.iter().map(|&i| i as usize);
     match column.data_type() {
@@ -503,6 +537,7 @@ fn file_text(filed: &mut Filed, hashes: &[u64], hit: &[u32], column: &ArrayRef) 
             rows.for_each(|i| put(i, a.is_valid(i).then(|| a.value(i).as_bytes())));
         }
     }
+    Ok(())
 }
 
 fn file_rows(
@@ -512,51 +547,12 @@ fn file_rows(
     columns: &[ArrayRef],
     converter: &RowConverter,
 ) -> Result<(), Error> {
-    let idx = UInt32Array::from(hit.to_vec());
-    let taken = encode::fold_zeros(columns)
-        .iter()
-        .map(|c| take(c.as_ref(), &idx, None))
-        .collect::<Result<Vec<_>, _>>()?;
+    let taken = taken_values(&encode::fold_zeros(columns), hit)?;
     let rows = converter.convert_columns(&taken)?;
     for (j, row) in rows.iter().enumerate() {
         file(filed, hashes[hit[j] as usize], 1, row.as_ref(), 1);
     }
     Ok(())
-}
-
-fn converter(types: &[DataType]) -> Result<RowConverter, Error> {
-    RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())
-        .map_err(Error::from)
-}
-
-/// The repeated exact keys as rows of `converter`, for ranking.
-fn owned_rows(
-    converter: &RowConverter,
-    types: &[DataType],
-    keys: Vec<(Box<[u8]>, u64)>,
-) -> Result<Vec<(OwnedRow, u64)>, Error> {
-    let [t @ (DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)] = types else {
-        let parser = converter.parser();
-        return Ok(keys
-            .iter()
-            .map(|(k, n)| (parser.parse(&k[1..]).owned(), *n))
-            .collect());
-    };
-    let values = keys
-        .iter()
-        .map(|(k, _)| match k[0] {
-            0 => Ok(None),
-            _ => std::str::from_utf8(&k[1..]).map(Some),
-        })
-        .collect::<Result<StringViewArray, _>>()
-        .map_err(|e| Error::Audit(format!("a text key is not UTF-8: {e}")))?;
-    let column = cast(&values, t)?;
-    let rows = converter.convert_columns(&[column])?;
-    Ok(rows
-        .iter()
-        .zip(&keys)
-        .map(|(r, (_, n))| (r.owned(), *n))
-        .collect())
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use super::key::Key;
 use crate::plan::keys::{Packing, Part, PartKind};
 use float::{total_order32, total_order64, zero, zero32};
 
-pub use fingerprint::{fingerprints, first, mask as fingerprint_mask, of_text, then, Kind, SEED};
+pub use fingerprint::{fingerprints, first, mask as fingerprint_mask, then, Kind, SEED};
 pub use float::fold_zeros;
 pub use unpack::unpack;
 
