@@ -34,6 +34,7 @@ mod store;
 mod tasks;
 mod text;
 mod verify;
+mod walks;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -29,22 +29,19 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray as _};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::hash_utils::RandomState;
-use datafusion::parquet::basic::{Encoding, Type as PhysicalType};
+use datafusion::parquet::basic::Encoding;
 use datafusion::parquet::column::page::{Page, PageReader};
 use datafusion::parquet::file::metadata::ColumnChunkMetaData;
 use datafusion::parquet::file::serialized_reader::SerializedPageReader;
-use datafusion::parquet::schema::types::ColumnDescriptor;
 
-use super::direct::{self, FilePlan};
 use super::encode::{self, Kind};
-use crate::exec::progress::Progress;
+use super::walks::{planned, walk_runs, FileColumns, Walks};
 use crate::exec::ExecError as Error;
 use crate::staged::StagedInput;
 
@@ -57,97 +54,15 @@ pub(super) trait Visit {
     fn nulls(&mut self, n: u64);
 }
 
-/// How `column` (of the table's type `table`) is walked, or `None` when it
-/// is not: a flat column of a physical type the table's type reads without
-/// converting a value.
-pub(super) fn kind_of(table: &DataType, column: &ColumnDescriptor) -> Option<Kind> {
-    let flat = column.max_rep_level() == 0
-        && column.max_def_level() <= 1
-        && column.path().parts().len() == 1;
-    let kind = match (table, column.physical_type()) {
-        (DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View, PhysicalType::BYTE_ARRAY) => {
-            Kind::Text
-        }
-        (DataType::Dictionary(_, v), PhysicalType::BYTE_ARRAY)
-            if matches!(**v, DataType::Utf8 | DataType::LargeUtf8) =>
-        {
-            Kind::Str
-        }
-        (DataType::Int32 | DataType::Date32, PhysicalType::INT32) => Kind::I32,
-        (DataType::Int64 | DataType::Timestamp(..), PhysicalType::INT64) => Kind::I64,
-        _ => return None,
-    };
-    flat.then_some(kind)
-}
-
-/// The type the key engine reads a column of the table's type `t` as:
-/// text as views ([`super::direct`]), anything else as it is.
-pub(super) fn read_as(t: &DataType) -> DataType {
-    match t {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8View,
-        t => t.clone(),
-    }
-}
-
-/// One file's key column.
-pub(super) struct FileColumn {
-    /// How the Arrow reader reads it, for chunks not read page by page.
-    arrow: FilePlan,
-    /// The key's leaf column, and how its text is hashed.
-    leaf: usize,
-    kind: Kind,
-}
-
-/// What a walk reads: a plan `F` of every file, and their row groups
-/// `(file, group)` cut into runs.
-pub(super) struct Walks<F> {
-    pub files: Arc<Vec<F>>,
-    pub runs: Vec<Vec<(usize, usize)>>,
-    pub rows: u64,
-}
-
-impl<F> Walks<F> {
-    /// The walks of what [`direct::planned`] planned, or `None`.
-    pub(super) fn of(planned: Option<direct::Planned<F>>) -> Option<Walks<F>> {
-        let direct::Planned { files, runs, rows } = planned?;
-        Some(Walks {
-            files: Arc::new(files),
-            runs,
-            rows,
-        })
-    }
-}
-
 /// The walks of a single text key.
-pub(super) type TextPages = Walks<FileColumn>;
-
-/// The leaf column of top-level column `column` in a file, if it has one.
-pub(super) fn leaf_of(
-    descr: &datafusion::parquet::schema::types::SchemaDescriptor,
-    column: &str,
-) -> Option<usize> {
-    let root = (descr.root_schema().get_fields().iter()).position(|r| r.name() == column)?;
-    (0..descr.num_columns()).find(|&i| descr.get_column_root_idx(i) == root)
-}
+pub(super) type TextPages = Walks<FileColumns>;
 
 /// The plan for the single text key `column` of `input` on at most
 /// `threads` runs, or `None` when these files are not read so (see the
 /// module's doc).
 pub(super) fn plan(input: &StagedInput, column: &str, threads: usize) -> Option<TextPages> {
-    let table = input.schema.field_with_name(column).ok()?;
-    let columns = [column.to_string()];
-    let views = Arc::new(Schema::new(vec![Field::new(
-        column,
-        read_as(table.data_type()),
-        true,
-    )]));
-    Walks::of(direct::planned(input, threads, |path, f| {
-        let arrow = direct::file_plan(path, f, &columns, &views)?;
-        let descr = f.metadata.file_metadata().schema_descr();
-        let leaf = leaf_of(descr, column)?;
-        let kind = kind_of(table.data_type(), &descr.column(leaf))?;
-        matches!(kind, Kind::Text | Kind::Str).then_some(FileColumn { arrow, leaf, kind })
-    }))
+    let text = |k: Kind| matches!(k, Kind::Text | Kind::Str);
+    planned(input, &[column.to_string()], threads, text)
 }
 
 /// Walks every run of `pages` in a blocking task of its own, each with a
@@ -158,44 +73,8 @@ pub(super) async fn walk<V: Visit + Send + 'static>(
     visitor: impl Fn() -> V,
 ) -> Result<Vec<V>, Error> {
     let group =
-        |reader: &mut Reader, file: &FileColumn, group, v: &mut V| reader.group(file, group, v);
+        |reader: &mut Reader, file: &FileColumns, group, v: &mut V| reader.group(file, group, v);
     walk_runs(pages, label, (Reader::default, visitor), group).await
-}
-
-/// Walks every run of `walks` in a blocking task of its own, each with a
-/// state from `state` and a visitor from `visitor`, `group` reading one
-/// row group and returning its rows; returns the visitors in run order.
-pub(super) async fn walk_runs<F, S, V>(
-    walks: &Walks<F>,
-    label: &str,
-    (state, visitor): (impl Fn() -> S, impl Fn() -> V),
-    group: fn(&mut S, &F, usize, &mut V) -> Result<u64, Error>,
-) -> Result<Vec<V>, Error>
-where
-    F: Send + Sync + 'static,
-    S: Send + 'static,
-    V: Send + 'static,
-{
-    let read = Arc::new(AtomicU64::new(0));
-    let _bar = Progress::counting(label, read.clone(), walks.rows);
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, run) in walks.runs.iter().enumerate() {
-        let (files, run, read) = (walks.files.clone(), run.clone(), read.clone());
-        let (mut v, mut state) = (visitor(), state());
-        tasks.spawn_blocking(move || {
-            for (file, g) in run {
-                let rows = group(&mut state, &files[file], g, &mut v)?;
-                read.fetch_add(rows, Ordering::Relaxed);
-            }
-            Ok::<_, Error>((i, v))
-        });
-    }
-    let mut done = Vec::new();
-    while let Some(r) = tasks.join_next().await {
-        done.push(r.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
-    }
-    done.sort_by_key(|(i, _)| *i);
-    Ok(done.into_iter().map(|(_, v)| v).collect())
 }
 
 /// A run's reusable buffers, and how it reads a column.
@@ -238,14 +117,24 @@ impl Reader {
     }
 
     /// Reads row group `group` of `file` to `v`; returns its rows.
-    fn group(&mut self, file: &FileColumn, group: usize, v: &mut impl Visit) -> Result<u64, Error> {
+    fn group(
+        &mut self,
+        file: &FileColumns,
+        group: usize,
+        v: &mut impl Visit,
+    ) -> Result<u64, Error> {
         let path = &file.arrow.path;
         let failed =
             |e: &dyn std::fmt::Display| Error::Audit(format!("reading {}: {e}", path.display()));
         let rg = file.arrow.metadata.metadata().row_group(group);
         let rows = rg.num_rows().max(0) as u64;
-        self.set(file.kind, true);
-        let done = self.chunk(path, rg.column(file.leaf), rows, v)?;
+        let [(leaf, kind)] = file.parts[..] else {
+            return Err(failed(
+                &"internal: a single key planned with several columns",
+            ));
+        };
+        self.set(kind, true);
+        let done = self.chunk(path, rg.column(leaf), rows, v)?;
         if done == rows {
             return Ok(rows);
         }
@@ -595,6 +484,7 @@ fn hybrid(buf: &[u8], width: u32, n: usize, out: &mut Vec<u32>) -> Result<(), St
 mod tests {
     use super::*;
     use datafusion::arrow::array::{ArrayRef, StringViewArray};
+    use datafusion::arrow::datatypes::{Field, Schema};
 
     #[test]
     fn fingerprints_are_datafusions_of_the_views() {

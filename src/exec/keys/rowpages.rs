@@ -17,29 +17,20 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::hash_utils::RandomState;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 
-use super::direct::{self, FilePlan};
 use super::encode::{self, Kind};
-use super::pages::{self, Reader, Visit, Walks};
+use super::pages::{self, Reader, Visit};
+use super::walks::{self, FileColumns, Walks};
 use crate::exec::ExecError as Error;
 use crate::staged::StagedInput;
 
 /// The most rows of a row group walked page by page (9 bytes a row).
 pub(super) const MAX_ROWS: u64 = 1 << 23;
 
-/// One file's key columns.
-pub(super) struct FileRows {
-    /// How the Arrow reader reads them, for row groups not walked.
-    arrow: FilePlan,
-    /// Each part's leaf column and kind, in key order.
-    parts: Vec<(usize, Kind)>,
-}
-
 /// The walks of a composite key.
-pub(super) type RowPages = Walks<FileRows>;
+pub(super) type RowPages = Walks<FileColumns>;
 
 /// A key's columns walked page by page: a single text key's, or a
 /// composite's.
@@ -53,31 +44,8 @@ pub(super) enum Paged {
 pub(super) fn paged(input: &StagedInput, columns: &[String], threads: usize) -> Option<Paged> {
     match columns {
         [k] => pages::plan(input, k, threads).map(Paged::One),
-        _ => plan(input, columns, threads).map(Paged::Rows),
+        _ => walks::planned(input, columns, threads, |_| true).map(Paged::Rows),
     }
-}
-
-/// The plan for the composite key `columns`, or `None`.
-fn plan(input: &StagedInput, columns: &[String], threads: usize) -> Option<RowPages> {
-    let table: Vec<DataType> = (columns.iter())
-        .map(|c| Some(input.schema.field_with_name(c).ok()?.data_type().clone()))
-        .collect::<Option<_>>()?;
-    let schema = Arc::new(Schema::new(
-        (columns.iter().zip(&table))
-            .map(|(c, t)| Field::new(c, pages::read_as(t), true))
-            .collect::<Vec<_>>(),
-    ));
-    Walks::of(direct::planned(input, threads, |path, f| {
-        let arrow = direct::file_plan(path, f, columns, &schema)?;
-        let descr = f.metadata.file_metadata().schema_descr();
-        let parts = (columns.iter().zip(&table))
-            .map(|(c, t)| {
-                let leaf = pages::leaf_of(descr, c)?;
-                Some((leaf, pages::kind_of(t, &descr.column(leaf))?))
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some(FileRows { arrow, parts })
-    }))
 }
 
 /// What a walk of a composite key tells its consumer, a stretch of rows at
@@ -101,7 +69,7 @@ pub(super) async fn walk<V: Rows + Send + 'static>(
         nulls: Vec::new(),
         reserved: MemoryConsumer::new("dqgate key pages").register(pool),
     };
-    pages::walk_runs(rows, label, (state, visitor), group::<V>).await
+    walks::walk_runs(rows, label, (state, visitor), group::<V>).await
 }
 
 /// A run's buffers.
@@ -114,7 +82,12 @@ struct Walker {
 
 /// Row group `group` of `file` to `v`: page by page where it can, else
 /// through the Arrow reader. Returns its rows.
-fn group<V: Rows>(w: &mut Walker, file: &FileRows, group: usize, v: &mut V) -> Result<u64, Error> {
+fn group<V: Rows>(
+    w: &mut Walker,
+    file: &FileColumns,
+    group: usize,
+    v: &mut V,
+) -> Result<u64, Error> {
     let path = &file.arrow.path;
     let failed =
         |e: &dyn std::fmt::Display| Error::Audit(format!("reading {}: {e}", path.display()));
@@ -148,7 +121,7 @@ fn group<V: Rows>(w: &mut Walker, file: &FileRows, group: usize, v: &mut V) -> R
 impl Walker {
     /// Every part's chunk of row group `group` of `file`, folded into
     /// `hashes` and `nulls`; false when a page surprised the reader.
-    fn pages(&mut self, file: &FileRows, group: usize) -> Result<bool, Error> {
+    fn pages(&mut self, file: &FileColumns, group: usize) -> Result<bool, Error> {
         let path = &file.arrow.path;
         let rg = file.arrow.metadata.metadata().row_group(group);
         let rows = rg.num_rows().max(0) as usize;
@@ -228,6 +201,7 @@ mod tests {
     };
     use datafusion::arrow::compute::cast;
     use datafusion::arrow::datatypes::Int32Type;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::execution::memory_pool::{GreedyMemoryPool, UnboundedMemoryPool};
     use datafusion::parquet::arrow::ArrowWriter;
     use datafusion::parquet::basic::{Compression, Encoding};
@@ -411,7 +385,7 @@ mod tests {
     fn rows_are_what_the_arrow_reader_gives() {
         let batch = batch(5000);
         let views: Vec<ArrayRef> = (batch.columns().iter())
-            .map(|c| cast(c, &pages::read_as(c.data_type())).unwrap())
+            .map(|c| cast(c, &walks::read_as(c.data_type())).unwrap())
             .collect();
         let mut want = Vec::new();
         encode::fingerprints(&views, None, &mut want).unwrap();
