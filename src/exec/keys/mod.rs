@@ -24,6 +24,7 @@ mod encode;
 mod found;
 mod gave_up;
 pub mod join;
+mod kept;
 mod key;
 mod ordered;
 mod pages;

@@ -17,6 +17,10 @@
 //! ([`encode::Kind`]). UTF-8 is checked as the Arrow reader checks it: a
 //! value that is not UTF-8 is an error naming the file.
 //!
+//! A large dictionary page that a later chunk repeats byte for byte (an
+//! Arrow dictionary written whole into every row group) is parsed once a
+//! run: [`super::kept`].
+//!
 //! A single text key is walked here ([`plan`], [`walk`]); a composite key
 //! whose parts are text or 32- and 64-bit integers is walked a column at a
 //! time through the same [`Reader`] ([`super::rowpages`]).
@@ -41,6 +45,7 @@ use datafusion::parquet::file::metadata::ColumnChunkMetaData;
 use datafusion::parquet::file::serialized_reader::SerializedPageReader;
 
 use super::encode::{self, Kind};
+use super::kept::{self, Kept};
 use super::walks::{planned, walk_runs, FileColumns, Walks};
 use crate::exec::ExecError as Error;
 use crate::staged::StagedInput;
@@ -87,6 +92,12 @@ pub(super) struct Reader {
     /// A page's definition levels, and its dictionary indices.
     defs: Vec<u32>,
     indices: Vec<u32>,
+    /// The last large dictionary read, for a later chunk of the same one.
+    kept: Option<Kept>,
+    /// The dictionary pages read in the current chunk.
+    dictionaries: u32,
+    /// Bytes compared against the kept dictionary's.
+    scratch: Vec<u8>,
     /// What the column holds.
     kind: Kind,
     /// Values are passed unhashed (fingerprint 0).
@@ -94,6 +105,9 @@ pub(super) struct Reader {
     /// Test only: data pages of this encoding surprise the reader.
     #[cfg(test)]
     pub(super) surprise: Option<Encoding>,
+    /// Test only: the chunks that reused a kept dictionary.
+    #[cfg(test)]
+    pub(super) reused: u32,
 }
 
 /// Why a page is left to the Arrow reader.
@@ -178,11 +192,41 @@ impl Reader {
         if !readable(chunk) {
             return Ok(0);
         }
-        let f = File::open(path).map_err(|e| failed(&e))?;
-        let mut pages = SerializedPageReader::new(Arc::new(f), chunk, rows as usize, None)
-            .map_err(|e| failed(&e))?;
-        let nullable = chunk.column_descr().max_def_level() == 1;
+        let f = Arc::new(File::open(path).map_err(|e| failed(&e))?);
+        let read_as = (self.kind, !self.unhashed);
+        let span = kept::span(chunk);
+        let reuse = match (&self.kept, span) {
+            (Some(k), Some(span)) => {
+                (k.holds((path, &f), span, read_as, &mut self.scratch)).map_err(|e| failed(&e))?
+            }
+            _ => false,
+        };
+        // A different large dictionary: the kept one is let go first.
+        if span.is_some() && !reuse {
+            self.kept = None;
+        }
         self.dict.clear();
+        self.dict_page = bytes::Bytes::new();
+        self.dictionaries = 0;
+        let mut pages = SerializedPageReader::new(
+            Arc::new(f.try_clone().map_err(|e| failed(&e))?),
+            chunk,
+            rows as usize,
+            None,
+        )
+        .map_err(|e| failed(&e))?;
+        if reuse {
+            let first = pages.peek_next_page().map_err(|e| failed(&e))?;
+            if first.is_some_and(|p| p.is_dict) {
+                pages.skip_next_page().map_err(|e| failed(&e))?;
+                let k = self.kept.as_mut().expect("reused a kept dictionary");
+                std::mem::swap(&mut self.dict, &mut k.dict);
+                std::mem::swap(&mut self.dict_page, &mut k.page);
+            } else {
+                self.kept = None;
+            }
+        }
+        let nullable = chunk.column_descr().max_def_level() == 1;
         let mut done = 0;
         while let Some(page) = pages.get_next_page().map_err(|e| failed(&e))? {
             match self.page(page, nullable, v) {
@@ -190,6 +234,29 @@ impl Reader {
                 Ok(Err(Surprise)) => break,
                 Err(e) => return Err(failed(&e)),
             }
+        }
+        match (self.kept.as_mut(), span) {
+            // The kept dictionary goes back, unless the chunk held another.
+            (Some(k), _) if reuse => match self.dictionaries {
+                0 => {
+                    std::mem::swap(&mut self.dict, &mut k.dict);
+                    std::mem::swap(&mut self.dict_page, &mut k.page);
+                }
+                _ => self.kept = None,
+            },
+            (None, Some(span)) if self.dictionaries == 1 => {
+                let (dict, page) = (
+                    std::mem::take(&mut self.dict),
+                    std::mem::take(&mut self.dict_page),
+                );
+                self.kept =
+                    Kept::new((path, &f), span, read_as, dict, page).map_err(|e| failed(&e))?;
+            }
+            _ => {}
+        }
+        #[cfg(test)]
+        {
+            self.reused += u32::from(reuse && self.kept.is_some());
         }
         Ok(done)
     }
@@ -321,6 +388,7 @@ impl Reader {
             dict.push(((x.as_ptr() as usize - base) as u32, x.len() as u32, h));
         })?;
         self.dict_page = buf;
+        self.dictionaries += 1;
         Ok(())
     }
 }
@@ -639,6 +707,66 @@ mod tests {
             }
         }
         seen.0
+    }
+
+    /// Row groups whose large dictionary pages (uncompressed: 384 KB) are
+    /// the same bytes, in one file and across two: each page after the first is skipped and the
+    /// kept dictionary reused; pages of the same length but other bytes
+    /// are read. Either way every value, fingerprint and null is the
+    /// Arrow reader's.
+    #[test]
+    fn a_repeated_dictionary_page_is_read_once() {
+        use datafusion::arrow::array::RecordBatch;
+        use datafusion::parquet::arrow::ArrowWriter;
+        use datafusion::parquet::basic::Compression;
+        use datafusion::parquet::file::properties::WriterProperties;
+        let (groups, distinct, extra) = (4, 12_000, 3_000);
+        // Every group starts with the distinct values, in its own rotation.
+        let group = |g: usize, rotated: bool| {
+            let turn = if rotated { g * 1000 } else { 0 };
+            let mut rows: Vec<Option<String>> = (0..distinct)
+                .map(|i| Some(format!("dictionary value ✓ {:08}", (i + turn) % distinct)))
+                .collect();
+            rows.extend((0..extra).map(|i| {
+                (i % 13 != 0)
+                    .then(|| format!("dictionary value ✓ {:08}", (i * 7919 + g) % distinct))
+            }));
+            rows
+        };
+        for (rotated, typed, files) in [(false, false, 1), (false, true, 2), (true, false, 1)] {
+            let rows: Vec<Option<String>> = (0..groups).flat_map(|g| group(g, rotated)).collect();
+            let column = text_column(&rows, typed, false);
+            let field = Field::new("s", column.data_type().clone(), true);
+            let schema = Arc::new(Schema::new(vec![field]));
+            let batch = RecordBatch::try_new(schema.clone(), vec![column]).unwrap();
+            let tmp = tempfile::tempdir().unwrap();
+            for f in 0..files {
+                let props = WriterProperties::builder()
+                    .set_dictionary_page_size_limit(64 << 20)
+                    .set_max_row_group_row_count(Some(distinct + extra))
+                    .set_compression(Compression::UNCOMPRESSED)
+                    .build();
+                let file = File::create(tmp.path().join(format!("part-{f}.parquet"))).unwrap();
+                let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
+                w.write(&batch).unwrap();
+                w.close().unwrap();
+            }
+            let input = StagedInput::open(tmp.path()).unwrap();
+            let text = plan(&input, "s", 1).expect("read page by page");
+            let (mut seen, mut reader) = (Seen::default(), Reader::default());
+            for &(f, g) in &text.runs[0] {
+                reader.group(&text.files[f], g, &mut seen).unwrap();
+            }
+            let case = format!("rotated {rotated}, dictionary-typed {typed}, {files} file(s)");
+            let want: Vec<_> = (0..files).flat_map(|_| arrow_read(&rows, typed)).collect();
+            assert_eq!(seen.0.len(), want.len(), "{case}");
+            assert!(seen.0 == want, "{case}");
+            let reused = match rotated {
+                true => 0,
+                false => groups * files - 1,
+            };
+            assert_eq!(reader.reused as usize, reused, "{case}");
+        }
     }
 
     /// A value that is not UTF-8 is an error naming the file, as the Arrow
