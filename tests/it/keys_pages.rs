@@ -242,3 +242,65 @@ proptest! {
         }
     }
 }
+
+/// Row groups that repeat one dictionary page byte for byte (as pyarrow
+/// writes an Arrow dictionary into every group): each group starts with
+/// the same distinct values in the same order, so the writer's
+/// dictionaries are the same bytes. The pages after the first are skipped
+/// in both passes of a single key, and in the scan of a composite, and
+/// `-v` says so; the verdicts, samples included, are the grouped pass's.
+#[test]
+fn a_repeated_dictionary_page_is_parsed_once_a_run() {
+    use datafusion::arrow::array::Int32Array;
+    let (groups, distinct, extra) = (5, 3_000u64, 2_000u64);
+    let mut rng = Rng(7);
+    let mut s = Vec::new();
+    for _ in 0..groups {
+        s.extend((0..distinct).map(|v| Some(value(v))));
+        s.extend((0..extra).map(|_| (rng.below(10) > 0).then(|| value(rng.below(distinct)))));
+    }
+    let n: Vec<Option<i32>> = (0..s.len()).map(|i| Some((i % 3) as i32)).collect();
+    for layout in [0, 2] {
+        let tmp = tempfile::tempdir().unwrap();
+        let staged = tmp.path().join("staged");
+        fs::create_dir_all(&staged).unwrap();
+        let column = text_array(s.clone(), layout);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("s", column.data_type().clone(), true),
+            Field::new("n", DataType::Int32, true),
+        ]));
+        let columns: Vec<ArrayRef> = vec![column, Arc::new(Int32Array::from(n.clone()))];
+        let batch = RecordBatch::try_new(schema, columns).unwrap();
+        let props = WriterProperties::builder()
+            .set_dictionary_page_size_limit(1 << 20)
+            .set_max_row_group_row_count(Some((distinct + extra) as usize))
+            .set_compression(Compression::SNAPPY)
+            .build();
+        let file = fs::File::create(staged.join("part-0.parquet")).unwrap();
+        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        // As many as the groups, less one a run (the runs depend on the
+        // machine's threads).
+        let skipped = "dictionary page(s) that repeat the last one parsed";
+        for rules in [RULES, "table t\ncheck unique(s, n)\n"] {
+            fs::write(tmp.path().join("k.dq"), rules).unwrap();
+            let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
+            let env = [
+                ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
+                ("DQGATE_TEST_KEEP_BYTES", "0"),
+            ];
+            let (got, stderr) = check(tmp.path(), &env, None);
+            assert_eq!(got, grouped, "layout {layout}, {rules}");
+            let scan = "scan (page by page), skipping ";
+            assert!(
+                stderr.contains(scan) && stderr.contains(skipped),
+                "layout {layout}, {rules}: {stderr}"
+            );
+            if rules == RULES {
+                let verify = "read again page by page, skipping ";
+                assert!(stderr.contains(verify), "layout {layout}: {stderr}");
+            }
+        }
+    }
+}

@@ -5,7 +5,7 @@
 //! group: 2.5M ids make a 60 MB dictionary page, written again, byte for
 //! byte, in each group of the file. [`super::pages::Reader`] decompressed,
 //! parsed and hashed it for every group, in each pass. It now keeps the
-//! last large dictionary it read, and a later chunk whose dictionary page
+//! last large dictionary it read of each column, and a later chunk whose dictionary page
 //! is the same bytes on disk (its header and its compressed values,
 //! compared in full) skips the page and reuses the parsed dictionary.
 //!
@@ -21,6 +21,7 @@ use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
 use datafusion::parquet::file::metadata::ColumnChunkMetaData;
+use datafusion::parquet::schema::types::ColumnPath;
 
 use super::encode::Kind;
 
@@ -46,6 +47,7 @@ pub(super) fn span(chunk: &ColumnChunkMetaData) -> Option<(u64, u64)> {
 
 /// A parsed dictionary, and the page on disk it was read from.
 pub(super) struct Kept {
+    column: ColumnPath,
     path: PathBuf,
     at: u64,
     len: u64,
@@ -59,9 +61,10 @@ pub(super) struct Kept {
 
 impl Kept {
     /// Keeps `dict` and `page`, read as `kind` (hashed or not) from the
-    /// dictionary page at `span` of `file` (at `path`), if its header
-    /// says it is one page of exactly those bytes.
+    /// dictionary page at `span` of `file` (at `path`), a chunk of
+    /// `column`, if its header says it is one page of exactly those bytes.
     pub(super) fn new(
+        column: &ColumnPath,
         (path, file): (&Path, &File),
         (at, len): (u64, u64),
         (kind, hashed): (Kind, bool),
@@ -73,6 +76,7 @@ impl Kept {
         let whole = page_header(&head)
             .is_some_and(|h| h.dictionary && (h.len as u64).checked_add(h.compressed) == Some(len));
         Ok(whole.then(|| Kept {
+            column: column.clone(),
             path: path.to_path_buf(),
             at,
             len,
@@ -81,6 +85,11 @@ impl Kept {
             dict,
             page,
         }))
+    }
+
+    /// The column whose dictionary this is.
+    pub(super) fn column(&self) -> &ColumnPath {
+        &self.column
     }
 
     /// Whether the dictionary page at `span` of `file` (at `path`), read

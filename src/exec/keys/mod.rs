@@ -264,7 +264,7 @@ async fn partition_pages<R: Split<u64>>(
         nulls_equal: job.nulls_equal,
         failed: None,
     };
-    let filled = match paged {
+    let (filled, repeats) = match paged {
         Paged::One(text) => pages::walk(text, label, fill).await?,
         Paged::Rows(rows) => rowpages::walk(rows, label, &runtime.memory_pool, fill).await?,
     };
@@ -276,8 +276,11 @@ async fn partition_pages<R: Split<u64>>(
         }
         stores.push(f.store);
     }
-    let how = "scan (page by page)";
-    count_stores(ctx, stores, (partitions, split), how, started).await
+    let how = match pages::repeats(repeats) {
+        r if r.is_empty() => "scan (page by page)".to_string(),
+        r => format!("scan (page by page){r},"),
+    };
+    count_stores(ctx, stores, (partitions, split), &how, started).await
 }
 
 /// The fingerprints of every counted row (cut to `bits`), partitioned as
@@ -475,7 +478,10 @@ async fn fingerprinted(
     passes.push(format!(
         "verify {} repeated fingerprint(s) against the exact keys in {from}{}{}: {:.2} s",
         counted.repeated.len(),
-        if exact.paged { " page by page" } else { "" },
+        match exact.paged {
+            true => format!(" page by page{}", pages::repeats(exact.repeats)),
+            false => String::new(),
+        },
         match exact.rounds {
             1 => String::new(),
             n => format!(", in {n} rounds"),

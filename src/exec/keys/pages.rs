@@ -71,15 +71,26 @@ pub(super) fn plan(input: &StagedInput, column: &str, threads: usize) -> Option<
 }
 
 /// Walks every run of `pages` in a blocking task of its own, each with a
-/// visitor from `visitor`; returns the visitors in run order.
+/// visitor from `visitor`; returns the visitors in run order, and how many
+/// dictionary pages were skipped as repeats of a kept one.
 pub(super) async fn walk<V: Visit + Send + 'static>(
     pages: &TextPages,
     label: &str,
     visitor: impl Fn() -> V,
-) -> Result<Vec<V>, Error> {
+) -> Result<(Vec<V>, u64), Error> {
     let group =
         |reader: &mut Reader, file: &FileColumns, group, v: &mut V| reader.group(file, group, v);
-    walk_runs(pages, label, (Reader::default, visitor), group).await
+    let done = walk_runs(pages, label, (Reader::default, visitor), group).await?;
+    let reused = done.iter().map(|(r, _)| r.reused).sum();
+    Ok((done.into_iter().map(|(_, v)| v).collect(), reused))
+}
+
+/// What a timing line says of `n` dictionary pages skipped as repeats.
+pub(super) fn repeats(n: u64) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(", skipping {n} dictionary page(s) that repeat the last one parsed"),
+    }
 }
 
 /// A run's reusable buffers, and how it reads a column.
@@ -92,8 +103,9 @@ pub(super) struct Reader {
     /// A page's definition levels, and its dictionary indices.
     defs: Vec<u32>,
     indices: Vec<u32>,
-    /// The last large dictionary read, for a later chunk of the same one.
-    kept: Option<Kept>,
+    /// The last large dictionary read of each column, for a later chunk
+    /// of the same one.
+    kept: Vec<Kept>,
     /// The dictionary pages read in the current chunk.
     dictionaries: u32,
     /// Bytes compared against the kept dictionary's.
@@ -105,9 +117,8 @@ pub(super) struct Reader {
     /// Test only: data pages of this encoding surprise the reader.
     #[cfg(test)]
     pub(super) surprise: Option<Encoding>,
-    /// Test only: the chunks that reused a kept dictionary.
-    #[cfg(test)]
-    pub(super) reused: u32,
+    /// The chunks that reused a kept dictionary.
+    pub(super) reused: u64,
 }
 
 /// Why a page is left to the Arrow reader.
@@ -195,7 +206,11 @@ impl Reader {
         let f = Arc::new(File::open(path).map_err(|e| failed(&e))?);
         let read_as = (self.kind, !self.unhashed);
         let span = kept::span(chunk);
-        let reuse = match (&self.kept, span) {
+        // The column's kept dictionary, if any, is taken out for the chunk.
+        let column = chunk.column_path();
+        let mut kept =
+            (self.kept.iter().position(|k| k.column() == column)).map(|i| self.kept.swap_remove(i));
+        let reuse = match (&kept, span) {
             (Some(k), Some(span)) => {
                 (k.holds((path, &f), span, read_as, &mut self.scratch)).map_err(|e| failed(&e))?
             }
@@ -203,27 +218,25 @@ impl Reader {
         };
         // A different large dictionary: the kept one is let go first.
         if span.is_some() && !reuse {
-            self.kept = None;
+            kept = None;
         }
         self.dict.clear();
         self.dict_page = bytes::Bytes::new();
         self.dictionaries = 0;
-        let mut pages = SerializedPageReader::new(
-            Arc::new(f.try_clone().map_err(|e| failed(&e))?),
-            chunk,
-            rows as usize,
-            None,
-        )
-        .map_err(|e| failed(&e))?;
+        let mut pages = SerializedPageReader::new(f.clone(), chunk, rows as usize, None)
+            .map_err(|e| failed(&e))?;
+        // The page is skipped if the reader finds a dictionary page first.
+        let mut skipped = false;
         if reuse {
             let first = pages.peek_next_page().map_err(|e| failed(&e))?;
-            if first.is_some_and(|p| p.is_dict) {
-                pages.skip_next_page().map_err(|e| failed(&e))?;
-                let k = self.kept.as_mut().expect("reused a kept dictionary");
-                std::mem::swap(&mut self.dict, &mut k.dict);
-                std::mem::swap(&mut self.dict_page, &mut k.page);
-            } else {
-                self.kept = None;
+            match (first.is_some_and(|p| p.is_dict), kept.as_mut()) {
+                (true, Some(k)) => {
+                    pages.skip_next_page().map_err(|e| failed(&e))?;
+                    std::mem::swap(&mut self.dict, &mut k.dict);
+                    std::mem::swap(&mut self.dict_page, &mut k.page);
+                    skipped = true;
+                }
+                _ => kept = None,
             }
         }
         let nullable = chunk.column_descr().max_def_level() == 1;
@@ -235,29 +248,27 @@ impl Reader {
                 Err(e) => return Err(failed(&e)),
             }
         }
-        match (self.kept.as_mut(), span) {
+        match (kept.as_mut(), span) {
             // The kept dictionary goes back, unless the chunk held another.
-            (Some(k), _) if reuse => match self.dictionaries {
+            (Some(k), _) if skipped => match self.dictionaries {
                 0 => {
                     std::mem::swap(&mut self.dict, &mut k.dict);
                     std::mem::swap(&mut self.dict_page, &mut k.page);
                 }
-                _ => self.kept = None,
+                _ => kept = None,
             },
             (None, Some(span)) if self.dictionaries == 1 => {
                 let (dict, page) = (
                     std::mem::take(&mut self.dict),
                     std::mem::take(&mut self.dict_page),
                 );
-                self.kept =
-                    Kept::new((path, &f), span, read_as, dict, page).map_err(|e| failed(&e))?;
+                kept = Kept::new(column, (path, &f), span, read_as, dict, page)
+                    .map_err(|e| failed(&e))?;
             }
             _ => {}
         }
-        #[cfg(test)]
-        {
-            self.reused += u32::from(reuse && self.kept.is_some());
-        }
+        self.kept.extend(kept);
+        self.reused += u64::from(skipped);
         Ok(done)
     }
 

@@ -56,20 +56,23 @@ pub(super) trait Rows {
 
 /// Walks every run of `rows` in a blocking task of its own, each with a
 /// visitor from `visitor`, its buffers reserved in `pool`. Returns the
-/// visitors in run order.
+/// visitors in run order, and how many dictionary pages were skipped as
+/// repeats of a kept one.
 pub(super) async fn walk<V: Rows + Send + 'static>(
     rows: &RowPages,
     label: &str,
     pool: &Arc<dyn MemoryPool>,
     visitor: impl Fn() -> V,
-) -> Result<Vec<V>, Error> {
+) -> Result<(Vec<V>, u64), Error> {
     let state = || Walker {
         reader: Reader::default(),
         hashes: Vec::new(),
         nulls: Vec::new(),
         reserved: MemoryConsumer::new("dqgate key pages").register(pool),
     };
-    walks::walk_runs(rows, label, (state, visitor), group::<V>).await
+    let done = walks::walk_runs(rows, label, (state, visitor), group::<V>).await?;
+    let reused = done.iter().map(|(w, _)| w.reader.reused).sum();
+    Ok((done.into_iter().map(|(_, v)| v).collect(), reused))
 }
 
 /// A run's buffers.

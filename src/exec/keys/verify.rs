@@ -62,6 +62,8 @@ pub(super) struct Exact {
     pub rounds: usize,
     /// Whether they were walked page by page.
     pub paged: bool,
+    /// Dictionary pages skipped as repeats of a kept one.
+    pub repeats: u64,
 }
 
 /// Budget for the filed keys when no memory limit is set.
@@ -90,6 +92,7 @@ pub(super) async fn verify(
     let mut distinct = 0;
     let mut dups: Vec<(Box<[u8]>, u64)> = Vec::new();
     let mut types = None;
+    let mut repeats = 0;
     for round in 0..rounds {
         let mine = |w: &u64| rounds == 1 || (w % rounds as u64) as usize == round;
         let candidates = Candidates::new(repeated.iter().map(|(w, _)| *w).filter(mine));
@@ -102,10 +105,11 @@ pub(super) async fn verify(
             Source::Kept(kept) => file_kept(kept, job, &candidates, bits).await?,
             Source::Read => match &text {
                 // Filed as text, whatever the table's text type.
-                Some(text) => (
-                    file_pages(text, job, candidates, bits, &shown).await?,
-                    vec![DataType::Utf8View],
-                ),
+                Some(text) => {
+                    let (filed, skipped) = file_pages(text, job, candidates, bits, &shown).await?;
+                    repeats += skipped;
+                    (filed, vec![DataType::Utf8View])
+                }
                 None => file_keys(ctx, input, job, candidates, bits, &shown).await?,
             },
         };
@@ -128,6 +132,7 @@ pub(super) async fn verify(
         distinct,
         rounds,
         paged: text.is_some(),
+        repeats,
     })
 }
 
@@ -301,22 +306,23 @@ async fn file_keys(
 }
 
 /// One read of a single text key's pages ([`pages`]): every counted row
-/// whose fingerprint is a candidate, filed.
+/// whose fingerprint is a candidate, filed; and the dictionary pages
+/// skipped as repeats.
 async fn file_pages(
     text: &pages::TextPages,
     job: &KeyJob,
     candidates: Arc<Candidates>,
     bits: Option<u32>,
     label: &str,
-) -> Result<Filed, Error> {
+) -> Result<(Filed, u64), Error> {
     let filing = || Filing {
         filed: Filed::new(),
         candidates: candidates.clone(),
         mask: encode::fingerprint_mask(bits),
         nulls_equal: job.nulls_equal,
     };
-    let parts = pages::walk(text, label, filing).await?;
-    Ok(merge(parts.into_iter().map(|f| f.filed)))
+    let (parts, repeats) = pages::walk(text, label, filing).await?;
+    Ok((merge(parts.into_iter().map(|f| f.filed)), repeats))
 }
 
 /// A run's filed candidates.

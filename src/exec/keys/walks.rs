@@ -116,13 +116,14 @@ pub(super) fn planned(
 
 /// Walks every run of `walks` in a blocking task of its own, each with a
 /// state from `state` and a visitor from `visitor`, `group` reading one
-/// row group and returning its rows; returns the visitors in run order.
+/// row group and returning its rows; returns each run's state and
+/// visitor, in run order.
 pub(super) async fn walk_runs<F, S, V>(
     walks: &Walks<F>,
     label: &str,
     (state, visitor): (impl Fn() -> S, impl Fn() -> V),
     group: fn(&mut S, &F, usize, &mut V) -> Result<u64, Error>,
-) -> Result<Vec<V>, Error>
+) -> Result<Vec<(S, V)>, Error>
 where
     F: Send + Sync + 'static,
     S: Send + 'static,
@@ -139,7 +140,7 @@ where
                 let rows = group(&mut state, &files[file], g, &mut v)?;
                 read.fetch_add(rows, Ordering::Relaxed);
             }
-            Ok::<_, Error>((i, v))
+            Ok::<_, Error>((i, (state, v)))
         });
     }
     let mut done = Vec::new();
@@ -147,5 +148,5 @@ where
         done.push(r.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
     }
     done.sort_by_key(|(i, _)| *i);
-    Ok(done.into_iter().map(|(_, v)| v).collect())
+    Ok(done.into_iter().map(|(_, sv)| sv).collect())
 }
