@@ -131,7 +131,7 @@ pub fn probe_rows() -> Option<u64> {
 /// keeps of local files (instead of 64 MiB), so that small files are read
 /// as large ones are: `0` keeps nothing, and a single text key is then
 /// hashed from its pages. Set to any value, it also keeps every
-/// dictionary page across row groups, not only those over 256 KiB.
+/// dictionary page across row groups, not only those of 4 MiB or more.
 pub fn keep_bytes() -> Option<usize> {
     parsed!("DQGATE_TEST_KEEP_BYTES")
 }

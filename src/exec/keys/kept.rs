@@ -25,23 +25,32 @@ use datafusion::parquet::schema::types::ColumnPath;
 
 use super::encode::Kind;
 
-/// Dictionary pages shorter than this are read again: parsing them costs
-/// less than comparing. (The test hook that keeps no key column,
+/// Dictionary pages shorter than this are read again. Writers cap the
+/// dictionaries they build at about 1 MiB a page (pyarrow, parquet-mr,
+/// arrow-rs), different in each row group, so those are left alone; an
+/// Arrow dictionary written whole is not capped. (The test hook that keeps no key column,
 /// [`crate::hooks::keep_bytes`], keeps every dictionary page, so that the
 /// cross-checks' small files take this path too.)
-const KEEP_FROM: u64 = 256 << 10;
+const KEEP_FROM: u64 = 4 << 20;
+
+/// The most bytes of a dictionary page's header read.
+const HEADER: usize = 1 << 10;
 
 /// The bytes compared at a time.
 const PIECE: usize = 256 << 10;
 
-/// Where a chunk's dictionary page lies, if it is long enough to keep:
-/// its offset and length, from the dictionary offset to the first data
-/// page.
-pub(super) fn span(chunk: &ColumnChunkMetaData) -> Option<(u64, u64)> {
+/// Where a chunk's dictionary page lies, if it is long enough to keep
+/// (`from` bytes, else [`KEEP_FROM`]): its offset and length, from the
+/// dictionary offset to the first data page.
+pub(super) fn span(chunk: &ColumnChunkMetaData, from: Option<u64>) -> Option<(u64, u64)> {
     let at = u64::try_from(chunk.dictionary_page_offset()?).ok()?;
     let end = u64::try_from(chunk.data_page_offset()).ok()?;
     let len = end.checked_sub(at)?;
-    let from = crate::hooks::keep_bytes().map_or(KEEP_FROM, |_| 1);
+    let from = match (from, crate::hooks::keep_bytes()) {
+        (Some(from), _) => from,
+        (None, Some(_)) => 1,
+        (None, None) => KEEP_FROM,
+    };
     (len >= from).then_some((at, len))
 }
 
@@ -71,9 +80,12 @@ impl Kept {
         dict: Vec<(u32, u32, u64)>,
         page: bytes::Bytes,
     ) -> io::Result<Option<Kept>> {
-        let mut head = vec![0; len.min(PIECE as u64) as usize];
-        file.read_exact_at(&mut head, at)?;
-        let whole = page_header(&head)
+        // A dictionary page's header is some 20 bytes; a longer one is
+        // not kept.
+        let mut head = [0; HEADER];
+        let head = &mut head[..len.min(HEADER as u64) as usize];
+        file.read_exact_at(head, at)?;
+        let whole = page_header(head)
             .is_some_and(|h| h.dictionary && (h.len as u64).checked_add(h.compressed) == Some(len));
         Ok(whole.then(|| Kept {
             column: column.clone(),

@@ -119,6 +119,8 @@ pub(super) struct Reader {
     pub(super) surprise: Option<Encoding>,
     /// The chunks that reused a kept dictionary.
     pub(super) reused: u64,
+    /// The shortest dictionary page kept, if not the default.
+    pub(super) keep_from: Option<u64>,
 }
 
 /// Why a page is left to the Arrow reader.
@@ -205,7 +207,7 @@ impl Reader {
         }
         let f = Arc::new(File::open(path).map_err(|e| failed(&e))?);
         let read_as = (self.kind, !self.unhashed);
-        let span = kept::span(chunk);
+        let span = kept::span(chunk, self.keep_from);
         // The column's kept dictionary, if any, is taken out for the chunk.
         let column = chunk.column_path();
         let mut kept =
@@ -221,7 +223,6 @@ impl Reader {
             kept = None;
         }
         self.dict.clear();
-        self.dict_page = bytes::Bytes::new();
         self.dictionaries = 0;
         let mut pages = SerializedPageReader::new(f.clone(), chunk, rows as usize, None)
             .map_err(|e| failed(&e))?;
@@ -720,8 +721,8 @@ mod tests {
         seen.0
     }
 
-    /// Row groups whose large dictionary pages (uncompressed: 384 KB) are
-    /// the same bytes, in one file and across two: each page after the first is skipped and the
+    /// Row groups whose large dictionary pages (384 KB, kept from 256 KiB
+    /// here) are the same bytes, in one file and across two: each page after the first is skipped and the
     /// kept dictionary reused; pages of the same length but other bytes
     /// are read. Either way every value, fingerprint and null is the
     /// Arrow reader's.
@@ -764,7 +765,11 @@ mod tests {
             }
             let input = StagedInput::open(tmp.path()).unwrap();
             let text = plan(&input, "s", 1).expect("read page by page");
-            let (mut seen, mut reader) = (Seen::default(), Reader::default());
+            let mut seen = Seen::default();
+            let mut reader = Reader {
+                keep_from: Some(256 << 10),
+                ..Reader::default()
+            };
             for &(f, g) in &text.runs[0] {
                 reader.group(&text.files[f], g, &mut seen).unwrap();
             }
