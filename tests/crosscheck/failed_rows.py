@@ -46,6 +46,9 @@ CHECKS = [
      "id IN (SELECT id FROM s WHERE id IS NOT NULL GROUP BY id HAVING count(*) > 1)"),
     ("check unique(rare)",
      "rare IN (SELECT rare FROM s WHERE rare IS NOT NULL GROUP BY rare HAVING count(*) > 1)"),
+    # Text typed as an Arrow dictionary (grouped and joined as its values).
+    ("check unique(code)",
+     "code IN (SELECT code FROM s WHERE code IS NOT NULL GROUP BY code HAVING count(*) > 1)"),
     ("check primary_key(k1, k2)",
      "k1 IS NULL OR k2 IS NULL OR (k1, k2) IN (SELECT (k1, k2) FROM s WHERE k1 IS NOT NULL AND k2 IS NOT NULL "
      "GROUP BY k1, k2 HAVING count(*) > 1)"),
@@ -84,6 +87,8 @@ def write_staged(rng, dir, n, day):
             "note": pa.array([None if rng.random() < 0.03 else rng.choice(["ok", "fine", "xx", "good"])
                               for _ in range(rows)]),
             "store": pa.array([rng.randrange(0, 60) if rng.random() > 0.02 else None for _ in range(rows)], pa.int32()),
+            "code": pa.array([None if rng.random() < 0.02 else f"C-{(start + j) if rng.random() > 0.02 else 3}-é"
+                              for j in range(rows)]).dictionary_encode(),
         })
         where = f"{dir}/batch={7 if i == 2 else 1}/part-{i}.parquet"
         pq.write_table(table, where, row_group_size=rng.choice([64, 100, 333]))
