@@ -126,19 +126,17 @@ pub fn duplicated(
             table.filter(not_null(keys))?
         };
         let rows = crate::plan::ROWS;
-        let schema = table.schema().clone();
-        let key = |k: &String| grouped(&schema, k);
         let aliases = || (0..keys.len()).map(|i| col(key_alias(i)));
         let on: Vec<Expr> = (keys.iter().zip(aliases()))
             .map(|(k, alias)| match nulls_equal {
-                true => binary_expr(key(k), Operator::IsNotDistinctFrom, alias),
-                false => key(k).eq(alias),
+                true => binary_expr(ident(k), Operator::IsNotDistinctFrom, alias),
+                false => ident(k).eq(alias),
             })
             .collect();
         let dups = table
             .aggregate(
                 (keys.iter().enumerate())
-                    .map(|(i, k)| key(k).alias(key_alias(i)))
+                    .map(|(i, k)| ident(k).alias(key_alias(i)))
                     .collect(),
                 vec![count_all().alias(rows)],
             )?
@@ -147,17 +145,6 @@ pub fn duplicated(
         base.join_on(dups, JoinType::LeftSemi, on)
     };
     plan().map_err(engine("planning the failed rows of a key check"))
-}
-
-/// Key column `k` as [`duplicated`] groups and joins it: text typed as a
-/// dictionary as its values, since DataFusion hashes a dictionary's every
-/// value for each batch (pyarrow writes the whole Arrow dictionary into
-/// every row group: 2.5M ids took 136 s here, against 2.8 s as text).
-fn grouped(schema: &DFSchema, k: &str) -> Expr {
-    match schema.field_with_unqualified_name(k).map(|f| f.data_type()) {
-        Ok(DataType::Dictionary(_, v)) => cast(ident(k), v.as_ref().clone()),
-        _ => ident(k),
-    }
 }
 
 /// The staged rows whose key parts are all non-null, with the key cast to
