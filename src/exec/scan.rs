@@ -26,6 +26,7 @@ use datafusion::prelude::SessionContext;
 
 use super::error::ExecError as Error;
 use crate::staged::remote::Location;
+use crate::staged::stats::dictionary_page;
 use crate::staged::{StagedFile, StagedInput};
 
 const CONTEXT: &str = "registering the staged files";
@@ -199,7 +200,7 @@ pub(crate) fn values_schema(input: &StagedInput) -> SchemaRef {
 
 /// The dictionary page, from its offset to the first data page, from
 /// which a dictionary is read as its values.
-pub(crate) const LARGE_DICTIONARY: i64 = 64 << 10;
+const LARGE_DICTIONARY: u64 = 64 << 10;
 
 /// Whether a chunk of top-level column `column` in some staged file has a
 /// dictionary page of [`LARGE_DICTIONARY`] or more.
@@ -213,8 +214,7 @@ fn large_dictionary(input: &StagedInput, column: &str) -> bool {
         (f.metadata.row_groups().iter()).any(|rg| {
             (rg.columns().iter().enumerate()).any(|(i, c)| {
                 descr.get_column_root_idx(i) == root
-                    && c.dictionary_page_offset()
-                        .is_some_and(|d| c.data_page_offset().saturating_sub(d) >= LARGE_DICTIONARY)
+                    && dictionary_page(c).is_some_and(|(_, len)| len >= LARGE_DICTIONARY)
             })
         })
     })

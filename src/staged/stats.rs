@@ -1,5 +1,6 @@
 //! What the staged footers state about a column: null counts, and the
-//! smallest and largest values, per row group and overall.
+//! smallest and largest values, per row group and overall; and where a
+//! chunk's dictionary page lies.
 //!
 //! Null counts and min/max are used only when *every* row group of *every*
 //! file carries them, and exact min/max only when the writer marked them
@@ -16,9 +17,18 @@ use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
+use datafusion::parquet::file::metadata::ColumnChunkMetaData;
 
 use super::input::{StagedFile, StagedInput};
 use crate::value::Value;
+
+/// Where `chunk`'s dictionary page lies: its offset, and its bytes up to
+/// the first data page (its header included); `None` without one.
+pub fn dictionary_page(chunk: &ColumnChunkMetaData) -> Option<(u64, u64)> {
+    let at = u64::try_from(chunk.dictionary_page_offset()?).ok()?;
+    let end = u64::try_from(chunk.data_page_offset()).ok()?;
+    Some((at, end.checked_sub(at)?))
+}
 
 /// The rows of `column` that are not null, from the footers; `None` when a
 /// row group does not count its nulls.

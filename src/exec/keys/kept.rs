@@ -43,9 +43,7 @@ const PIECE: usize = 256 << 10;
 /// (`from` bytes, else [`KEEP_FROM`]): its offset and length, from the
 /// dictionary offset to the first data page.
 pub(super) fn span(chunk: &ColumnChunkMetaData, from: Option<u64>) -> Option<(u64, u64)> {
-    let at = u64::try_from(chunk.dictionary_page_offset()?).ok()?;
-    let end = u64::try_from(chunk.data_page_offset()).ok()?;
-    let len = end.checked_sub(at)?;
+    let (at, len) = crate::staged::stats::dictionary_page(chunk)?;
     let from = match (from, crate::hooks::keep_bytes()) {
         (Some(from), _) => from,
         (None, Some(_)) => 1,
@@ -97,6 +95,13 @@ impl Kept {
             dict,
             page,
         }))
+    }
+
+    /// Trades the kept dictionary and page for `dict` and `page`: the
+    /// reader's current ones.
+    pub(super) fn trade(&mut self, dict: &mut Vec<(u32, u32, u64)>, page: &mut bytes::Bytes) {
+        std::mem::swap(&mut self.dict, dict);
+        std::mem::swap(&mut self.page, page);
     }
 
     /// The column whose dictionary this is.

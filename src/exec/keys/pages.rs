@@ -233,8 +233,7 @@ impl Reader {
             match (first.is_some_and(|p| p.is_dict), kept.as_mut()) {
                 (true, Some(k)) => {
                     pages.skip_next_page().map_err(|e| failed(&e))?;
-                    std::mem::swap(&mut self.dict, &mut k.dict);
-                    std::mem::swap(&mut self.dict_page, &mut k.page);
+                    k.trade(&mut self.dict, &mut self.dict_page);
                     skipped = true;
                 }
                 _ => kept = None,
@@ -252,10 +251,7 @@ impl Reader {
         match (kept.as_mut(), span) {
             // The kept dictionary goes back, unless the chunk held another.
             (Some(k), _) if skipped => match self.dictionaries {
-                0 => {
-                    std::mem::swap(&mut self.dict, &mut k.dict);
-                    std::mem::swap(&mut self.dict_page, &mut k.page);
-                }
+                0 => k.trade(&mut self.dict, &mut self.dict_page),
                 _ => kept = None,
             },
             (None, Some(span)) if self.dictionaries == 1 => {
@@ -722,9 +718,9 @@ mod tests {
     }
 
     /// Row groups whose large dictionary pages (384 KB, kept from 256 KiB
-    /// here) are the same bytes, in one file and across two: each page after the first is skipped and the
-    /// kept dictionary reused; pages of the same length but other bytes
-    /// are read. Either way every value, fingerprint and null is the
+    /// here) are the same bytes, in one file and across two: each page
+    /// after the first is skipped and the kept dictionary reused; pages of
+    /// the same length but other bytes are read. Either way every value, fingerprint and null is the
     /// Arrow reader's.
     #[test]
     fn a_repeated_dictionary_page_is_read_once() {
