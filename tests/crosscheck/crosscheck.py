@@ -347,6 +347,43 @@ def crosscheck_joins(binary, work, trials=12):
     return checked, failures
 
 
+def crosscheck_dictionary_lookup(binary, work):
+    """A reference lookup of keys typed as an Arrow dictionary that pyarrow
+    writes whole into every row group, under a memory limit: the key engine
+    must run it (the footers counted each group's dictionary page whole, and
+    the pool refused the engine's table), and agree with DuckDB. Returns
+    (checked, failures)."""
+    rng = random.Random(20261205)
+    base = os.path.join(work, "dictionary-lookup")
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(f"{base}/staged")
+    os.makedirs(f"{base}/ref")
+    n = 60_000
+    values = [f"order-{i:08d}-{rng.getrandbits(40):010x}" for i in range(n)]
+    pq.write_table(pa.table({"k": pa.array(values).dictionary_encode()}), f"{base}/staged/part-0.parquet",
+                   row_group_size=n // 4)
+    missing = set(rng.sample(range(n), 100))
+    pq.write_table(pa.table({"k": [v for i, v in enumerate(values) if i not in missing]}), f"{base}/ref/part-0.parquet")
+    with open(f"{base}/ref.dq", "w") as fh:
+        fh.write("table t\nreference r at 'ref'\ncheck values(k) in r(k)\n")
+    out = subprocess.run([binary, "check", "ref.dq", "--staged", "staged", "--memory-limit", "16MB", "-v",
+                          "--format", "json"], capture_output=True, text=True, cwd=base)
+    if out.returncode not in (0, 1):
+        sys.exit(f"dqgate check of the dictionary lookup failed (exit {out.returncode}): {out.stderr}")
+    ours = json.loads(out.stdout)["checks"][0]["value"]
+    con = duckdb.connect()
+    theirs = con.execute(f"SELECT count(*) FROM read_parquet('{base}/staged/*.parquet') s WHERE NOT EXISTS "
+                         f"(SELECT 1 FROM read_parquet('{base}/ref/*.parquet') r WHERE r.k = s.k)").fetchone()[0]
+    failures = 0
+    if ours != theirs:
+        failures += 1
+        print(f"MISMATCH dictionary-typed lookup: dqgate {ours!r}, duckdb {theirs!r}")
+    if "memory pool refuses" in out.stderr or "anti-join" not in out.stderr:
+        failures += 1
+        print(f"MISMATCH dictionary-typed lookup left the key engine under 16 MB:\n{out.stderr}")
+    return 2, failures
+
+
 def main():
     binary, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -378,6 +415,9 @@ def main():
     joins_checked, joins_failed = crosscheck_joins(binary, os.path.abspath(work))
     checked += joins_checked
     failures += joins_failed
+    dict_checked, dict_failed = crosscheck_dictionary_lookup(binary, os.path.abspath(work))
+    checked += dict_checked
+    failures += dict_failed
     print(f"crosscheck: {checked - failures} passed, {failures} failed")
     sys.exit(1 if failures else 0)
 

@@ -157,16 +157,29 @@ struct Header {
     dictionary: bool,
     /// The page's length after its header.
     compressed: u64,
+    /// Its length decompressed.
+    uncompressed: u64,
+    /// A dictionary page's count of values.
+    values: Option<u64>,
 }
 
 /// The page header at the start of `buf`, if one is there whole.
 fn page_header(buf: &[u8]) -> Option<Header> {
     let mut r = Compact { buf, at: 0 };
-    let (mut kind, mut compressed) = (None, None);
+    let (mut kind, mut compressed, mut uncompressed, mut values) = (None, None, None, None);
     r.fields(0, |r, id, t| {
         match (id, t) {
             (1, I32) => kind = Some(r.int()?),
+            (2, I32) => uncompressed = Some(r.int()?),
             (3, I32) => compressed = Some(r.int()?),
+            // The dictionary page's own header.
+            (7, STRUCT) => r.fields(1, |r, id, t| {
+                match (id, t) {
+                    (1, I32) => values = Some(u64::try_from(r.int()?).ok()?),
+                    _ => r.skip(t, 1)?,
+                }
+                Some(())
+            })?,
             _ => r.skip(t, 0)?,
         }
         Some(())
@@ -176,7 +189,20 @@ fn page_header(buf: &[u8]) -> Option<Header> {
         len: r.at,
         dictionary: kind? == 2,
         compressed: u64::try_from(compressed?).ok()?,
+        uncompressed: u64::try_from(uncompressed?).ok()?,
+        values,
     })
+}
+
+/// The decompressed length and count of values of the dictionary page at
+/// `span` of `file`, from its header; `None` when no dictionary page's
+/// header (of at most [`HEADER`] bytes) is there.
+pub(super) fn dictionary_size(file: &File, (at, len): (u64, u64)) -> Option<(u64, u64)> {
+    let mut head = [0; HEADER];
+    let head = &mut head[..len.min(HEADER as u64) as usize];
+    file.read_exact_at(head, at).ok()?;
+    let h = page_header(head).filter(|h| h.dictionary)?;
+    Some((h.uncompressed, h.values?))
 }
 
 /// Thrift's compact protocol, read only as far as skipping what it holds.
@@ -186,6 +212,7 @@ struct Compact<'a> {
 }
 
 const I32: u8 = 5;
+const STRUCT: u8 = 12;
 /// Nesting deeper than any Parquet header.
 const DEPTH: usize = 16;
 
@@ -300,6 +327,7 @@ mod tests {
 
     use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
     use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::column::page::Page;
     use datafusion::parquet::file::properties::{
         EnabledStatistics, WriterProperties, WriterVersion,
     };
@@ -331,13 +359,28 @@ mod tests {
             w.close().unwrap();
             let bytes = std::fs::read(&path).unwrap();
             let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
-            let mut pages = 0;
-            for rg in reader.metadata().row_groups() {
+            let (mut pages, mut sized) = (0, 0);
+            for (g, rg) in reader.metadata().row_groups().iter().enumerate() {
                 let c = rg.column(0);
                 let (start, n) = c.byte_range();
                 let mut at = start as usize;
                 let dict = c.dictionary_page_offset().unwrap() as usize;
                 assert_eq!(dict, at);
+                // Its decompressed length and values, as the Parquet
+                // crate's reader reads them.
+                let span = crate::staged::stats::dictionary_page(c).unwrap();
+                let file = File::open(&path).unwrap();
+                let mut read = (reader.get_row_group(g).unwrap())
+                    .get_column_page_reader(0)
+                    .unwrap();
+                if let Some(Page::DictionaryPage {
+                    buf, num_values, ..
+                }) = read.get_next_page().unwrap()
+                {
+                    let want = (buf.len() as u64, u64::from(num_values));
+                    assert_eq!(dictionary_size(&file, span), Some(want));
+                    sized += 1;
+                }
                 while at < (start + n) as usize {
                     let h = page_header(&bytes[at..]).unwrap();
                     if h.dictionary {
@@ -352,6 +395,7 @@ mod tests {
                 assert_eq!(at, (start + n) as usize, "{version:?}");
             }
             assert!(pages > 20, "{pages} pages");
+            assert_eq!(sized, reader.metadata().num_row_groups(), "{version:?}");
             // What is not a whole header is none.
             let h = page_header(&bytes[4..]).unwrap();
             for cut in 0..h.len {
