@@ -15,7 +15,9 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::basic::Encoding;
 use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
+use datafusion::parquet::schema::types::ColumnPath;
 
 use super::oracle::splitmix::Rng;
 use crate::support::{check_across, check_across_with, publish_into};
@@ -88,14 +90,31 @@ pub(super) fn write(
             1 => EnabledStatistics::Chunk,
             _ => EnabledStatistics::Page,
         };
-        let props = WriterProperties::builder()
+        let group = 8 + rng.below(60) as usize;
+        let mut props = WriterProperties::builder()
             .set_statistics_enabled(stats)
-            .set_max_row_group_row_count(Some(8 + rng.below(60) as usize))
-            .set_data_page_row_count_limit(4 + rng.below(20) as usize)
-            .build();
+            .set_max_row_group_row_count(Some(group))
+            .set_data_page_row_count_limit(4 + rng.below(20) as usize);
+        // A third of the files' text in pages the key engine's page walker
+        // leaves to the Arrow reader, a third without a dictionary.
+        let s = ColumnPath::from("s");
+        match rng.below(3) {
+            0 => {
+                props = props
+                    .set_column_dictionary_enabled(s.clone(), false)
+                    .set_column_encoding(s, Encoding::DELTA_BYTE_ARRAY)
+            }
+            1 => props = props.set_column_dictionary_enabled(s, false),
+            _ => {}
+        }
+        let props = props.build();
         let file = File::create(dir.join(format!("part-{f}.parquet"))).unwrap();
         let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props)).unwrap();
-        w.write(&batch).unwrap();
+        // A row group at a time: the writer splits a larger batch by
+        // calling itself, a frame a group.
+        for at in (0..rows).step_by(group) {
+            w.write(&batch.slice(at, group.min(rows - at))).unwrap();
+        }
         w.close().unwrap();
     }
 }

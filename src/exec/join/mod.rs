@@ -82,8 +82,9 @@ fn staged_side(
     staged: &StagedInput,
     columns: &[String],
 ) -> Result<keys::join::Side, ExecError> {
+    let frame = staged_keys_frame(ctx, staged, columns, "a join")?;
     Ok(keys::join::Side {
-        input: keys::join::SideInput::Frame(staged_keys_frame(ctx, staged, columns, "a join")?),
+        input: keys::join::SideInput::of(staged, columns, frame, keys::threads(ctx)),
         rows: staged.row_count(),
     })
 }

@@ -125,8 +125,19 @@ pub async fn not_in_reference(
     if engine {
         let reference_rows = reference_rows(reference);
         let other = || {
+            let frame = reference_keys(ctx, reference, lookup)?;
+            // A reference of one part may be walked page by page.
+            let input = match &reference.parts[..] {
+                [part] => keys::join::SideInput::of(
+                    &part.input,
+                    &lookup.ref_columns,
+                    frame,
+                    keys::threads(ctx),
+                ),
+                _ => keys::join::SideInput::Frame(frame),
+            };
             Ok(keys::join::Side {
-                input: keys::join::SideInput::Frame(reference_keys(ctx, reference, lookup)?),
+                input,
                 rows: reference_rows,
             })
         };

@@ -21,7 +21,9 @@
 //! Arrow dictionary written whole into every row group) is parsed once a
 //! run: [`super::kept`].
 //!
-//! A single text key is walked here ([`plan`], [`walk`]); a composite key
+//! A single text key is walked here ([`plan`], [`walk`]), and so is each
+//! side of a spread join on one (`join::SideInput::of`, hashed as views
+//! whatever the files' type, as the join compares text); a composite key
 //! whose parts are text or 32- and 64-bit integers is walked a column at a
 //! time through the same [`Reader`] ([`super::rowpages`]).
 //!
@@ -68,6 +70,22 @@ pub(super) type TextPages = Walks<FileColumns>;
 pub(super) fn plan(input: &StagedInput, column: &str, threads: usize) -> Option<TextPages> {
     let text = |k: Kind| matches!(k, Kind::Text | Kind::Str);
     planned(input, &[column.to_string()], threads, text)
+}
+
+/// [`plan`], with text typed as an Arrow dictionary hashed as views too,
+/// as a join compares text keys (`Utf8View`) whatever the files' type.
+pub(super) fn plan_as_views(
+    input: &StagedInput,
+    column: &str,
+    threads: usize,
+) -> Option<TextPages> {
+    let mut pages = plan(input, column, threads)?;
+    for file in Arc::get_mut(&mut pages.files)? {
+        for (_, kind) in &mut file.parts {
+            *kind = Kind::Text;
+        }
+    }
+    Some(pages)
 }
 
 /// Walks every run of `pages` in a blocking task of its own, each with a
@@ -173,11 +191,16 @@ impl Reader {
             .map_err(|e| failed(&e))?
         {
             let batch = batch.map_err(|e| failed(&e))?;
-            let column = batch.column(0);
-            encode::fingerprints(std::slice::from_ref(column), None, &mut hashes)
+            // A dictionary's values, as views; hashed as views unless the
+            // column's kind is the dictionary's.
+            let read = batch.column(0);
+            let column = cast(read, &DataType::Utf8View).map_err(|e| failed(&e))?;
+            let hashed = match kind {
+                Kind::Str => read,
+                _ => &column,
+            };
+            encode::fingerprints(std::slice::from_ref(hashed), None, &mut hashes)
                 .map_err(|e| failed(&e))?;
-            // A dictionary's values, as views.
-            let column = cast(column, &DataType::Utf8View).map_err(|e| failed(&e))?;
             let a = column.as_string_view();
             for (i, h) in hashes.iter().enumerate() {
                 match a.is_valid(i) {

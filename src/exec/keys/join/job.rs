@@ -11,12 +11,14 @@ use datafusion::execution::SendableRecordBatchStream;
 use crate::exec::keys::count;
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
+use crate::exec::keys::pages::{self, TextPages};
 use crate::exec::keys::store::StoreError;
 use crate::exec::keys::tasks::frame_streams;
 use crate::exec::progress;
 use crate::exec::ExecError as Error;
 use crate::exec::SAMPLES;
 use crate::plan::keys::Packing;
+use crate::staged::StagedInput;
 use crate::value::Value;
 
 /// What a join pass reports.
@@ -76,6 +78,33 @@ pub enum SideInput {
     Frame(DataFrame),
     /// Streams already open (the pruned published side).
     Streams(Vec<SendableRecordBatchStream>),
+    /// A single text key of local files, which the spread join walks page
+    /// by page; other joins read its plan.
+    Pages(Box<Paged>),
+}
+
+/// A single text key of local files: its pages (read as views, whose
+/// fingerprints the joins compare), and its plan.
+pub struct Paged {
+    pub(super) pages: TextPages,
+    frame: DataFrame,
+}
+
+impl SideInput {
+    /// The key `columns` of `input` as `frame` (their plan) reads them, or,
+    /// when they are a single text key of local files, page by page where
+    /// the spread join reads them (`threads` at a time). Read so, 10M keys
+    /// typed as an Arrow dictionary are not each batch's cast of a
+    /// dictionary of 2.5M values.
+    pub fn of(input: &StagedInput, columns: &[String], frame: DataFrame, threads: usize) -> Self {
+        match columns {
+            [column] => match pages::plan_as_views(input, column, threads) {
+                Some(pages) => SideInput::Pages(Box::new(Paged { pages, frame })),
+                None => SideInput::Frame(frame),
+            },
+            _ => SideInput::Frame(frame),
+        }
+    }
 }
 
 /// The streams of `side`, with a progress bar when it is a plan.
@@ -89,6 +118,10 @@ pub(super) async fn side_streams(
             Ok((streams, Some(bar)))
         }
         SideInput::Streams(streams) => Ok((streams, None)),
+        SideInput::Pages(paged) => {
+            let (streams, bar) = frame_streams(paged.frame, label, side.rows).await?;
+            Ok((streams, Some(bar)))
+        }
     }
 }
 

@@ -58,7 +58,7 @@ pub use bitmap::BITMAP_BITS;
 pub use fingerprinted::{
     describe_fingerprinted, fingerprinted_for, in_place, Fingerprinted, StagedKeys,
 };
-pub use job::{Joined, Side, SideInput, Want};
+pub use job::{Joined, Paged, Side, SideInput, Want};
 pub use probe::PROBE_ROWS;
 pub use spread::{describe_spread, spread};
 

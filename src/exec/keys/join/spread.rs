@@ -27,12 +27,13 @@ use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::prelude::SessionContext;
 
 use super::fingerprinted::{as_types, Fingerprinted};
-use super::job::{side_streams, Joined, Side, Want};
+use super::job::{side_streams, Joined, Side, SideInput, Want};
 use super::keyset::KeySet;
 use super::partitioned::filter_bits;
 use super::probe::{each_passing, filter_spot};
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
+use crate::exec::keys::pages::{walk, TextPages, Visit};
 use crate::exec::keys::tasks::{scan, threads};
 use crate::exec::keys::verify::Form;
 use crate::exec::ExecError as Error;
@@ -310,6 +311,9 @@ impl Reading {
         filter: Option<(Arc<Vec<u64>>, u32)>,
         label: &str,
     ) -> Result<(Vec<Records>, u64), Error> {
+        if let (SideInput::Pages(paged), [DataType::Utf8View]) = (&side.input, &self.compared[..]) {
+            return self.paged(&paged.pages, kept, filter, label).await;
+        }
         let (streams, bar) = side_streams(side, label).await?;
         let partitions = self.partitions;
         // Each scan task's partitions start with room for their share.
@@ -351,6 +355,60 @@ impl Reading {
         drop(bar);
         let rows = read.iter().map(|r| r.3).sum();
         Ok((read.into_iter().map(|r| r.0).collect(), rows))
+    }
+}
+
+impl Reading {
+    /// [`Reading::side`] of a single text key walked page by page: each
+    /// value's fingerprint (its view's, as the other side's) and bytes are
+    /// filed where they lie in the page, without an Arrow array.
+    async fn paged(
+        &self,
+        pages: &TextPages,
+        kept: u64,
+        filter: Option<(Arc<Vec<u64>>, u32)>,
+        label: &str,
+    ) -> Result<(Vec<Records>, u64), Error> {
+        let partitions = self.partitions;
+        let share =
+            (kept as usize).div_ceil(pages.runs.len().max(1) * partitions) * self.record * 11 / 10;
+        let mask = encode::fingerprint_mask(self.bits);
+        let (filed, _) = walk(pages, label, || Filing {
+            records: Records::new(partitions, share),
+            filter: filter.clone(),
+            mask,
+            read: 0,
+        })
+        .await?;
+        let rows = filed.iter().map(|f| f.read).sum();
+        Ok((filed.into_iter().map(|f| f.records).collect(), rows))
+    }
+}
+
+/// What a page walk files: each non-null value that passes the filter, if
+/// any, as a record of its fingerprint cut by `mask`.
+struct Filing {
+    records: Records,
+    filter: Option<(Arc<Vec<u64>>, u32)>,
+    mask: u64,
+    read: u64,
+}
+
+impl Visit for Filing {
+    fn value(&mut self, fingerprint: u64, value: &[u8]) {
+        self.read += 1;
+        let fp = fingerprint & self.mask;
+        if let Some((filter, shift)) = &self.filter {
+            let (w, m) = filter_spot(fp.mix(), *shift);
+            if filter[w] & m != m {
+                return;
+            }
+        }
+        self.records.push(fp, value);
+    }
+
+    fn nulls(&mut self, n: u64) {
+        self.read += n;
     }
 }
 
