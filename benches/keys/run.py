@@ -125,6 +125,8 @@ TEXT_REF = ("values(ref_id) in known(ref_id), text, 1% of keys missing", "text_r
             "(SELECT 1 FROM {o} r WHERE r.ref_id = s.ref_id)")
 
 
+# The same lookup with the staged ref_id typed as an Arrow dictionary.
+TEXT_REF_DICT = ("values(ref_id) in known(ref_id), dictionary-typed, 1% of keys missing",) + TEXT_REF[1:]
 def text_reference(python, data, size):
     """DIR/text-SIZE-ref: the reference of TEXT_REF, written once by DuckDB."""
     src = os.path.join(data, f"text-{size}")
@@ -243,6 +245,9 @@ def main():
             # The references are written only when their rows are run.
             if not a.only or a.only in TEXT_REF[0]:
                 jobs.append((size, TEXT_REF, t, text_reference(python, a.data, size)))
+            if not a.only or a.only in TEXT_REF_DICT[0]:
+                td = dictionary_typed(python, a.data, size)
+                jobs.append((size, TEXT_REF_DICT, td, text_reference(python, a.data, size)))
             if not a.only or a.only in DIM_REF[0]:
                 jobs.append((size, DIM_REF, *dimension(python, a.data, size)))
         if a.across:
