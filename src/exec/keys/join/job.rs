@@ -93,9 +93,10 @@ pub struct Paged {
 impl SideInput {
     /// The key `columns` of `input` as `frame` (their plan) reads them, or,
     /// when they are a single text key of local files, page by page where
-    /// the spread join reads them (`threads` at a time). Read so, 10M keys
-    /// typed as an Arrow dictionary are not each batch's cast of a
-    /// dictionary of 2.5M values.
+    /// the spread join reads them (`threads` at a time). Read so, a key
+    /// typed as an Arrow dictionary that pyarrow writes whole into every
+    /// row group is parsed once a run (see `keys::kept`), not decoded again
+    /// for each group and cast for each batch.
     pub fn of(input: &StagedInput, columns: &[String], frame: DataFrame, threads: usize) -> Self {
         match columns {
             [column] => match pages::plan_as_views(input, column, threads) {

@@ -356,9 +356,7 @@ impl Reading {
         let rows = read.iter().map(|r| r.3).sum();
         Ok((read.into_iter().map(|r| r.0).collect(), rows))
     }
-}
 
-impl Reading {
     /// [`Reading::side`] of a single text key walked page by page: each
     /// value's fingerprint (its view's, as the other side's) and bytes are
     /// filed where they lie in the page, without an Arrow array.
