@@ -21,9 +21,10 @@
 //! Arrow dictionary written whole into every row group) is parsed once a
 //! run: [`super::kept`].
 //!
-//! A single text key is walked here ([`plan`], [`walk`]), and so is each
-//! side of a spread join on one (`join::SideInput::of`, hashed as views
-//! whatever the files' type, as the join compares text); a composite key
+//! A single text key is walked here ([`plan`], [`walk`]), and so is a
+//! join's side of one (`join::SideInput::of`: both sides of the spread
+//! join, the staged side of the in-place table), hashed as views whatever
+//! the files' type, as the joins compare text; a composite key
 //! whose parts are text or 32- and 64-bit integers is walked a column at a
 //! time through the same [`Reader`] ([`super::rowpages`]).
 //!
@@ -59,6 +60,10 @@ pub(super) trait Visit {
     fn value(&mut self, fingerprint: u64, value: &[u8]);
     /// `n` null rows.
     fn nulls(&mut self, n: u64);
+    /// Why the walk stops before the next row group, if it does.
+    fn stop(&mut self) -> Option<Error> {
+        None
+    }
 }
 
 /// The walks of a single text key.
@@ -96,8 +101,10 @@ pub(super) async fn walk<V: Visit + Send + 'static>(
     label: &str,
     visitor: impl Fn() -> V,
 ) -> Result<(Vec<V>, u64), Error> {
-    let group =
-        |reader: &mut Reader, file: &FileColumns, group, v: &mut V| reader.group(file, group, v);
+    let group = |reader: &mut Reader, file: &FileColumns, group, v: &mut V| match v.stop() {
+        Some(why) => Err(why),
+        None => reader.group(file, group, v),
+    };
     let done = walk_runs(pages, label, (Reader::default, visitor), group).await?;
     let reused = done.iter().map(|(r, _)| r.reused).sum();
     Ok((done.into_iter().map(|(_, v)| v).collect(), reused))

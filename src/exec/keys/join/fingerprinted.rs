@@ -21,6 +21,7 @@
 //! ([`Fingerprinted::with_most_keys`]) gives up past that many keys in a
 //! scan task ([`GaveUp::TooManyKeys`]), for its caller's fallback.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -30,11 +31,12 @@ use datafusion::arrow::datatypes::{DataType, UInt32Type};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::prelude::SessionContext;
 
-use super::job::{parts_of, side_streams, Joined, Side, Want};
+use super::job::{parts_of, side_streams, Joined, Side, SideInput, Want};
 use super::keyset::{KeySet, ENTRY, SLOT};
 use super::probe::{each_passing, filter_spot, PROBE_ROWS};
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
+use crate::exec::keys::pages::{walk, TextPages, Visit};
 use crate::exec::keys::tasks::scan;
 use crate::exec::keys::verify::Form;
 use crate::exec::keys::GaveUp;
@@ -181,47 +183,12 @@ pub(super) async fn build(
 ) -> Result<StagedKeys, Error> {
     let started = Instant::now();
     let form = Arc::new(Form::of(&plan.compared)?);
-    let rows = staged.rows as usize;
-    let (streams, bar) = side_streams(staged, label).await?;
-    let (compared, bits, most) = (plan.compared.clone(), plan.bits, plan.most_keys);
-    let shape = form.clone();
-    // Each task's set has room for its share of the rows, so that it
-    // never grows (`across published`: staged keys are mostly distinct).
-    // A join that expects few keys (a lookup, with `most_keys`) starts
-    // with room for at most a size that stays in the cores' caches, and
-    // grows (its slots placed again as they are) only as distinct keys
-    // arrive: a column of few distinct keys in many rows (a fact table's
-    // foreign key) never touches a table sized for the rows.
-    let share = rows.div_ceil(streams.len().max(1));
-    let share = match most {
-        Some(_) => share.min(INITIAL_KEYS),
-        None => share,
+    let mut parts = match (&staged.input, &plan.compared[..]) {
+        (SideInput::Pages(paged), [DataType::Utf8View]) => {
+            paged_sets(&paged.pages, plan, label).await?
+        }
+        _ => streamed_sets(staged, plan, form.clone(), label).await?,
     };
-    let key_bytes = plan.key_bytes as usize;
-    let parts = scan(
-        streams,
-        move || (KeySet::with_capacity(share, share * key_bytes), Vec::new()),
-        move |(set, hashes): &mut (KeySet, Vec<u64>), columns| {
-            let columns = as_types(columns, &compared)?;
-            encode::fingerprints(&columns, bits, hashes).map_err(Error::Fingerprint)?;
-            let counted = encode::counted_rows(&columns, false);
-            // A few hundred rows at a time, so that the slots `touch`
-            // loaded are still in the core's cache when the adds come.
-            for from in (0..hashes.len()).step_by(TOUCHED) {
-                let to = (from + TOUCHED).min(hashes.len());
-                set.touch(&hashes[from..to]);
-                let rows = (from..to).filter(|&i| counted.as_ref().is_none_or(|c| c.is_valid(i)));
-                shape.each_key(&columns, rows, |i, key| set.add(hashes[i], key, 1))?;
-            }
-            match most {
-                Some(most) if set.entries.len() > most => Err(GaveUp::TooManyKeys(most).into()),
-                _ => Ok(()),
-            }
-        },
-    )
-    .await?;
-    drop(bar);
-    let mut parts: Vec<KeySet> = parts.into_iter().map(|(s, _)| s).collect();
     parts.sort_by_key(|s| std::cmp::Reverse(s.entries.len()));
     let mut parts = parts.into_iter();
     let mut set = parts.next().unwrap_or_default();
@@ -253,6 +220,152 @@ pub(super) async fn build(
         built: started.elapsed(),
         _reserved: reserved,
     })
+}
+
+/// The keys a scan task's set has room for before its first: its share
+/// of the `rows` over `tasks`, or, for a lookup (`most`), at most a size
+/// that stays in the cores' caches.
+fn room(rows: u64, tasks: usize, most: Option<usize>) -> usize {
+    let share = (rows as usize).div_ceil(tasks.max(1));
+    match most {
+        Some(_) => share.min(INITIAL_KEYS),
+        None => share,
+    }
+}
+
+/// The staged keys of `staged` read as batches, each scan task's in a set
+/// of its own.
+async fn streamed_sets(
+    staged: Side,
+    plan: &Fingerprinted,
+    shape: Arc<Form>,
+    label: &str,
+) -> Result<Vec<KeySet>, Error> {
+    let rows = staged.rows;
+    let (streams, bar) = side_streams(staged, label).await?;
+    let (compared, bits, most) = (plan.compared.clone(), plan.bits, plan.most_keys);
+    // Each task's set has room for its share of the rows, so that it
+    // never grows (`across published`: staged keys are mostly distinct).
+    // A join that expects few keys (a lookup, with `most_keys`) starts
+    // with room for at most a size that stays in the cores' caches, and
+    // grows (its slots placed again as they are) only as distinct keys
+    // arrive: a column of few distinct keys in many rows (a fact table's
+    // foreign key) never touches a table sized for the rows.
+    let share = room(rows, streams.len(), most);
+    let key_bytes = plan.key_bytes as usize;
+    let parts = scan(
+        streams,
+        move || (KeySet::with_capacity(share, share * key_bytes), Vec::new()),
+        move |(set, hashes): &mut (KeySet, Vec<u64>), columns| {
+            let columns = as_types(columns, &compared)?;
+            encode::fingerprints(&columns, bits, hashes).map_err(Error::Fingerprint)?;
+            let counted = encode::counted_rows(&columns, false);
+            // A few hundred rows at a time, so that the slots `touch`
+            // loaded are still in the core's cache when the adds come.
+            for from in (0..hashes.len()).step_by(TOUCHED) {
+                let to = (from + TOUCHED).min(hashes.len());
+                set.touch(&hashes[from..to]);
+                let rows = (from..to).filter(|&i| counted.as_ref().is_none_or(|c| c.is_valid(i)));
+                shape.each_key(&columns, rows, |i, key| set.add(hashes[i], key, 1))?;
+            }
+            match most {
+                Some(most) if set.entries.len() > most => Err(GaveUp::TooManyKeys(most).into()),
+                _ => Ok(()),
+            }
+        },
+    )
+    .await?;
+    drop(bar);
+    Ok(parts.into_iter().map(|(s, _)| s).collect())
+}
+
+/// The staged keys of a single text key walked page by page (`pages`),
+/// each run's in a set of its own, as [`streamed_sets`] files batches.
+async fn paged_sets(
+    pages: &TextPages,
+    plan: &Fingerprinted,
+    label: &str,
+) -> Result<Vec<KeySet>, Error> {
+    let share = room(pages.rows, pages.runs.len(), plan.most_keys);
+    let key_bytes = plan.key_bytes as usize;
+    let over = Arc::new(AtomicBool::new(false));
+    let (built, _) = walk(pages, label, || Building {
+        set: KeySet::with_capacity(share, share * key_bytes),
+        pending: (
+            Vec::with_capacity(TOUCHED),
+            Vec::new(),
+            Vec::with_capacity(TOUCHED),
+        ),
+        mask: encode::fingerprint_mask(plan.bits),
+        most: plan.most_keys,
+        full: false,
+        over: over.clone(),
+    })
+    .await?;
+    let mut sets = Vec::with_capacity(built.len());
+    for mut b in built {
+        b.flush();
+        if let Some(why) = b.stop() {
+            return Err(why);
+        }
+        sets.push(b.set);
+    }
+    Ok(sets)
+}
+
+/// A run's set of the staged keys walked page by page: values wait in
+/// `pending` (fingerprints, bytes, where each ends) until [`TOUCHED`] of
+/// them are added together, their slots touched first. Past `most` keys
+/// the run stops adding, and so do the others (`over`), each at its next
+/// row group.
+struct Building {
+    set: KeySet,
+    pending: (Vec<u64>, Vec<u8>, Vec<usize>),
+    mask: u64,
+    most: Option<usize>,
+    full: bool,
+    over: Arc<AtomicBool>,
+}
+
+impl Building {
+    fn flush(&mut self) {
+        let (hashes, keys, ends) = &mut self.pending;
+        self.set.touch(hashes);
+        let mut start = 0;
+        for (h, &end) in hashes.iter().zip(ends.iter()) {
+            self.set.add(*h, &keys[start..end], 1);
+            start = end;
+        }
+        hashes.clear();
+        keys.clear();
+        ends.clear();
+        if self.most.is_some_and(|most| self.set.entries.len() > most) {
+            self.over.store(true, Ordering::Relaxed);
+        }
+        self.full = self.over.load(Ordering::Relaxed);
+    }
+}
+
+impl Visit for Building {
+    fn value(&mut self, fingerprint: u64, value: &[u8]) {
+        if self.full {
+            return;
+        }
+        let (hashes, keys, ends) = &mut self.pending;
+        hashes.push(fingerprint & self.mask);
+        keys.extend_from_slice(value);
+        ends.push(keys.len());
+        if hashes.len() == TOUCHED {
+            self.flush();
+        }
+    }
+
+    fn nulls(&mut self, _: u64) {}
+
+    fn stop(&mut self) -> Option<Error> {
+        let most = self.most.filter(|_| self.over.load(Ordering::Relaxed))?;
+        Some(GaveUp::TooManyKeys(most).into())
+    }
 }
 
 /// The join: the distinct staged keys the other side holds too

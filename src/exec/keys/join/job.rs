@@ -78,8 +78,8 @@ pub enum SideInput {
     Frame(DataFrame),
     /// Streams already open (the pruned published side).
     Streams(Vec<SendableRecordBatchStream>),
-    /// A single text key of local files, which the spread join walks page
-    /// by page; other joins read its plan.
+    /// A single text key of local files, which the spread join and the
+    /// in-place table's build walk page by page; other joins read its plan.
     Pages(Box<Paged>),
 }
 
@@ -93,7 +93,8 @@ pub struct Paged {
 impl SideInput {
     /// The key `columns` of `input` as `frame` (their plan) reads them, or,
     /// when they are a single text key of local files, page by page where
-    /// the spread join reads them (`threads` at a time). Read so, a key
+    /// the spread join and the in-place table's build read them (`threads`
+    /// at a time). Read so, a key
     /// typed as an Arrow dictionary that pyarrow writes whole into every
     /// row group is parsed once a run (see `keys::kept`), not decoded again
     /// for each group and cast for each batch.
