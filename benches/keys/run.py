@@ -162,6 +162,35 @@ def dimension(python, data, size):
     return fact, dim
 
 
+# A fact table's e-mail column (too long to pack) looked up in a dimension
+# small enough for the in-place table (DuckDB-written: SIZE rows of 150,000
+# addresses; the dimension lacks 1% of them), and the same column typed as
+# an Arrow dictionary (pyarrow).
+EMAIL_REF = ("values(email) in dim(email), 150k e-mail addresses, 1% missing", "email_ref.dq", "floor_email.dq",
+             "SELECT count(*) FROM {t} s WHERE s.email IS NOT NULL AND NOT EXISTS "
+             "(SELECT 1 FROM {o} r WHERE r.email = s.email)")
+EMAIL_REF_DICT = ("values(email) in dim(email), dictionary-typed, 150k e-mail addresses, 1% missing",) + EMAIL_REF[1:]
+def email_dimension(python, data, size):
+    """(DIR/email-SIZE, DIR/email-SIZE-dict, DIR/email-SIZE-dim) for EMAIL_REF, written once."""
+    rows = int(size[:-1]) * {"K": 1000, "M": 1000_000}[size[-1]]
+    fact, typed, dim = (os.path.join(data, f"email-{size}{s}") for s in ("", "-dict", "-dim"))
+    if not os.path.exists(os.path.join(typed, "part-0.parquet")):
+        for d in (fact, typed, dim):
+            os.makedirs(d, exist_ok=True)
+        e = ("'user.' || lpad((h % 150000)::VARCHAR, 6, '0') || '.' || substr(md5((h % 150000)::VARCHAR), 1, 10) "
+             "|| '@example-mail.com'")
+        code = (
+            "import duckdb, pyarrow.parquet as pq, sys\n"
+            "fact, typed, dim, rows, e = sys.argv[1:]\n"
+            "duckdb.sql(f\"COPY (SELECT {e} AS email FROM (SELECT hash(i) AS h FROM range({rows}) t(i))) "
+            "TO '{fact}/part-0.parquet'\")\n"
+            "duckdb.sql(f\"COPY (SELECT {e} AS email FROM (SELECT i AS h FROM range(150000) t(i)) WHERE h % 100 <> 7) "
+            "TO '{dim}/part-0.parquet'\")\n"
+            "t = pq.read_table(f'{fact}/part-0.parquet')\n"
+            "pq.write_table(t.set_column(0, 'email', t.column(0).dictionary_encode()), f'{typed}/part-0.parquet')\n"
+        )
+        subprocess.run([python, "-c", code, fact, typed, dim, str(rows), e], check=True)
+    return fact, typed, dim
 ACROSS = ("unique(order_id) across 7 published days", "across.dq", "floor_order_id.dq",
           "SELECT count(DISTINCT s.order_id) FROM {t} s WHERE s.order_id IS NOT NULL AND EXISTS "
           "(SELECT 1 FROM {o} p WHERE p.order_id = s.order_id)")
@@ -250,6 +279,9 @@ def main():
                 jobs.append((size, TEXT_REF_DICT, td, text_reference(python, a.data, size)))
             if not a.only or a.only in DIM_REF[0]:
                 jobs.append((size, DIM_REF, *dimension(python, a.data, size)))
+            if not a.only or a.only in EMAIL_REF[0] or a.only in EMAIL_REF_DICT[0]:
+                fact, typed, dim = email_dimension(python, a.data, size)
+                jobs += [(size, EMAIL_REF, fact, dim), (size, EMAIL_REF_DICT, typed, dim)]
         if a.across:
             jobs.append((size, ACROSS, *across_table(a.bin, a.data, size)))
     if a.tpch:
@@ -270,7 +302,7 @@ def main():
         table_args = []
         if rules == "across.dq":
             table_args = ["--table", orders, "--partition", "day=8"]
-        if rules in ("tpch_ref.dq", "text_ref.dq", "dim_ref.dq"):
+        if rules in ("tpch_ref.dq", "text_ref.dq", "dim_ref.dq", "email_ref.dq"):
             text = open(os.path.join(HERE, rules + ".in")).read()
             text = text.replace("ORDERS", orders).replace("REFERENCE", orders)
             rules_path = os.path.join(work, rules)
@@ -283,7 +315,7 @@ def main():
                            a.reps, a.warmup)
         # The floor of a join reads the key columns of both sides.
         both = {"across.dq": os.path.join(a.data, f"keys-{size}"), "tpch_ref.dq": None, "text_ref.dq": None,
-                "dim_ref.dq": None}
+                "dim_ref.dq": None, "email_ref.dq": None}
         floor_dir = both.get(rules) or d
         low = median_runs([a.bin, "check", os.path.join(HERE, floor), "--staged", floor_dir, "--scan-only"]
                           + ["--threads", str(a.threads)], a.reps, a.warmup)
