@@ -78,13 +78,8 @@ impl Kept {
         dict: Vec<(u32, u32, u64)>,
         page: bytes::Bytes,
     ) -> io::Result<Option<Kept>> {
-        // A dictionary page's header is some 20 bytes; a longer one is
-        // not kept.
-        let mut head = [0; HEADER];
-        let head = &mut head[..len.min(HEADER as u64) as usize];
-        file.read_exact_at(head, at)?;
-        let whole = page_header(head)
-            .is_some_and(|h| h.dictionary && (h.len as u64).checked_add(h.compressed) == Some(len));
+        let whole = dictionary_header(file, (at, len))?
+            .is_some_and(|h| (h.len as u64).checked_add(h.compressed) == Some(len));
         Ok(whole.then(|| Kept {
             column: column.clone(),
             path: path.to_path_buf(),
@@ -197,12 +192,19 @@ fn page_header(buf: &[u8]) -> Option<Header> {
 /// The decompressed length and count of values of the dictionary page at
 /// `span` of `file`, from its header; `None` when no dictionary page's
 /// header (of at most [`HEADER`] bytes) is there.
-pub(super) fn dictionary_size(file: &File, (at, len): (u64, u64)) -> Option<(u64, u64)> {
+pub(super) fn dictionary_size(file: &File, span: (u64, u64)) -> Option<(u64, u64)> {
+    let h = dictionary_header(file, span).ok()??;
+    Some((h.uncompressed, h.values?))
+}
+
+/// The header of the dictionary page at `span` of `file`; `None` when no
+/// dictionary page's header is there whole. A dictionary page's header is
+/// some 20 bytes: a longer one than [`HEADER`] is none.
+fn dictionary_header(file: &File, (at, len): (u64, u64)) -> io::Result<Option<Header>> {
     let mut head = [0; HEADER];
     let head = &mut head[..len.min(HEADER as u64) as usize];
-    file.read_exact_at(head, at).ok()?;
-    let h = page_header(head).filter(|h| h.dictionary)?;
-    Some((h.uncompressed, h.values?))
+    file.read_exact_at(head, at)?;
+    Ok(page_header(head).filter(|h| h.dictionary))
 }
 
 /// Thrift's compact protocol, read only as far as skipping what it holds.

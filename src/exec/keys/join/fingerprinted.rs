@@ -31,7 +31,7 @@ use datafusion::arrow::datatypes::{DataType, UInt32Type};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::prelude::SessionContext;
 
-use super::job::{parts_of, side_streams, Joined, Side, SideInput, Want};
+use super::job::{parts_of, side_streams, Joined, Side, Want};
 use super::keyset::{KeySet, ENTRY, SLOT};
 use super::probe::{each_passing, filter_spot, PROBE_ROWS};
 use crate::exec::keys::encode;
@@ -183,11 +183,9 @@ pub(super) async fn build(
 ) -> Result<StagedKeys, Error> {
     let started = Instant::now();
     let form = Arc::new(Form::of(&plan.compared)?);
-    let mut parts = match (&staged.input, &plan.compared[..]) {
-        (SideInput::Pages(paged), [DataType::Utf8View]) => {
-            paged_sets(&paged.pages, plan, label).await?
-        }
-        _ => streamed_sets(staged, plan, form.clone(), label).await?,
+    let mut parts = match staged.pages_as(&plan.compared) {
+        Some(pages) => paged_sets(pages, plan, label).await?,
+        None => streamed_sets(staged, plan, form.clone(), label).await?,
     };
     parts.sort_by_key(|s| std::cmp::Reverse(s.entries.len()));
     let mut parts = parts.into_iter();
@@ -223,8 +221,13 @@ pub(super) async fn build(
 }
 
 /// The keys a scan task's set has room for before its first: its share
-/// of the `rows` over `tasks`, or, for a lookup (`most`), at most a size
-/// that stays in the cores' caches.
+/// of the `rows` over `tasks`, so that it never grows (`across
+/// published`: staged keys are mostly distinct). A join that expects few
+/// keys (a lookup, with `most`) starts with room for at most a size that
+/// stays in the cores' caches, and grows (its slots placed again as they
+/// are) only as distinct keys arrive: a column of few distinct keys in
+/// many rows (a fact table's foreign key) never touches a table sized for
+/// the rows.
 fn room(rows: u64, tasks: usize, most: Option<usize>) -> usize {
     let share = (rows as usize).div_ceil(tasks.max(1));
     match most {
@@ -244,13 +247,6 @@ async fn streamed_sets(
     let rows = staged.rows;
     let (streams, bar) = side_streams(staged, label).await?;
     let (compared, bits, most) = (plan.compared.clone(), plan.bits, plan.most_keys);
-    // Each task's set has room for its share of the rows, so that it
-    // never grows (`across published`: staged keys are mostly distinct).
-    // A join that expects few keys (a lookup, with `most_keys`) starts
-    // with room for at most a size that stays in the cores' caches, and
-    // grows (its slots placed again as they are) only as distinct keys
-    // arrive: a column of few distinct keys in many rows (a fact table's
-    // foreign key) never touches a table sized for the rows.
     let share = room(rows, streams.len(), most);
     let key_bytes = plan.key_bytes as usize;
     let parts = scan(

@@ -109,6 +109,18 @@ impl SideInput {
     }
 }
 
+impl Side {
+    /// Its pages, when it is walked page by page and compared as `compared`:
+    /// a single text key compared as views (the fingerprints the page
+    /// walker gives).
+    pub(super) fn pages_as(&self, compared: &[DataType]) -> Option<&TextPages> {
+        match (&self.input, compared) {
+            (SideInput::Pages(paged), [DataType::Utf8View]) => Some(&paged.pages),
+            _ => None,
+        }
+    }
+}
+
 /// The streams of `side`, with a progress bar when it is a plan.
 pub(super) async fn side_streams(
     side: Side,

@@ -27,7 +27,7 @@ use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::prelude::SessionContext;
 
 use super::fingerprinted::{as_types, Fingerprinted};
-use super::job::{side_streams, Joined, Side, SideInput, Want};
+use super::job::{side_streams, Joined, Side, Want};
 use super::keyset::KeySet;
 use super::partitioned::filter_bits;
 use super::probe::{each_passing, filter_spot};
@@ -311,8 +311,8 @@ impl Reading {
         filter: Option<(Arc<Vec<u64>>, u32)>,
         label: &str,
     ) -> Result<(Vec<Records>, u64), Error> {
-        if let (SideInput::Pages(paged), [DataType::Utf8View]) = (&side.input, &self.compared[..]) {
-            return self.paged(&paged.pages, kept, filter, label).await;
+        if let Some(pages) = side.pages_as(&self.compared) {
+            return self.paged(pages, kept, filter, label).await;
         }
         let (streams, bar) = side_streams(side, label).await?;
         let partitions = self.partitions;
