@@ -136,6 +136,14 @@ pub fn keep_bytes() -> Option<usize> {
     parsed!("DQGATE_TEST_KEEP_BYTES")
 }
 
+/// `DQGATE_TEST_BY_VALUE`: the fewest candidates for which the
+/// verification of a text key read page by page takes its rows by value
+/// (dictionary rows tallied, plain values in batches), so that small files
+/// take that path too: `0` always.
+pub fn by_value() -> Option<usize> {
+    parsed!("DQGATE_TEST_BY_VALUE")
+}
+
 /// `DQGATE_TEST_SAMPLE_ROWS`: how many staged keys `across published`
 /// compares with the published footers first, so that small files take
 /// that sample too (from 16 times as many staged rows).

@@ -9,7 +9,9 @@
 //! included, is byte-identical, with whole and with colliding
 //! fingerprints, and `-v` says the pages were read. Composite keys of text
 //! and integer parts (nulls in each part), fingerprinted page by page, are
-//! held to the grouped verdict the same way.
+//! held to the grouped verdict the same way. The verification also takes
+//! a single key's rows by value (tallied by dictionary index, plain values
+//! in batches), as it does for many candidates.
 
 use std::fs;
 use std::path::Path;
@@ -147,6 +149,13 @@ proptest! {
             let (got, stderr) = check(tmp.path(), &env, Some("512KiB"));
             prop_assert!(stderr.contains("scan (page by page)"), "{}", stderr);
             prop_assert!(got == grouped, "bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+            // The verification's rows by value: a dictionary's tallied,
+            // plain values in batches, nulls counted.
+            env.push(("DQGATE_TEST_BY_VALUE", "0"));
+            let (got, stderr) = check(tmp.path(), &env, Some("512KiB"));
+            prop_assert!(stderr.contains("page by page by value"), "{}", stderr);
+            prop_assert!(got == grouped, "by value, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+            env.pop();
             // Kept in memory instead (the batches, or text compactly).
             let (got, stderr) = check(tmp.path(), &env, None);
             prop_assert!(stderr.contains("the scan kept"), "{}", stderr);

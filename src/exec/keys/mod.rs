@@ -19,8 +19,10 @@
 
 mod compact;
 mod count;
+mod decode;
 mod direct;
 mod encode;
+mod filed;
 mod found;
 mod gave_up;
 pub mod join;
@@ -479,7 +481,14 @@ async fn fingerprinted(
         "verify {} repeated fingerprint(s) against the exact keys in {from}{}{}: {:.2} s",
         counted.repeated.len(),
         match exact.paged {
-            true => format!(" page by page{}", pages::repeats(exact.repeats)),
+            true => format!(
+                " page by page{}{}",
+                match exact.by_value {
+                    true => " by value (a dictionary's rows tallied, plain values in batches)",
+                    false => "",
+                },
+                pages::repeats(exact.repeats)
+            ),
             false => String::new(),
         },
         match exact.rounds {

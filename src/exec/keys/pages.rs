@@ -21,6 +21,12 @@
 //! Arrow dictionary written whole into every row group) is parsed once a
 //! run: [`super::kept`].
 //!
+//! A visitor that files which values occur and how often, not where
+//! (the verification of many candidates), takes them by value
+//! ([`Visit::by_value`]): a dictionary page's rows tallied by index and
+//! each value told once a chunk with its rows, a `PLAIN` page's values in
+//! batches it can look up side by side, and nulls as counts.
+//!
 //! A single text key is walked here ([`plan`], [`walk`]), and so is a
 //! join's side of one (`join::SideInput::of`: both sides of the spread
 //! join, the staged side of the in-place table), hashed as views whatever
@@ -41,12 +47,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, AsArray as _};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::hash_utils::RandomState;
 use datafusion::parquet::basic::Encoding;
 use datafusion::parquet::column::page::{Page, PageReader};
 use datafusion::parquet::file::metadata::ColumnChunkMetaData;
 use datafusion::parquet::file::serialized_reader::SerializedPageReader;
 
+use super::decode::{hybrid, plain, u32_at, Tally};
 use super::encode::{self, Kind};
 use super::kept::{self, Kept};
 use super::walks::{planned, walk_runs, FileColumns, Walks};
@@ -60,11 +66,35 @@ pub(super) trait Visit {
     fn value(&mut self, fingerprint: u64, value: &[u8]);
     /// `n` null rows.
     fn nulls(&mut self, n: u64);
+    /// Whether the rows of a dictionary-encoded page may come as each
+    /// value once a chunk with how many rows hold it ([`Visit::rows`]), a
+    /// `PLAIN` page's a few at a time ([`Visit::batch`]), and a page's
+    /// nulls as one count: for a visitor that files which values occur and
+    /// how often, not where.
+    fn by_value(&self) -> bool {
+        false
+    }
+    /// Values of a `PLAIN` page, [`BATCH`] at a time (see
+    /// [`Visit::by_value`]): a visitor may look them up side by side.
+    fn batch(&mut self, values: &[(u64, &[u8])]) {
+        for (fingerprint, value) in values {
+            self.value(*fingerprint, value);
+        }
+    }
+    /// `rows` rows of a value (see [`Visit::by_value`]).
+    fn rows(&mut self, fingerprint: u64, value: &[u8], rows: u64) {
+        for _ in 0..rows {
+            self.value(fingerprint, value);
+        }
+    }
     /// Why the walk stops before the next row group, if it does.
     fn stop(&mut self) -> Option<Error> {
         None
     }
 }
+
+/// How many values [`Visit::batch`] is given at a time.
+pub(super) const BATCH: usize = 32;
 
 /// The walks of a single text key.
 pub(super) type TextPages = Walks<FileColumns>;
@@ -128,6 +158,10 @@ pub(super) struct Reader {
     /// A page's definition levels, and its dictionary indices.
     defs: Vec<u32>,
     indices: Vec<u32>,
+    /// The chunk's dictionary rows tallied, when its visitor takes them
+    /// by value.
+    tally: Tally,
+    by_value: bool,
     /// The last large dictionary read of each column, for a later chunk
     /// of the same one.
     kept: Vec<Kept>,
@@ -270,6 +304,8 @@ impl Reader {
             }
         }
         let nullable = chunk.column_descr().max_def_level() == 1;
+        // A tally counts a chunk's rows in u32s.
+        self.by_value = v.by_value() && rows <= u64::from(u32::MAX);
         let mut done = 0;
         while let Some(page) = pages.get_next_page().map_err(|e| failed(&e))? {
             match self.page(page, nullable, v) {
@@ -278,6 +314,7 @@ impl Reader {
                 Err(e) => return Err(failed(&e)),
             }
         }
+        self.tallied(v);
         match (kept.as_mut(), span) {
             // The kept dictionary goes back, unless the chunk held another.
             (Some(k), _) if skipped => match self.dictionaries {
@@ -317,6 +354,7 @@ impl Reader {
                 if !matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY) {
                     return Ok(Err(Surprise));
                 }
+                self.tallied(v);
                 self.dictionary(buf, num_values as usize)?;
                 return Ok(Ok(0));
             }
@@ -371,7 +409,15 @@ impl Reader {
         };
         let data = buf.get(start..).ok_or("a page's levels overrun it")?;
         let defs = std::mem::take(&mut self.defs);
-        let read = match non_null == rows {
+        let by_value = self.by_value
+            && matches!(
+                encoding,
+                Encoding::PLAIN | Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY
+            );
+        if by_value && non_null < rows {
+            v.nulls((rows - non_null) as u64);
+        }
+        let read = match non_null == rows || by_value {
             true => self.values(encoding, data, non_null, v),
             false => {
                 let mut placed = Placed {
@@ -398,6 +444,19 @@ impl Reader {
     ) -> Result<Result<(), Surprise>, String> {
         let kind = self.kind;
         match encoding {
+            Encoding::PLAIN if self.by_value => {
+                let mut batch = [(0, &[][..]); BATCH];
+                let mut k = 0;
+                plain(kind, !self.unhashed, data, n, |h, x| {
+                    batch[k] = (h, x);
+                    k += 1;
+                    if k == BATCH {
+                        v.batch(&batch);
+                        k = 0;
+                    }
+                })?;
+                v.batch(&batch[..k]);
+            }
             Encoding::PLAIN => plain(kind, !self.unhashed, data, n, |h, x| v.value(h, x))?,
             Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY => {
                 let (&width, indices) = data.split_first().ok_or("an empty dictionary page")?;
@@ -406,6 +465,10 @@ impl Reader {
                 }
                 self.indices.clear();
                 hybrid(indices, u32::from(width), n, &mut self.indices)?;
+                if self.by_value {
+                    self.tally.add(&self.indices, self.dict.len())?;
+                    return Ok(Ok(()));
+                }
                 for &k in &self.indices {
                     let &(at, len, h) = self.dict.get(k as usize).ok_or_else(|| {
                         format!("dictionary index {k} past its {} values", self.dict.len())
@@ -416,6 +479,15 @@ impl Reader {
             _ => return Ok(Err(Surprise)),
         }
         Ok(Ok(()))
+    }
+
+    /// The tallied rows to `v`, each value once.
+    fn tallied(&mut self, v: &mut impl Visit) {
+        let (dict, page) = (&self.dict, &self.dict_page);
+        self.tally.drain(|k, n| {
+            let (at, len, h) = dict[k];
+            v.rows(h, &page[at as usize..(at + len) as usize], n);
+        });
     }
 
     fn dictionary(&mut self, buf: bytes::Bytes, n: usize) -> Result<(), String> {
@@ -464,133 +536,12 @@ impl<V: Visit> Visit for Placed<'_, V> {
     }
 }
 
-fn u32_at(buf: &[u8], at: usize) -> Result<u32, String> {
-    buf.get(at..at + 4)
-        .and_then(|b| b.try_into().ok())
-        .map(u32::from_le_bytes)
-        .ok_or_else(|| "a page ends inside a length".to_string())
-}
-
-/// `n` values of `PLAIN` data of `kind`, each with its fingerprint (0
-/// unless `hashed`). A text page of ASCII (its lengths included, below
-/// 128) is UTF-8 as a whole; otherwise each value is checked.
-fn plain(
-    kind: Kind,
-    hashed: bool,
-    data: &[u8],
-    n: usize,
-    mut each: impl FnMut(u64, &[u8]),
-) -> Result<(), String> {
-    let state = RandomState::with_seed(encode::SEED);
-    let width = match kind {
-        Kind::Text | Kind::Str => 0,
-        Kind::I32 => 4,
-        Kind::I64 => 8,
-    };
-    if width > 0 {
-        let values = data
-            .get(..n * width)
-            .ok_or("the values overrun their page")?;
-        for x in values.chunks_exact(width) {
-            each(
-                if hashed {
-                    encode::first(kind, &state, x)
-                } else {
-                    0
-                },
-                x,
-            );
-        }
-        return Ok(());
-    }
-    let ascii = data.is_ascii();
-    let mut at = 0;
-    for _ in 0..n {
-        let len = u32_at(data, at)? as usize;
-        let value = data
-            .get(at + 4..at + 4 + len)
-            .ok_or("a value overruns its page")?;
-        if !ascii && std::str::from_utf8(value).is_err() {
-            return Err(format!(
-                "a text value is not UTF-8: {}",
-                String::from_utf8_lossy(value)
-            ));
-        }
-        each(
-            if hashed {
-                encode::first(kind, &state, value)
-            } else {
-                0
-            },
-            value,
-        );
-        at += 4 + len;
-    }
-    Ok(())
-}
-
-/// `n` values of the RLE/bit-packed hybrid encoding, `width` bits each.
-fn hybrid(buf: &[u8], width: u32, n: usize, out: &mut Vec<u32>) -> Result<(), String> {
-    let end = out.len() + n;
-    let bytes = width.div_ceil(8) as usize;
-    let mask = if width == 32 {
-        u32::MAX
-    } else {
-        (1u32 << width) - 1
-    };
-    let mut at = 0;
-    while out.len() < end {
-        let mut header = 0u64;
-        let mut shift = 0;
-        loop {
-            let b = *buf.get(at).ok_or("levels or indices end early")?;
-            at += 1;
-            header |= u64::from(b & 0x7f) << shift;
-            shift += 7;
-            if b & 0x80 == 0 {
-                break;
-            }
-            if shift > 63 {
-                return Err("a run header is too long".into());
-            }
-        }
-        if header & 1 == 1 {
-            // Bit-packed groups of 8 values, least significant bit first.
-            let values = (header >> 1) as usize * 8;
-            let len = (values * width as usize).div_ceil(8);
-            let packed = buf.get(at..at + len).ok_or("a bit-packed run overruns")?;
-            at += len;
-            let (mut acc, mut have, mut next) = (0u64, 0u32, 0usize);
-            for _ in 0..values.min(end - out.len()) {
-                while have < width {
-                    acc |= u64::from(packed[next]) << have;
-                    next += 1;
-                    have += 8;
-                }
-                out.push(acc as u32 & mask);
-                acc >>= width;
-                have -= width;
-            }
-        } else {
-            let run = (header >> 1) as usize;
-            let raw = buf.get(at..at + bytes).ok_or("an RLE run overruns")?;
-            at += bytes;
-            let value = raw.iter().rev().fold(0u32, |v, b| (v << 8) | u32::from(*b));
-            if value > mask {
-                return Err(format!("a run value {value} wider than {width} bits"));
-            }
-            let take = run.min(end - out.len());
-            out.extend(std::iter::repeat_n(value, take));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use datafusion::arrow::array::{ArrayRef, StringViewArray};
     use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::common::hash_utils::RandomState;
 
     #[test]
     fn fingerprints_are_datafusions_of_the_views() {
@@ -834,31 +785,5 @@ mod tests {
         assert!(plain(Kind::Text, true, &page[..11], 2, |_, _| ())
             .unwrap_err()
             .contains("overruns"));
-    }
-
-    #[test]
-    fn hybrid_runs_and_packed_groups() {
-        // An RLE run of 3 fives (width 3), then one group of 8 packed values.
-        let mut buf = vec![3 << 1, 5];
-        buf.push((1 << 1) | 1);
-        let vals = [0u32, 1, 2, 3, 4, 5, 6, 7];
-        let mut bits = 0u32;
-        let mut packed = Vec::new();
-        let mut have = 0;
-        for v in vals {
-            bits |= v << have;
-            have += 3;
-            while have >= 8 {
-                packed.push(bits as u8);
-                bits >>= 8;
-                have -= 8;
-            }
-        }
-        buf.extend(packed);
-        let mut out = Vec::new();
-        hybrid(&buf, 3, 10, &mut out).unwrap();
-        assert_eq!(out, [5, 5, 5, 0, 1, 2, 3, 4, 5, 6]);
-        assert!(hybrid(&buf[..4], 3, 11, &mut Vec::new()).is_err());
-        assert!(hybrid(&[2, 9], 3, 1, &mut Vec::new()).is_err());
     }
 }

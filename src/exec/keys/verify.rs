@@ -4,11 +4,11 @@
 //! A fingerprint that occurs more than once is a *candidate*: its rows hold
 //! one key repeated, or several keys whose 64-bit hashes collide. This pass
 //! reads the key columns again and, for every counted row whose fingerprint
-//! is a candidate, files the row's exact key under its fingerprint: a
-//! compare with the few keys already filed there (almost always one), and
-//! an allocation only for a key not seen before. So a candidate row costs a
-//! hash probe and a `memcmp`, whether the column repeats a thousand keys
-//! (`unique`) or every key ten times (`distinct_count`).
+//! is a candidate, files the row's exact key under its fingerprint
+//! ([`super::filed`]): a compare with the first key filed there, and a
+//! copy only for a key not seen before. So a candidate row costs a probe
+//! and a `memcmp`, whether the column repeats a thousand keys (`unique`) or
+//! every key ten times (`distinct_count`).
 //!
 //! Exact keys are compared as bytes: the value's bytes for a single text
 //! column (with a tag byte telling null from the empty string), Arrow's row
@@ -24,7 +24,6 @@
 //! budget (a quarter of `--memory-limit`, or 1 GiB), the candidates are split
 //! by fingerprint into rounds, each of which goes over the rows again.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray as _, StringViewArray, UInt32Array};
@@ -34,8 +33,8 @@ use datafusion::arrow::row::RowConverter;
 use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::prelude::SessionContext;
 
-use super::count::Table;
 use super::encode;
+use super::filed::{Candidates, Filed, MOST};
 use super::found::{converter, key_types, owned_rows, rank, values_of};
 use super::pages::{self, Visit};
 use super::retain::{key_bytes, Retainer};
@@ -64,13 +63,20 @@ pub(super) struct Exact {
     pub paged: bool,
     /// Dictionary pages skipped as repeats of a kept one.
     pub repeats: u64,
+    /// Whether the pages' rows came by value (see [`Visit::by_value`]).
+    pub by_value: bool,
 }
 
 /// Budget for the filed keys when no memory limit is set.
 const DEFAULT_BUDGET: u64 = 1 << 30;
 
-/// Bytes a filed key costs besides its own bytes (map slot, vector, box).
-const PER_KEY: u64 = 80;
+/// Bytes a candidate costs once: its slots in [`Candidates`] (at most
+/// half full) and its filter bits.
+const PER_CANDIDATE: u64 = 72;
+
+/// Bytes a run's filing of a candidate costs besides the key's bytes: its
+/// entry and the tag byte. Every run may file every candidate.
+const PER_FILED: u64 = 25;
 
 /// Verifies the candidates `repeated` (fingerprint, rows), fingerprinted
 /// with `bits` as the first pass did.
@@ -92,7 +98,7 @@ pub(super) async fn verify(
     let mut distinct = 0;
     let mut dups: Vec<(Box<[u8]>, u64)> = Vec::new();
     let mut types = None;
-    let mut repeats = 0;
+    let (mut repeats, mut by_value) = (0, false);
     for round in 0..rounds {
         let mine = |w: &u64| rounds == 1 || (w % rounds as u64) as usize == round;
         let candidates = Candidates::new(repeated.iter().map(|(w, _)| *w).filter(mine));
@@ -106,8 +112,11 @@ pub(super) async fn verify(
             Source::Read => match &text {
                 // Filed as text, whatever the table's text type.
                 Some(text) => {
-                    let (filed, skipped) = file_pages(text, job, candidates, bits, &shown).await?;
+                    let by = candidates.len() >= crate::hooks::by_value().unwrap_or(BY_VALUE);
+                    let (filed, skipped) =
+                        file_pages(text, job, (candidates, by), bits, &shown).await?;
                     repeats += skipped;
+                    by_value |= by;
                     (filed, vec![DataType::Utf8View])
                 }
                 None => file_keys(ctx, input, job, candidates, bits, &shown).await?,
@@ -116,10 +125,12 @@ pub(super) async fn verify(
         if !t.is_empty() {
             types = Some(t);
         }
-        for keys in filed.into_values() {
-            distinct += keys.len() as u64;
-            dups.extend(keys.into_iter().filter(|(_, n)| *n > 1));
-        }
+        filed.each(|_, key, rows| {
+            distinct += 1;
+            if rows > 1 {
+                dups.push((key.into(), rows));
+            }
+        });
     }
     let types = match types {
         Some(t) => values_of(&t),
@@ -133,6 +144,7 @@ pub(super) async fn verify(
         rounds,
         paged: text.is_some(),
         repeats,
+        by_value,
     })
 }
 
@@ -144,89 +156,11 @@ fn rounds_for(ctx: &SessionContext, input: &StagedInput, job: &KeyJob, candidate
         _ => DEFAULT_BUDGET,
     };
     let key_bytes = key_bytes(input, &job.keys);
-    let need = candidates.saturating_mul(key_bytes + PER_KEY);
-    need.div_ceil(budget).clamp(1, 1024) as usize
-}
-
-/// The candidate fingerprints of a round, behind a bit filter: a row is
-/// tested against the table only when its fingerprint's filter bit is set.
-/// With about 1.5% of the bits set, the test is a load and a branch that
-/// is almost always "no", where the table's probe alone ends at a
-/// mispredicted branch for every other row (half of its slots are empty).
-/// Measured on 50M text keys, the probe was 0.5 s of a 1.2 s verification.
-pub(super) struct Candidates {
-    table: Table<u64>,
-    bits: Vec<u64>,
-    mask: u64,
-    /// A bit for each value of the candidates' low 16 bits, which is all
-    /// that compactly kept text keeps of a fingerprint.
-    low16: Vec<u64>,
-}
-
-impl Candidates {
-    fn new(fingerprints: impl Iterator<Item = u64> + Clone) -> Candidates {
-        let n = fingerprints.clone().count();
-        // 64 bits a candidate, from 1 Ki to 8 Mi bits (1 MiB).
-        let len = (n.saturating_mul(64))
-            .next_power_of_two()
-            .clamp(1 << 10, 1 << 23);
-        let mut table = Table::<u64>::default();
-        table.reset(n);
-        let mut bits = vec![0u64; len / 64];
-        let mut low16 = vec![0u64; (1 << 16) / 64];
-        let mask = len as u64 - 1;
-        for w in fingerprints {
-            table.insert(w);
-            let b = Self::bit(w, mask);
-            bits[(b >> 6) as usize] |= 1 << (b & 63);
-            low16[usize::from(w as u16 >> 6)] |= 1 << (w & 63);
-        }
-        Candidates {
-            table,
-            bits,
-            mask,
-            low16,
-        }
-    }
-
-    /// Whether some candidate's low 16 bits are `low`.
-    #[inline]
-    fn maybe(&self, low: u16) -> bool {
-        self.low16[usize::from(low >> 6)] & (1 << (low & 63)) != 0
-    }
-
-    /// The filter bit of `w`: its low bits, which the table's own slot
-    /// (from a multiplied mix) does not follow, and which the test-only
-    /// narrow fingerprints keep.
-    #[inline]
-    fn bit(w: u64, mask: u64) -> u64 {
-        w & mask
-    }
-
-    #[inline]
-    fn contains(&self, w: u64) -> bool {
-        let b = Self::bit(w, self.mask);
-        self.bits[(b >> 6) as usize] & (1 << (b & 63)) != 0 && self.table.contains(w)
-    }
-}
-
-/// The exact keys of candidates, filed by fingerprint: (key bytes, rows).
-type Filed = HashMap<u64, Vec<(Box<[u8]>, u64)>>;
-
-fn file(filed: &mut Filed, fp: u64, tag: u8, bytes: &[u8], rows: u64) {
-    let keys = filed.entry(fp).or_default();
-    match keys
-        .iter_mut()
-        .find(|(k, _)| k[0] == tag && k[1..] == *bytes)
-    {
-        Some((_, n)) => *n += rows,
-        None => {
-            let mut key = Vec::with_capacity(bytes.len() + 1);
-            key.push(tag);
-            key.extend_from_slice(bytes);
-            keys.push((key.into_boxed_slice(), rows));
-        }
-    }
+    let runs = threads(ctx) as u64;
+    let need = candidates.saturating_mul(PER_CANDIDATE + runs * (key_bytes + PER_FILED));
+    // Ordinals are u32s: at most MOST candidates a round.
+    let fewest = candidates.div_ceil(MOST);
+    need.div_ceil(budget).max(fewest).clamp(1, 1024) as usize
 }
 
 /// How a row's exact key becomes bytes. Filed here, a key carries a tag
@@ -288,13 +222,16 @@ async fn file_keys(
     let nulls_equal = job.nulls_equal;
     let filed = scan(
         streams,
-        || (Filed::new(), Vec::new(), Vec::new()),
-        move |(filed, hashes, hit): &mut (Filed, Vec<u64>, Vec<u32>), columns| {
+        {
+            let candidates = candidates.clone();
+            move || (Filed::new(candidates.len()), Vec::new(), Hits::default())
+        },
+        move |(filed, hashes, hits): &mut (Filed, Vec<u64>, Hits), columns| {
             encode::fingerprints(columns, bits, hashes).map_err(Error::Fingerprint)?;
             file_batch(
                 filed,
                 (columns, hashes.as_slice()),
-                hit,
+                hits,
                 &form,
                 &candidates,
                 nulls_equal,
@@ -302,31 +239,41 @@ async fn file_keys(
         },
     )
     .await?;
-    Ok((merge(filed.into_iter().map(|(f, _, _)| f)), types))
+    let filed = Filed::merge(filed.into_iter().map(|(f, _, _)| f));
+    Ok((filed.unwrap_or_else(|| Filed::new(0)), types))
 }
 
 /// One read of a single text key's pages ([`pages`]): every counted row
 /// whose fingerprint is a candidate, filed; and the dictionary pages
-/// skipped as repeats.
+/// skipped as repeats. The rows come by value if `by_value`.
 async fn file_pages(
     text: &pages::TextPages,
     job: &KeyJob,
-    candidates: Arc<Candidates>,
+    (candidates, by_value): (Arc<Candidates>, bool),
     bits: Option<u32>,
     label: &str,
 ) -> Result<(Filed, u64), Error> {
     let filing = || Filing {
-        filed: Filed::new(),
+        by_value,
+        filed: Filed::new(candidates.len()),
         candidates: candidates.clone(),
         mask: encode::fingerprint_mask(bits),
         nulls_equal: job.nulls_equal,
     };
     let (parts, repeats) = pages::walk(text, label, filing).await?;
-    Ok((merge(parts.into_iter().map(|f| f.filed)), repeats))
+    let filed = Filed::merge(parts.into_iter().map(|f| f.filed));
+    Ok((filed.unwrap_or_else(|| Filed::new(0)), repeats))
 }
+
+/// The fewest candidates for which dictionary-encoded rows are tallied
+/// by value: past them the candidates' filter no longer fits a core's
+/// cache.
+const BY_VALUE: usize = 1 << 14;
 
 /// A run's filed candidates.
 struct Filing {
+    /// Whether rows come by value (see [`Visit::by_value`]).
+    by_value: bool,
     filed: Filed,
     candidates: Arc<Candidates>,
     mask: u64,
@@ -336,16 +283,32 @@ struct Filing {
 impl Visit for Filing {
     #[inline]
     fn value(&mut self, fingerprint: u64, value: &[u8]) {
-        let fp = fingerprint & self.mask;
-        if self.candidates.contains(fp) {
-            file(&mut self.filed, fp, 1, value, 1);
+        if let Some(i) = self.candidates.index(fingerprint & self.mask) {
+            self.filed.file(i, 1, value, 1);
+        }
+    }
+
+    /// With many candidates, most rows' probes miss the cache; tallied,
+    /// a dictionary-encoded row costs an increment (see `dict::Tally`).
+    fn by_value(&self) -> bool {
+        self.by_value
+    }
+
+    fn batch(&mut self, values: &[(u64, &[u8])]) {
+        self.filed.batch(&self.candidates, self.mask, values);
+    }
+
+    #[inline]
+    fn rows(&mut self, fingerprint: u64, value: &[u8], rows: u64) {
+        if let Some(i) = self.candidates.index(fingerprint & self.mask) {
+            self.filed.file(i, 1, value, rows);
         }
     }
 
     /// Null rows, each of fingerprint 0 (see `encode::fingerprints`).
     fn nulls(&mut self, n: u64) {
-        if self.nulls_equal && n > 0 && self.candidates.contains(0) {
-            file(&mut self.filed, 0, 0, &[], n);
+        if let (true, Some(i)) = (self.nulls_equal, self.candidates.index(0)) {
+            self.filed.file(i, 0, &[], n);
         }
     }
 }
@@ -371,15 +334,22 @@ async fn file_kept(
                 .collect::<Vec<_>>()
         })
     else {
-        return Ok((Filed::new(), Vec::new()));
+        return Ok((Filed::new(0), Vec::new()));
     };
     let form = Arc::new(Form::of(&types)?);
     let (candidates, nulls_equal) = (candidates.clone(), job.nulls_equal);
     let filed = file_each(kept, move |r| {
-        let (mut filed, mut hit) = (Filed::new(), Vec::new());
+        let (mut filed, mut hits) = (Filed::new(candidates.len()), Hits::default());
         for (columns, hashes) in &r.batches {
             let batch = (columns.as_slice(), hashes.as_slice());
-            file_batch(&mut filed, batch, &mut hit, &form, &candidates, nulls_equal)?;
+            file_batch(
+                &mut filed,
+                batch,
+                &mut hits,
+                &form,
+                &candidates,
+                nulls_equal,
+            )?;
         }
         Ok(filed)
     })
@@ -404,7 +374,7 @@ async fn file_each(
         parts.push(done.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
     }
     parts.sort_by_key(|(i, _)| *i);
-    Ok(merge(parts.into_iter().map(|(_, f)| f)))
+    Ok(Filed::merge(parts.into_iter().map(|(_, f)| f)).unwrap_or_else(|| Filed::new(0)))
 }
 
 /// The rows every scan task kept compactly ([`super::compact`]) whose
@@ -420,7 +390,7 @@ async fn file_kept_text(
 ) -> Result<Filed, Error> {
     let (candidates, data_type) = (candidates.clone(), data_type.clone());
     file_each(kept, move |r| {
-        let (mut filed, mut hashes, mut failed) = (Filed::new(), Vec::new(), None);
+        let (mut filed, mut hashes, mut failed) = (Filed::new(candidates.len()), Vec::new(), None);
         let Some(text) = &r.text else {
             return Ok(filed);
         };
@@ -444,8 +414,8 @@ async fn file_kept_text(
                     return;
                 }
                 for (&v, &fp) in values.iter().zip(&hashes) {
-                    if candidates.contains(fp) {
-                        file_text_value(&mut filed, fp, v);
+                    if let Some(i) = candidates.index(fp) {
+                        filed.file_text(i, v);
                     }
                 }
             },
@@ -455,92 +425,76 @@ async fn file_kept_text(
     .await
 }
 
+/// A batch's candidate rows and their ordinals.
+#[derive(Default)]
+struct Hits {
+    rows: Vec<u32>,
+    ordinals: Vec<u32>,
+}
+
 /// Files the counted rows of one batch whose fingerprint (`hashes`) is a
 /// candidate.
 fn file_batch(
     filed: &mut Filed,
     (columns, hashes): (&[ArrayRef], &[u64]),
-    hit: &mut Vec<u32>,
+    hits: &mut Hits,
     form: &Form,
     candidates: &Candidates,
     nulls_equal: bool,
 ) -> Result<(), Error> {
     let counted = encode::counted_rows(columns, nulls_equal);
-    hit.clear();
-    hit.extend(
-        (0..hashes.len())
-            .filter(|&i| {
-                counted.as_ref().is_none_or(|v| v.is_valid(i)) && candidates.contains(hashes[i])
-            })
-            .map(|i| i as u32),
-    );
-    if hit.is_empty() {
+    hits.rows.clear();
+    hits.ordinals.clear();
+    for (i, &w) in hashes.iter().enumerate() {
+        if !counted.as_ref().is_none_or(|v| v.is_valid(i)) {
+            continue;
+        }
+        if let Some(o) = candidates.index(w) {
+            hits.rows.push(i as u32);
+            hits.ordinals.push(o);
+        }
+    }
+    if hits.rows.is_empty() {
         return Ok(());
     }
     match form {
-        Form::Text => file_text(filed, hashes, hit, &columns[0])?,
-        Form::Rows(conv) => file_rows(filed, hashes, hit, columns, conv)?,
+        Form::Text => file_text(filed, hits, &columns[0])?,
+        Form::Rows(conv) => file_rows(filed, hits, columns, conv)?,
     }
     Ok(())
 }
 
-/// One filing of the keys of several.
-fn merge(parts: impl IntoIterator<Item = Filed>) -> Filed {
-    let mut all = Filed::new();
-    for part in parts {
-        if all.is_empty() {
-            all = part;
-            continue;
-        }
-        for (fp, keys) in part {
-            for (k, n) in keys {
-                file(&mut all, fp, k[0], &k[1..], n);
-            }
-        }
-    }
-    all
-}
-
-/// Files one row of a text key (`None`: null).
-fn file_text_value(filed: &mut Filed, fp: u64, value: Option<&[u8]>) {
-    match value {
-        Some(v) => file(filed, fp, 1, v, 1),
-        None => file(filed, fp, 0, &[], 1),
-    }
-}
-
-fn file_text(
-    filed: &mut Filed,
-    hashes: &[u64],
-    hit: &[u32],
-    column: &ArrayRef,
-) -> Result<(), Error> {
+fn file_text(filed: &mut Filed, hits: &Hits, column: &ArrayRef) -> Result<(), Error> {
+    let each = hits.rows.iter().map(|&i| i as usize).zip(&hits.ordinals);
     if let DataType::Dictionary(..) = column.data_type() {
         let taken = cast(
-            &taken_values(std::slice::from_ref(column), hit)?[0],
+            &taken_values(std::slice::from_ref(column), &hits.rows)?[0],
             &DataType::Utf8View,
         )?;
         let a = taken.as_string_view();
-        for (j, &i) in hit.iter().enumerate() {
-            let value = a.is_valid(j).then(|| a.value(j).as_bytes());
-            file_text_value(filed, hashes[i as usize], value);
+        for (j, &o) in hits.ordinals.iter().enumerate() {
+            filed.file_text(o, a.is_valid(j).then(|| a.value(j).as_bytes()));
         }
         return Ok(());
     }
-    let mut put = |i: usize, value: Option<&[u8]>| file_text_value(filed, hashes[i], value);
-    let rows = hit.iter().map(|&i| i as usize);
     match column.data_type() {
         DataType::Utf8View => {
             let a = column.as_string_view();
-            rows.for_each(|i| put(i, a.is_valid(i).then(|| a.value(i).as_bytes())));
+            each.for_each(|(i, &o)| {
+                filed.file_text(o, a.is_valid(i).then(|| a.value(i).as_bytes()))
+            });
         }
         DataType::LargeUtf8 => {
             let a = column.as_string::<i64>();
-            rows.for_each(|i| put(i, a.is_valid(i).then(|| a.value(i).as_bytes())));
+            each.for_each(|(i, &o)| {
+                filed.file_text(o, a.is_valid(i).then(|| a.value(i).as_bytes()))
+            });
         }
         _ => {
             let a = column.as_string::<i32>();
-            rows.for_each(|i| put(i, a.is_valid(i).then(|| a.value(i).as_bytes())));
+            each.for_each(|(i, &o)| {
+                filed.file_text(o, a.is_valid(i).then(|| a.value(i).as_bytes()))
+            });
         }
     }
     Ok(())
@@ -548,48 +502,14 @@ fn file_text(
 
 fn file_rows(
     filed: &mut Filed,
-    hashes: &[u64],
-    hit: &[u32],
+    hits: &Hits,
     columns: &[ArrayRef],
     converter: &RowConverter,
 ) -> Result<(), Error> {
-    let taken = taken_values(&encode::fold_zeros(columns), hit)?;
+    let taken = taken_values(&encode::fold_zeros(columns), &hits.rows)?;
     let rows = converter.convert_columns(&taken)?;
-    for (j, row) in rows.iter().enumerate() {
-        file(filed, hashes[hit[j] as usize], 1, row.as_ref(), 1);
+    for (row, &o) in rows.iter().zip(&hits.ordinals) {
+        filed.file(o, 1, row.as_ref(), 1);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The filter only ever says "no" early: every candidate is found,
-    /// whatever its bits (narrow test fingerprints, the empty word, a
-    /// filter saturated by more candidates than its bits), and nothing
-    /// else is.
-    #[test]
-    fn candidates_are_found_and_nothing_else() {
-        let mix = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i >> 7);
-        for (n, narrow) in [
-            (0u64, None),
-            (1, None),
-            (1000, None),
-            (300_000, Some(12u32)),
-        ] {
-            let cut = |w: u64| narrow.map_or(w, |b| w & ((1 << b) - 1));
-            let words: Vec<u64> = (0..n).map(|i| cut(mix(2 * i))).collect();
-            let c = Candidates::new(words.iter().copied());
-            assert!(words.iter().all(|w| c.contains(*w)), "{n} candidates");
-            let wanted: std::collections::HashSet<u64> = words.iter().copied().collect();
-            let strays = (0..20_000u64)
-                .map(|i| cut(mix(2 * i + 1)))
-                .filter(|w| c.contains(*w) && !wanted.contains(w))
-                .count();
-            assert_eq!(strays, 0, "{n} candidates");
-        }
-        let with_empty = Candidates::new([0u64, 5].into_iter());
-        assert!(with_empty.contains(0) && with_empty.contains(5) && !with_empty.contains(6));
-    }
 }
