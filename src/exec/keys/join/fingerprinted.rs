@@ -21,7 +21,6 @@
 //! ([`Fingerprinted::with_most_keys`]) gives up past that many keys in a
 //! scan task ([`GaveUp::TooManyKeys`]), for its caller's fallback.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,11 +31,10 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::prelude::SessionContext;
 
 use super::job::{parts_of, side_streams, Joined, Side, Want};
-use super::keyset::{KeySet, ENTRY, SLOT};
+use super::keyset::{room, KeySet, ENTRY, SLOT, TOUCHED};
 use super::probe::{each_passing, filter_spot, PROBE_ROWS};
 use crate::exec::keys::encode;
 use crate::exec::keys::key::Key;
-use crate::exec::keys::pages::{walk, TextPages, Visit};
 use crate::exec::keys::tasks::scan;
 use crate::exec::keys::verify::Form;
 use crate::exec::keys::GaveUp;
@@ -58,7 +56,7 @@ pub struct Fingerprinted {
     pub(super) bits: Option<u32>,
     /// The most distinct staged keys a scan task's table may hold: past
     /// it, the build gives up ([`GaveUp::TooManyKeys`]).
-    most_keys: Option<usize>,
+    pub(super) most_keys: Option<usize>,
 }
 
 impl Fingerprinted {
@@ -154,12 +152,6 @@ fn filter_bits(keys: u64) -> u32 {
         .clamp(16, 31)
 }
 
-/// Rows whose first slots are loaded together, ahead of their adds.
-const TOUCHED: usize = 256;
-
-/// The most keys a building task's set has room for before its first key.
-const INITIAL_KEYS: usize = 1 << 16;
-
 /// The staged side of the join, built: its distinct keys, the filter in
 /// front of them, and how long they took.
 pub struct StagedKeys {
@@ -184,7 +176,10 @@ pub(super) async fn build(
     let started = Instant::now();
     let form = Arc::new(Form::of(&plan.compared)?);
     let mut parts = match staged.pages_as(&plan.compared) {
-        Some(pages) => paged_sets(pages, plan, label).await?,
+        Some(pages) => {
+            let bytes = plan.key_bytes as usize;
+            super::paged::sets(pages, (plan.most_keys, bytes, plan.bits), label).await?
+        }
         None => streamed_sets(staged, plan, form.clone(), label).await?,
     };
     parts.sort_by_key(|s| std::cmp::Reverse(s.entries.len()));
@@ -218,22 +213,6 @@ pub(super) async fn build(
         built: started.elapsed(),
         _reserved: reserved,
     })
-}
-
-/// The keys a scan task's set has room for before its first: its share
-/// of the `rows` over `tasks`, so that it never grows (`across
-/// published`: staged keys are mostly distinct). A join that expects few
-/// keys (a lookup, with `most`) starts with room for at most a size that
-/// stays in the cores' caches, and grows (its slots placed again as they
-/// are) only as distinct keys arrive: a column of few distinct keys in
-/// many rows (a fact table's foreign key) never touches a table sized for
-/// the rows.
-fn room(rows: u64, tasks: usize, most: Option<usize>) -> usize {
-    let share = (rows as usize).div_ceil(tasks.max(1));
-    match most {
-        Some(_) => share.min(INITIAL_KEYS),
-        None => share,
-    }
 }
 
 /// The staged keys of `staged` read as batches, each scan task's in a set
@@ -273,95 +252,6 @@ async fn streamed_sets(
     .await?;
     drop(bar);
     Ok(parts.into_iter().map(|(s, _)| s).collect())
-}
-
-/// The staged keys of a single text key walked page by page (`pages`),
-/// each run's in a set of its own, as [`streamed_sets`] files batches.
-async fn paged_sets(
-    pages: &TextPages,
-    plan: &Fingerprinted,
-    label: &str,
-) -> Result<Vec<KeySet>, Error> {
-    let share = room(pages.rows, pages.runs.len(), plan.most_keys);
-    let key_bytes = plan.key_bytes as usize;
-    let over = Arc::new(AtomicBool::new(false));
-    let (built, _) = walk(pages, label, || Building {
-        set: KeySet::with_capacity(share, share * key_bytes),
-        pending: (
-            Vec::with_capacity(TOUCHED),
-            Vec::new(),
-            Vec::with_capacity(TOUCHED),
-        ),
-        mask: encode::fingerprint_mask(plan.bits),
-        most: plan.most_keys,
-        full: false,
-        over: over.clone(),
-    })
-    .await?;
-    let mut sets = Vec::with_capacity(built.len());
-    for mut b in built {
-        b.flush();
-        if let Some(why) = b.stop() {
-            return Err(why);
-        }
-        sets.push(b.set);
-    }
-    Ok(sets)
-}
-
-/// A run's set of the staged keys walked page by page: values wait in
-/// `pending` (fingerprints, bytes, where each ends) until [`TOUCHED`] of
-/// them are added together, their slots touched first. Past `most` keys
-/// the run stops adding, and so do the others (`over`), each at its next
-/// row group.
-struct Building {
-    set: KeySet,
-    pending: (Vec<u64>, Vec<u8>, Vec<usize>),
-    mask: u64,
-    most: Option<usize>,
-    full: bool,
-    over: Arc<AtomicBool>,
-}
-
-impl Building {
-    fn flush(&mut self) {
-        let (hashes, keys, ends) = &mut self.pending;
-        self.set.touch(hashes);
-        let mut start = 0;
-        for (h, &end) in hashes.iter().zip(ends.iter()) {
-            self.set.add(*h, &keys[start..end], 1);
-            start = end;
-        }
-        hashes.clear();
-        keys.clear();
-        ends.clear();
-        if self.most.is_some_and(|most| self.set.entries.len() > most) {
-            self.over.store(true, Ordering::Relaxed);
-        }
-        self.full = self.over.load(Ordering::Relaxed);
-    }
-}
-
-impl Visit for Building {
-    fn value(&mut self, fingerprint: u64, value: &[u8]) {
-        if self.full {
-            return;
-        }
-        let (hashes, keys, ends) = &mut self.pending;
-        hashes.push(fingerprint & self.mask);
-        keys.extend_from_slice(value);
-        ends.push(keys.len());
-        if hashes.len() == TOUCHED {
-            self.flush();
-        }
-    }
-
-    fn nulls(&mut self, _: u64) {}
-
-    fn stop(&mut self) -> Option<Error> {
-        let most = self.most.filter(|_| self.over.load(Ordering::Relaxed))?;
-        Some(GaveUp::TooManyKeys(most).into())
-    }
 }
 
 /// The join: the distinct staged keys the other side holds too

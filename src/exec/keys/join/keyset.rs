@@ -299,6 +299,28 @@ impl KeySet {
     }
 }
 
+/// Rows whose first slots are loaded together, ahead of their adds.
+pub(super) const TOUCHED: usize = 256;
+
+/// The most keys a building task's set has room for before its first key.
+const INITIAL_KEYS: usize = 1 << 16;
+
+/// The keys a scan task's set has room for before its first: its share
+/// of the `rows` over `tasks`, so that it never grows (`across
+/// published`: staged keys are mostly distinct). A join that expects few
+/// keys (a lookup, with `most`) starts with room for at most a size that
+/// stays in the cores' caches, and grows (its slots placed again as they
+/// are) only as distinct keys arrive: a column of few distinct keys in
+/// many rows (a fact table's foreign key) never touches a table sized for
+/// the rows.
+pub(super) fn room(rows: u64, tasks: usize, most: Option<usize>) -> usize {
+    let share = (rows as usize).div_ceil(tasks.max(1));
+    match most {
+        Some(_) => share.min(INITIAL_KEYS),
+        None => share,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

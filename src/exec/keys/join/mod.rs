@@ -37,6 +37,7 @@ mod bitmap;
 mod fingerprinted;
 mod job;
 mod keyset;
+mod paged;
 mod partitioned;
 mod probe;
 mod spread;
