@@ -100,19 +100,28 @@ impl Candidates {
         self.low16[usize::from(low >> 6)] & (1 << (low & 63)) != 0
     }
 
-    /// Asks the cache for the slot of `w` (see [`Filed::batch`]).
+    /// Asks the cache for the slot of `w` if its filter bit is set (see
+    /// [`Filed::batch`]): rows that are no candidate fetch nothing more.
     #[inline]
     pub(super) fn prefetch(&self, w: u64) {
-        prefetch(&self.slots[(w.mix() as usize) & self.slot_mask]);
+        if self.passes(w) {
+            prefetch(&self.slots[(w.mix() as usize) & self.slot_mask]);
+        }
     }
 
-    /// The ordinal of candidate `w`, if it is one. The filter bit is `w`'s
-    /// low bits, which the slot (from a multiplied mix) does not follow,
-    /// and which the test-only narrow fingerprints keep.
+    /// Whether `w`'s filter bit is set: its low bits, which the slot (from
+    /// a multiplied mix) does not follow, and which the test-only narrow
+    /// fingerprints keep.
+    #[inline]
+    fn passes(&self, w: u64) -> bool {
+        let b = w & self.mask;
+        self.bits[(b >> 6) as usize] & (1 << (b & 63)) != 0
+    }
+
+    /// The ordinal of candidate `w`, if it is one.
     #[inline]
     pub(super) fn index(&self, w: u64) -> Option<u32> {
-        let b = w & self.mask;
-        if self.bits[(b >> 6) as usize] & (1 << (b & 63)) == 0 {
+        if !self.passes(w) {
             return None;
         }
         let mut i = (w.mix() as usize) & self.slot_mask;
