@@ -67,7 +67,8 @@ pub(super) trait Visit {
     /// `n` null rows.
     fn nulls(&mut self, n: u64);
     /// Whether the rows of a dictionary-encoded page may come as each
-    /// value once a chunk with how many rows hold it ([`Visit::rows`]), a
+    /// value once a chunk with how many rows hold it ([`Visit::rows`]; when
+    /// the dictionary has at most half as many values as the chunk rows), a
     /// `PLAIN` page's a few at a time ([`Visit::batch`]), and a page's
     /// nulls as one count: for a visitor that files which values occur and
     /// how often, not where.
@@ -162,6 +163,8 @@ pub(super) struct Reader {
     /// by value.
     tally: Tally,
     by_value: bool,
+    /// The rows of the chunk being read.
+    chunk_rows: u64,
     /// The last large dictionary read of each column, for a later chunk
     /// of the same one.
     kept: Vec<Kept>,
@@ -306,6 +309,7 @@ impl Reader {
         let nullable = chunk.column_descr().max_def_level() == 1;
         // A tally counts a chunk's rows in u32s.
         self.by_value = v.by_value() && rows <= u64::from(u32::MAX);
+        self.chunk_rows = rows;
         let mut done = 0;
         while let Some(page) = pages.get_next_page().map_err(|e| failed(&e))? {
             match self.page(page, nullable, v) {
@@ -465,7 +469,9 @@ impl Reader {
                 }
                 self.indices.clear();
                 hybrid(indices, u32::from(width), n, &mut self.indices)?;
-                if self.by_value {
+                // A dictionary near the chunk's size is mostly told once a
+                // row anyway, and its tally would cost a pass over it.
+                if self.by_value && self.dict.len() as u64 * 2 <= self.chunk_rows {
                     self.tally.add(&self.indices, self.dict.len())?;
                     return Ok(Ok(()));
                 }
