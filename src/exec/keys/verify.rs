@@ -239,8 +239,7 @@ async fn file_keys(
         },
     )
     .await?;
-    let filed = Filed::merge(filed.into_iter().map(|(f, _, _)| f));
-    Ok((filed.unwrap_or_else(|| Filed::new(0)), types))
+    Ok((Filed::merge(filed.into_iter().map(|(f, _, _)| f)), types))
 }
 
 /// One read of a single text key's pages ([`pages`]): every counted row
@@ -261,13 +260,12 @@ async fn file_pages(
         nulls_equal: job.nulls_equal,
     };
     let (parts, repeats) = pages::walk(text, label, filing).await?;
-    let filed = Filed::merge(parts.into_iter().map(|f| f.filed));
-    Ok((filed.unwrap_or_else(|| Filed::new(0)), repeats))
+    Ok((Filed::merge(parts.into_iter().map(|f| f.filed)), repeats))
 }
 
-/// The fewest candidates for which dictionary-encoded rows are tallied
-/// by value: past them the candidates' filter no longer fits a core's
-/// cache.
+/// The fewest candidates for which a page's rows come by value (a
+/// dictionary's tallied, plain values in batches): past them the
+/// candidates' filter no longer fits a core's cache.
 const BY_VALUE: usize = 1 << 14;
 
 /// A run's filed candidates.
@@ -283,13 +281,11 @@ struct Filing {
 impl Visit for Filing {
     #[inline]
     fn value(&mut self, fingerprint: u64, value: &[u8]) {
-        if let Some(i) = self.candidates.index(fingerprint & self.mask) {
-            self.filed.file(i, 1, value, 1);
-        }
+        self.rows(fingerprint, value, 1);
     }
 
     /// With many candidates, most rows' probes miss the cache; tallied,
-    /// a dictionary-encoded row costs an increment (see `dict::Tally`).
+    /// a dictionary-encoded row costs an increment (see `decode::Tally`).
     fn by_value(&self) -> bool {
         self.by_value
     }
@@ -374,7 +370,7 @@ async fn file_each(
         parts.push(done.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
     }
     parts.sort_by_key(|(i, _)| *i);
-    Ok(Filed::merge(parts.into_iter().map(|(_, f)| f)).unwrap_or_else(|| Filed::new(0)))
+    Ok(Filed::merge(parts.into_iter().map(|(_, f)| f)))
 }
 
 /// The rows every scan task kept compactly ([`super::compact`]) whose
