@@ -144,6 +144,13 @@ pub fn by_value() -> Option<usize> {
     parsed!("DQGATE_TEST_BY_VALUE")
 }
 
+/// `DQGATE_TEST_EXACT_VALUES`: the most values a run of a text key's
+/// first pass tables before it gives its table up (`0`: no table), so
+/// that small files give it up at any point, or never take it.
+pub fn exact_values() -> Option<usize> {
+    parsed!("DQGATE_TEST_EXACT_VALUES")
+}
+
 /// `DQGATE_TEST_SAMPLE_ROWS`: how many staged keys `across published`
 /// compares with the published footers first, so that small files take
 /// that sample too (from 16 times as many staged rows).

@@ -11,7 +11,9 @@
 //! and integer parts (nulls in each part), fingerprinted page by page, are
 //! held to the grouped verdict the same way. The verification also takes
 //! a single key's rows by value (tallied by dictionary index, plain values
-//! in batches), as it does for many candidates.
+//! in batches), as it does for many candidates. And the first pass tables
+//! a single key's exact values, the answer when every run keeps its table,
+//! and counted as fingerprints from wherever a run gives it up.
 
 use std::fs;
 use std::path::Path;
@@ -143,9 +145,12 @@ proptest! {
         fs::write(tmp.path().join("k.dq"), RULES).unwrap();
         write(&mut Rng(seed), &tmp.path().join("staged"), layout);
         let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
+        let give_up = (Rng(seed ^ 1).below(1000) + 1).to_string();
         for bits in [None, Some("6")] {
             let mut env = vec![("DQGATE_TEST_KEY_STRATEGY", "fingerprint")];
             env.extend(bits.map(|b| ("DQGATE_TEST_FINGERPRINT_BITS", b)));
+            // Counted and verified, the runs' tables of exact values off.
+            env.push(("DQGATE_TEST_EXACT_VALUES", "0"));
             let (got, stderr) = check(tmp.path(), &env, Some("512KiB"));
             prop_assert!(stderr.contains("scan (page by page)"), "{}", stderr);
             prop_assert!(got == grouped, "bits {:?}:\n{}\n---\n{}", bits, got, grouped);
@@ -156,12 +161,65 @@ proptest! {
             prop_assert!(stderr.contains("page by page by value"), "{}", stderr);
             prop_assert!(got == grouped, "by value, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
             env.pop();
+            env.pop();
+            // The exact values tabled by the first pass, which are the
+            // answer: read once.
+            env.push(("DQGATE_TEST_KEEP_BYTES", "0"));
+            let (got, stderr) = check(tmp.path(), &env, None);
+            prop_assert!(stderr.contains("tabling the exact values"), "{}", stderr);
+            prop_assert!(!stderr.contains("repeated fingerprint"), "{}", stderr);
+            prop_assert!(got == grouped, "tabled, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+            // Given up at any point: the values tabled so far counted as
+            // fingerprints, and verified.
+            env.push(("DQGATE_TEST_EXACT_VALUES", &give_up));
+            let (got, stderr) = check(tmp.path(), &env, None);
+            prop_assert!(stderr.contains("giving up their table"), "{}", stderr);
+            prop_assert!(got == grouped, "given up at {}, bits {:?}:\n{}\n---\n{}", give_up, bits, got, grouped);
+            env.pop();
+            env.pop();
             // Kept in memory instead (the batches, or text compactly).
             let (got, stderr) = check(tmp.path(), &env, None);
             prop_assert!(stderr.contains("the scan kept"), "{}", stderr);
             prop_assert!(got == grouped, "kept, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
         }
     }
+}
+
+/// A run that gives its table of exact values up pushes what it tabled as
+/// fingerprints, its null rows included: here all of them come before the
+/// point where it gives up (one row group, one run), and with nulls equal
+/// they are a repeated key the verdict counts.
+#[test]
+fn a_table_given_up_counts_the_null_rows_it_held() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(tmp.path().join("k.dq"), RULES).unwrap();
+    let staged = tmp.path().join("staged");
+    fs::create_dir_all(&staged).unwrap();
+    let mut values: Vec<Option<String>> = vec![None, None, None, Some("a".into())];
+    values.extend((0..5_000).map(|i| Some(format!("v{i}"))));
+    values.push(Some("a".into()));
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)])),
+        vec![text_array(values, 0)],
+    )
+    .unwrap();
+    let file = fs::File::create(staged.join("part-0.parquet")).unwrap();
+    let mut w = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
+    let env = [
+        ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
+        ("DQGATE_TEST_KEEP_BYTES", "0"),
+        ("DQGATE_TEST_EXACT_VALUES", "10"),
+    ];
+    let (got, stderr) = check(tmp.path(), &env, None);
+    assert!(stderr.contains("giving up their table"), "{stderr}");
+    assert_eq!(got, grouped);
+    assert!(
+        grouped.contains("\"value\": 2"),
+        "the nulls and `a` repeat: {grouped}"
+    );
 }
 
 const COMPOSITE_RULES: &str = "table t
@@ -298,6 +356,7 @@ fn a_repeated_dictionary_page_is_parsed_once_a_run() {
             let env = [
                 ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
                 ("DQGATE_TEST_KEEP_BYTES", "0"),
+                ("DQGATE_TEST_EXACT_VALUES", "0"),
             ];
             let (got, stderr) = check(tmp.path(), &env, None);
             assert_eq!(got, grouped, "layout {layout}, {rules}");

@@ -140,7 +140,7 @@ impl Candidates {
 
 /// Asks the cache for the line at `p`: a hint, which reads nothing.
 #[inline]
-fn prefetch<T>(p: *const T) {
+pub(super) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint; it neither reads nor faults.
     unsafe {

@@ -88,6 +88,20 @@ pub(super) fn rank(
     })
 }
 
+/// The number of repeated exact keys of key columns `names` of `types`
+/// (each key a tag byte and bytes, as [`super::filed`] files them, with
+/// its rows), and the top samples, ranked as the grouped pass ranks them.
+pub(super) fn rank_keys(
+    names: &[String],
+    types: &[DataType],
+    keys: Vec<(Box<[u8]>, u64)>,
+) -> Result<Duplicates, Error> {
+    let types = values_of(types);
+    let converter = converter(&types)?;
+    let rows = owned_rows(&converter, &types, keys)?;
+    rank(&converter, names, rows)
+}
+
 /// `types` with each dictionary type replaced by its values' type: a
 /// dictionary's keys are filed and ranked as their values. (Arrow's row
 /// format of a dictionary encodes every value of the dictionary each time,

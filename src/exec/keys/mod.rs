@@ -23,6 +23,7 @@ mod decode;
 mod direct;
 mod encode;
 mod filed;
+mod filling;
 mod found;
 mod gave_up;
 pub mod join;
@@ -36,6 +37,7 @@ mod slab;
 mod store;
 mod tasks;
 mod text;
+mod values;
 mod verify;
 mod walks;
 
@@ -49,6 +51,7 @@ use crate::exec::Duplicates;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
 use crate::staged::StagedInput;
+use filling::{count_stores, partition_pages, Scanned};
 use found::{key_types, rank_words};
 use key::Key;
 use rowpages::Paged;
@@ -207,88 +210,10 @@ async fn partition_keep_count<K: Key, R: Split<K>, S: Sidecar<K>>(
     Ok((counted, spilled, passes, kept))
 }
 
-/// Counts the partitions of `stores` (filled by `scan` since `started`),
-/// and says what each step cost.
-async fn count_stores<K: Key, R: Split<K>>(
-    ctx: &SessionContext,
-    stores: Vec<LocalStore<R::Stored>>,
-    (partitions, split): (usize, R),
-    scan: &str,
-    started: Instant,
-) -> Result<(count::Counted<K>, u64, Vec<String>), Error> {
-    let scanned = started.elapsed();
-    let words: u64 = stores.iter().map(|s| s.words).sum();
-    let spilled: u64 = stores.iter().map(LocalStore::spilled_bytes).sum();
-    let counting = Instant::now();
-    let threads = threads(ctx);
-    let (counted, stores) = tokio::task::spawn_blocking(move || {
-        let counted = count::count(&stores, threads, |p, w| split.join(p, w));
-        (counted, stores)
-    })
-    .await
-    .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
-    let counted = counted?;
-    drop(stores);
-    let mut passes = vec![format!(
-        "{scan} and radix-partition {words} key words into {partitions} partitions ({} bytes a word): {:.2} s{}",
-        R::BYTES,
-        scanned.as_secs_f64(),
-        if spilled > 0 {
-            format!(", {spilled} bytes spilled")
-        } else {
-            String::new()
-        }
-    )];
-    passes.push(format!(
-        "count the partitions on {threads} thread(s): {:.2} s",
-        counting.elapsed().as_secs_f64()
-    ));
-    Ok((counted, spilled, passes))
-}
-
-/// [`partition_and_count`] of the fingerprints of a key walked page by
-/// page ([`pages`], [`rowpages`]); cut by `bits`.
-async fn partition_pages<R: Split<u64>>(
-    ctx: &SessionContext,
-    paged: &Paged,
-    job: &KeyJob,
-    label: &str,
-    (partitions, split): (usize, R),
-    bits: u32,
-) -> Result<(count::Counted<u64>, u64, Vec<String>), Error> {
-    let started = Instant::now();
-    let runtime = ctx.runtime_env();
-    let fill = || Filling {
-        store: LocalStore::<R::Stored>::new(partitions, runtime.clone(), "dqgate key check"),
-        words: Vec::with_capacity(FILL),
-        split,
-        mask: encode::fingerprint_mask(Some(bits)),
-        nulls_equal: job.nulls_equal,
-        failed: None,
-    };
-    let (filled, repeats) = match paged {
-        Paged::One(text) => pages::walk(text, label, fill).await?,
-        Paged::Rows(rows) => rowpages::walk(rows, label, &runtime.memory_pool, fill).await?,
-    };
-    let mut stores = Vec::new();
-    for mut f in filled {
-        f.flush();
-        if let Some(e) = f.failed {
-            return Err(e.into());
-        }
-        stores.push(f.store);
-    }
-    let how = match pages::repeats(repeats) {
-        r if r.is_empty() => "scan (page by page)".to_string(),
-        r => format!("scan (page by page){r},"),
-    };
-    count_stores(ctx, stores, (partitions, split), &how, started).await
-}
-
 /// The fingerprints of every counted row (cut to `bits`), partitioned as
 /// `split` says and counted: walked page by page when there is such a
-/// plan, else from the key columns' batches, kept as `budget` allows (the
-/// kept batches are returned).
+/// plan (a single text key's exact values, when they are the answer),
+/// else from the key columns' batches, kept as `budget` allows.
 async fn fingerprint_scan<R: Split<u64>>(
     ctx: &SessionContext,
     input: &StagedInput,
@@ -297,92 +222,16 @@ async fn fingerprint_scan<R: Split<u64>>(
     split: (usize, R),
     bits: u32,
     (paged, budget): (Option<&Paged>, &retain::Budget),
-) -> Result<(count::Counted<u64>, u64, Vec<String>, Vec<retain::Retainer>), Error> {
+) -> Result<Scanned, Error> {
     if let Some(paged) = paged {
-        let (counted, spilled, passes) =
-            partition_pages(ctx, paged, job, label, split, bits).await?;
-        return Ok((counted, spilled, passes, Vec::new()));
+        return partition_pages(ctx, paged, job, label, split, bits).await;
     }
     let encode = move |c: &[ArrayRef], out: &mut Vec<u64>| {
         encode::fingerprints(c, Some(bits), out).map_err(Error::Fingerprint)
     };
-    partition_keep_count(ctx, input, job, label, split, || budget.retainer(), encode).await
-}
-
-/// Words a [`Filling`] gathers before it pushes them.
-const FILL: usize = 4096;
-
-/// A run's store, filled with the fingerprints of its counted rows.
-struct Filling<R: Split<u64>> {
-    store: LocalStore<R::Stored>,
-    words: Vec<u64>,
-    split: R,
-    mask: u64,
-    nulls_equal: bool,
-    failed: Option<store::StoreError>,
-}
-
-impl<R: Split<u64>> Filling<R> {
-    fn flush(&mut self) {
-        let split = self.split;
-        if self.failed.is_none() {
-            let pushed = self
-                .store
-                .extend_split(self.words.iter().map(|w| split.split(*w)));
-            self.failed = pushed.err();
-        }
-        self.words.clear();
-    }
-}
-
-impl<R: Split<u64>> Filling<R> {
-    #[inline]
-    fn push(&mut self, fingerprint: u64) {
-        self.words.push(fingerprint & self.mask);
-        if self.words.len() == FILL {
-            self.flush();
-        }
-    }
-}
-
-impl<R: Split<u64>> rowpages::Rows for Filling<R> {
-    fn rows(&mut self, hashes: &[u64], nulls: &[bool]) {
-        for (&h, &null) in hashes.iter().zip(nulls) {
-            if self.nulls_equal || !null {
-                self.push(h);
-            }
-        }
-    }
-}
-
-impl<R: Split<u64>> pages::Visit for Filling<R> {
-    #[inline]
-    fn value(&mut self, fingerprint: u64, _: &[u8]) {
-        self.push(fingerprint);
-    }
-
-    /// Rows come by value: a fingerprint counted twice is a candidate
-    /// however often it was counted (the verification counts its rows), so
-    /// a value's rows of a chunk are at most two words.
-    fn by_value(&self) -> bool {
-        true
-    }
-
-    fn rows(&mut self, fingerprint: u64, _: &[u8], rows: u64) {
-        for _ in 0..rows.min(2) {
-            self.push(fingerprint);
-        }
-    }
-
-    /// A null row's fingerprint is 0, as `encode::fingerprints` leaves it;
-    /// at most two words, as [`Self::rows`].
-    fn nulls(&mut self, n: u64) {
-        if self.nulls_equal {
-            for _ in 0..n.min(2) {
-                self.push(0);
-            }
-        }
-    }
+    let (counted, spilled, passes, kept) =
+        partition_keep_count(ctx, input, job, label, split, || budget.retainer(), encode).await?;
+    Ok(Scanned::Counted(counted, spilled, passes, kept))
 }
 
 /// Fixed-width keys: the packed word is the key, so counting is exact.
@@ -459,7 +308,7 @@ async fn fingerprinted(
         false => None,
     };
     let text = paged.as_ref();
-    let (counted, spilled, mut passes, kept) = match Narrow::new(bits, partitions) {
+    let scanned = match Narrow::new(bits, partitions) {
         Some(narrow) => {
             let split = (partitions, narrow);
             fingerprint_scan(ctx, input, job, label, split, bits, (text, &budget)).await?
@@ -468,6 +317,10 @@ async fn fingerprinted(
             let split = (partitions, whole);
             fingerprint_scan(ctx, input, job, label, split, bits, (text, &budget)).await?
         }
+    };
+    let (counted, spilled, mut passes, kept) = match scanned {
+        Scanned::Counted(counted, spilled, passes, kept) => (counted, spilled, passes, kept),
+        Scanned::Exact(found) => return Ok(found),
     };
     let bits = Some(bits);
     if counted.repeated.is_empty() {

@@ -35,7 +35,7 @@ use datafusion::prelude::SessionContext;
 
 use super::encode;
 use super::filed::{Candidates, Filed, MOST};
-use super::found::{converter, key_types, owned_rows, rank, values_of};
+use super::found::{converter, key_types, rank_keys, values_of};
 use super::pages::{self, Visit};
 use super::retain::{key_bytes, Retainer};
 use super::tasks::{scan, streams, threads};
@@ -133,13 +133,11 @@ pub(super) async fn verify(
         });
     }
     let types = match types {
-        Some(t) => values_of(&t),
-        None => values_of(&key_types(input, job)?),
+        Some(t) => t,
+        None => key_types(input, job)?,
     };
-    let converter = converter(&types)?;
-    let rows = owned_rows(&converter, &types, dups)?;
     Ok(Exact {
-        duplicates: rank(&converter, &job.keys, rows)?,
+        duplicates: rank_keys(&job.keys, &types, dups)?,
         distinct,
         rounds,
         paged: text.is_some(),
@@ -148,13 +146,19 @@ pub(super) async fn verify(
     })
 }
 
+/// The bytes the exact keys may take: a quarter of `--memory-limit` (at
+/// least 1 MiB), or [`DEFAULT_BUDGET`].
+pub(super) fn budget(ctx: &SessionContext) -> u64 {
+    match ctx.runtime_env().memory_pool.memory_limit() {
+        MemoryLimit::Finite(limit) => (limit as u64 / 4).max(1 << 20),
+        _ => DEFAULT_BUDGET,
+    }
+}
+
 /// How many rounds keep the filed keys of `candidates` fingerprints within
 /// the budget, from the footers' average key size.
 fn rounds_for(ctx: &SessionContext, input: &StagedInput, job: &KeyJob, candidates: u64) -> usize {
-    let budget = match ctx.runtime_env().memory_pool.memory_limit() {
-        MemoryLimit::Finite(limit) => (limit as u64 / 4).max(1 << 20),
-        _ => DEFAULT_BUDGET,
-    };
+    let budget = budget(ctx);
     let key_bytes = key_bytes(input, &job.keys);
     let runs = threads(ctx) as u64;
     let need = candidates.saturating_mul(PER_CANDIDATE + runs * (key_bytes + PER_FILED));

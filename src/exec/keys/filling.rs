@@ -1,0 +1,280 @@
+//! The end of a first pass: the runs' stores counted, and a key walked
+//! page by page ([`super::pages`], [`super::rowpages`]) pushed into them,
+//! or a single text key's exact values tabled instead ([`super::values`]).
+
+use std::time::Instant;
+
+use datafusion::prelude::SessionContext;
+
+use super::count;
+use super::encode;
+use super::found::Found;
+use super::key::Key;
+use super::pages;
+use super::retain;
+use super::rowpages::{self, Paged};
+use super::store::{self, LocalStore, Split};
+use super::tasks::threads;
+use super::values::{self, Values};
+use super::verify;
+use crate::exec::ExecError as Error;
+use crate::plan::keys::KeyJob;
+
+/// What a first pass found: the fingerprints counted (how many bytes
+/// spilled, what each step cost, what the scan tasks kept), or a single
+/// text key's exact values ([`values`]).
+pub(super) enum Scanned {
+    Counted(count::Counted<u64>, u64, Vec<String>, Vec<retain::Retainer>),
+    Exact(Found),
+}
+
+/// [`partition_and_count`] of the fingerprints of a key walked page by
+/// page ([`pages`], [`rowpages`]); cut by `bits`. A single text key's runs
+/// table its exact values as they go, and when every run kept its table
+/// they are the answer ([`values`]).
+pub(super) async fn partition_pages<R: Split<u64>>(
+    ctx: &SessionContext,
+    paged: &Paged,
+    job: &KeyJob,
+    label: &str,
+    (partitions, split): (usize, R),
+    bits: u32,
+) -> Result<Scanned, Error> {
+    let started = Instant::now();
+    let runtime = ctx.runtime_env();
+    let mask = encode::fingerprint_mask(Some(bits));
+    let tabled = match paged {
+        Paged::One(text) => {
+            let runs = text.runs.len().max(1) as u64;
+            let tabled = Values::fits(text.rows) && crate::hooks::exact_values() != Some(0);
+            tabled.then(|| (verify::budget(ctx) / runs) as usize)
+        }
+        Paged::Rows(_) => None,
+    };
+    let fill = || Filling {
+        store: LocalStore::<R::Stored>::new(partitions, runtime.clone(), "dqgate key check"),
+        words: Vec::with_capacity(FILL),
+        split,
+        mask,
+        nulls_equal: job.nulls_equal,
+        failed: None,
+        values: tabled.and_then(|most| Values::new(mask, most, &runtime.memory_pool)),
+        gave_up: None,
+    };
+    let (mut filled, repeats) = match paged {
+        Paged::One(text) => pages::walk(text, label, fill).await?,
+        Paged::Rows(rows) => rowpages::walk(rows, label, &runtime.memory_pool, fill).await?,
+    };
+    let how = match pages::repeats(repeats) {
+        r if r.is_empty() => "scan (page by page)".to_string(),
+        r => format!("scan (page by page){r},"),
+    };
+    let scanned = started.elapsed();
+    let merging = Instant::now();
+    let tables: Vec<Option<Values>> = filled.iter_mut().map(|f| f.values.take()).collect();
+    let tables = match tabled.is_some() && tables.iter().all(Option::is_some) {
+        true => Values::merge(tables.into_iter().flatten().collect())
+            .map_err(|t| t.into_iter().map(Some).collect::<Vec<_>>()),
+        false => Err(tables),
+    };
+    let tables = match tables {
+        Ok(all) => {
+            let passes = vec![
+                format!(
+                    "{how} tabling the exact values on {} run(s): {:.2} s",
+                    filled.len(),
+                    scanned.as_secs_f64()
+                ),
+                format!(
+                    "merge the runs' tables ({} values, {} MB): {:.2} s",
+                    all.as_ref().map_or(0, Values::len),
+                    all.as_ref().map_or(0, Values::bytes) >> 20,
+                    merging.elapsed().as_secs_f64()
+                ),
+            ];
+            return values::found(all, job, passes).map(Scanned::Exact);
+        }
+        Err(tables) => tables,
+    };
+    // The tables given back go to the stores, as if each run had given its
+    // own up at the end (any store will do: the stores are counted as one).
+    for (f, t) in filled.iter_mut().zip(tables) {
+        f.values = t;
+        f.give_up();
+    }
+    let mut stores = Vec::new();
+    let mut gave_up = Vec::new();
+    for mut f in filled {
+        f.flush();
+        if let Some(e) = f.failed {
+            return Err(e.into());
+        }
+        gave_up.extend(f.gave_up);
+        stores.push(f.store);
+    }
+    let how = match gave_up.iter().max() {
+        Some(most) => format!(
+            "{how} {} run(s) giving up their table of exact values (at most {most} values),",
+            gave_up.len()
+        ),
+        None => how,
+    };
+    let (counted, spilled, passes) =
+        count_stores(ctx, stores, (partitions, split), &how, started).await?;
+    Ok(Scanned::Counted(counted, spilled, passes, Vec::new()))
+}
+
+/// Counts the partitions of `stores` (filled by `scan` since `started`),
+/// and says what each step cost.
+pub(super) async fn count_stores<K: Key, R: Split<K>>(
+    ctx: &SessionContext,
+    stores: Vec<LocalStore<R::Stored>>,
+    (partitions, split): (usize, R),
+    scan: &str,
+    started: Instant,
+) -> Result<(count::Counted<K>, u64, Vec<String>), Error> {
+    let scanned = started.elapsed();
+    let words: u64 = stores.iter().map(|s| s.words).sum();
+    let spilled: u64 = stores.iter().map(LocalStore::spilled_bytes).sum();
+    let counting = Instant::now();
+    let threads = threads(ctx);
+    let (counted, stores) = tokio::task::spawn_blocking(move || {
+        let counted = count::count(&stores, threads, |p, w| split.join(p, w));
+        (counted, stores)
+    })
+    .await
+    .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
+    let counted = counted?;
+    drop(stores);
+    let mut passes = vec![format!(
+        "{scan} and radix-partition {words} key words into {partitions} partitions ({} bytes a word): {:.2} s{}",
+        R::BYTES,
+        scanned.as_secs_f64(),
+        if spilled > 0 {
+            format!(", {spilled} bytes spilled")
+        } else {
+            String::new()
+        }
+    )];
+    passes.push(format!(
+        "count the partitions on {threads} thread(s): {:.2} s",
+        counting.elapsed().as_secs_f64()
+    ));
+    Ok((counted, spilled, passes))
+}
+
+/// Words a [`Filling`] gathers before it pushes them.
+const FILL: usize = 4096;
+
+/// A run's store, filled with the fingerprints of its counted rows, or
+/// its table of a single text key's exact values until it gives that up
+/// ([`values`]).
+struct Filling<R: Split<u64>> {
+    store: LocalStore<R::Stored>,
+    words: Vec<u64>,
+    split: R,
+    mask: u64,
+    nulls_equal: bool,
+    failed: Option<store::StoreError>,
+    values: Option<Values>,
+    /// How many values the table held when the run gave it up.
+    gave_up: Option<usize>,
+}
+
+impl<R: Split<u64>> Filling<R> {
+    fn flush(&mut self) {
+        let split = self.split;
+        if self.failed.is_none() {
+            let pushed = self
+                .store
+                .extend_split(self.words.iter().map(|w| split.split(*w)));
+            self.failed = pushed.err();
+        }
+        self.words.clear();
+    }
+
+    #[inline]
+    fn push(&mut self, fingerprint: u64) {
+        self.words.push(fingerprint & self.mask);
+        if self.words.len() == FILL {
+            self.flush();
+        }
+    }
+
+    /// `rows` rows of `fingerprint`: a fingerprint counted twice is a
+    /// candidate however often it was counted (the verification counts its
+    /// rows), so they are at most two words.
+    #[inline]
+    fn push_rows(&mut self, fingerprint: u64, rows: u64) {
+        for _ in 0..rows.min(2) {
+            self.push(fingerprint);
+        }
+    }
+
+    /// Gives the table up, if there is one: its values go to the store as
+    /// the walk pushes them by value, a null row's fingerprint being 0.
+    fn give_up(&mut self) {
+        if let Some(values) = self.values.take() {
+            self.gave_up = Some(values.len());
+            values.each(|w, _, rows| self.push_rows(w, rows));
+            self.push_rows(0, values.null_rows());
+        }
+    }
+}
+
+impl<R: Split<u64>> rowpages::Rows for Filling<R> {
+    fn rows(&mut self, hashes: &[u64], nulls: &[bool]) {
+        for (&h, &null) in hashes.iter().zip(nulls) {
+            if self.nulls_equal || !null {
+                self.push(h);
+            }
+        }
+    }
+}
+
+impl<R: Split<u64>> pages::Visit for Filling<R> {
+    #[inline]
+    fn value(&mut self, fingerprint: u64, value: &[u8]) {
+        self.rows(fingerprint, value, 1);
+    }
+
+    /// Rows come by value (see [`Self::push_rows`]).
+    fn by_value(&self) -> bool {
+        true
+    }
+
+    fn batch(&mut self, values: &[(u64, &[u8])]) {
+        let tabled = match &mut self.values {
+            Some(t) => t.batch(values),
+            None => 0,
+        };
+        if tabled < values.len() {
+            self.give_up();
+            for (fingerprint, _) in &values[tabled..] {
+                self.push(*fingerprint);
+            }
+        }
+    }
+
+    #[inline]
+    fn rows(&mut self, fingerprint: u64, value: &[u8], rows: u64) {
+        if let Some(t) = &mut self.values {
+            if t.add(fingerprint, value, rows) {
+                return;
+            }
+            self.give_up();
+        }
+        self.push_rows(fingerprint, rows);
+    }
+
+    /// A null row's fingerprint is 0, as `encode::fingerprints` leaves it.
+    fn nulls(&mut self, n: u64) {
+        if !self.nulls_equal {
+            return;
+        }
+        match &mut self.values {
+            Some(t) => t.nulls(n),
+            None => self.push_rows(0, n),
+        }
+    }
+}

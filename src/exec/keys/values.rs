@@ -1,0 +1,499 @@
+//! The exact values of a single text key and their rows, tabled by the
+//! first pass itself, so that a key whose values repeat is read once.
+//!
+//! The fingerprint path reads a text key twice: its first pass counts cut
+//! fingerprints, and its verification files the exact key of every row
+//! whose fingerprint repeated ([`super::verify`]). When the values repeat
+//! (150,000 e-mail addresses in 10M rows), every row is such a row, and
+//! the verification is a table of every value with its rows built over a
+//! second read. Here each run of the page walk builds that table as it
+//! reads, and when every run kept its table the merged tables are the
+//! answer: every value, its rows, and the null rows.
+//!
+//! A run gives its table up, and counts fingerprints from then on:
+//! - when too few of its values repeat: from [`CHECK_FROM`] values on,
+//!   each time the table grows, if fewer than one value in [`FEW`] has
+//!   had a second row. A key of mostly unique values (`unique(order_id)`)
+//!   is the fingerprint path's own case: its verification files only the
+//!   few candidates, where the table would hold every value;
+//! - past its share of the budget (the verification's, over the runs), or
+//!   when the memory pool refuses it.
+//!
+//! The values tabled so far then go to the run's store as the page walk
+//! pushes a value's rows by value (at most two words), so the first pass
+//! counts the same fingerprints whichever way its rows came.
+//!
+//! A value is found by its cut fingerprint and compared byte for byte, so
+//! the table is exact whatever the hash: two values under one fingerprint
+//! take two slots. Its memory is the slots (8 bytes, at most 3/4 full),
+//! each value's entry (its rows and length, 8 bytes, then its bytes,
+//! padded to a multiple of 4) and its fingerprint (8 bytes, kept apart: a
+//! lookup never reads it).
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
+
+use super::filed::prefetch;
+use super::found::{rank_keys, Found};
+use super::key::Key as _;
+use crate::exec::ExecError as Error;
+use crate::plan::keys::KeyJob;
+
+/// Values tabled before a run asks whether enough of them repeat.
+pub(super) const CHECK_FROM: usize = 1 << 16;
+
+/// A run keeps its table while at least one value in `FEW` has repeated.
+pub(super) const FEW: usize = 8;
+
+/// Slots of a new table.
+const FIRST_SLOTS: usize = 1 << 10;
+
+/// A run's table of a text key's values.
+pub(super) struct Values {
+    slots: Vec<Slot>,
+    /// Each value's entry, at a multiple of 4 bytes: its rows and length
+    /// (`u32`s, little-endian), and bytes.
+    arena: Vec<u8>,
+    /// Each value's cut fingerprint, in the entries' order: read only when
+    /// the table is merged or given up.
+    fingerprints: Vec<u64>,
+    len: usize,
+    /// Values with more than one row.
+    repeated: usize,
+    /// Null rows.
+    nulls: u64,
+    /// What the table keeps of a fingerprint.
+    mask: u64,
+    /// The most bytes the table may take.
+    most: usize,
+    /// The most values it may hold (a test hook's).
+    most_values: usize,
+    reservation: MemoryReservation,
+}
+
+/// A value's tag (the high half of its fingerprint's mix, whose low bits
+/// are its first slot) and where its entry starts ([`FREE`]: a free slot).
+/// Eight bytes: a run's 150,000 e-mail addresses take 2 MiB of slots, which
+/// a core's cache nearly holds, where 16-byte slots at most half full took
+/// 8 MiB and a row waited on its slot 16% of the time. The entry holds the
+/// rest, and a row that finds its value there compares its bytes there
+/// anyway.
+#[derive(Clone, Copy)]
+struct Slot {
+    tag: u32,
+    start: u32,
+}
+
+const FREE: u32 = u32::MAX;
+
+/// Bytes a slot takes.
+const SLOT: usize = std::mem::size_of::<Slot>();
+
+/// Bytes of an entry before its value's.
+const HEAD: usize = 8;
+
+/// The tag of cut fingerprint `w`.
+#[inline]
+fn tag_of(w: u64) -> u32 {
+    (w.mix() >> 32) as u32
+}
+
+impl Values {
+    /// Whether a walk of `rows` rows may table its values: its rows, and
+    /// so any value's, fit an entry's `u32`.
+    pub(super) fn fits(rows: u64) -> bool {
+        rows <= u64::from(u32::MAX)
+    }
+
+    /// An empty table keeping `mask` of a fingerprint, taking at most
+    /// `most` bytes of `pool`; `None` when even the first slots do not fit.
+    pub(super) fn new(mask: u64, most: usize, pool: &Arc<dyn MemoryPool>) -> Option<Values> {
+        let mut v = Values {
+            slots: Vec::new(),
+            arena: Vec::new(),
+            fingerprints: Vec::new(),
+            len: 0,
+            repeated: 0,
+            nulls: 0,
+            mask,
+            most,
+            most_values: crate::hooks::exact_values().unwrap_or(usize::MAX),
+            reservation: MemoryConsumer::new("dqgate key values").register(pool),
+        };
+        v.resize(FIRST_SLOTS, 0).then_some(v)
+    }
+
+    /// How many values are tabled.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The bytes the table takes.
+    pub(super) fn bytes(&self) -> usize {
+        self.reservation.size()
+    }
+
+    /// Takes `slots` slots (rehashing every value) and room for `arena`
+    /// bytes of entries, if the budget and the pool allow it.
+    fn resize(&mut self, slots: usize, arena: usize) -> bool {
+        let arena = arena.max(self.arena.len());
+        // The slots, and a fingerprint for each value they may hold.
+        let bytes = (slots.saturating_mul(SLOT + 6)).saturating_add(arena);
+        if bytes > self.most || arena >= FREE as usize {
+            return false;
+        }
+        if self.reservation.try_resize(bytes).is_err() {
+            return false;
+        }
+        if slots != self.slots.len() {
+            let free = Slot {
+                tag: 0,
+                start: FREE,
+            };
+            let old = std::mem::replace(&mut self.slots, vec![free; slots]);
+            for s in old.into_iter().filter(|s| s.start != FREE) {
+                let i = self.free(s.tag);
+                self.slots[i] = s;
+            }
+        }
+        self.arena.reserve_exact(arena - self.arena.len());
+        let values = slots / 4 * 3;
+        self.fingerprints
+            .reserve_exact(values.saturating_sub(self.fingerprints.len()));
+        true
+    }
+
+    /// Room for a new value of `bytes` bytes: false when the table gives
+    /// up (see the module's doc). The slots are at most 3/4 full.
+    fn room(&mut self, bytes: usize) -> bool {
+        if self.len >= self.most_values {
+            return false;
+        }
+        let mut slots = self.slots.len();
+        if (self.len + 1) * 4 > slots * 3 {
+            if self.len >= CHECK_FROM && self.repeated * FEW < self.len {
+                return false;
+            }
+            slots *= 2;
+        }
+        let need = self.arena.len() + entry_bytes(bytes);
+        let arena = match need > self.arena.capacity() {
+            true => need.max(self.arena.capacity() * 2).max(1 << 12),
+            false => self.arena.capacity(),
+        };
+        (slots == self.slots.len() && arena == self.arena.capacity()) || self.resize(slots, arena)
+    }
+
+    /// The first slot of a value of tag `tag`.
+    #[inline]
+    fn home(&self, tag: u32) -> usize {
+        tag as usize & (self.slots.len() - 1)
+    }
+
+    /// The first free slot of tag `tag`'s probe.
+    fn free(&self, tag: u32) -> usize {
+        let mut i = self.home(tag);
+        while self.slots[i].start != FREE {
+            i = (i + 1) & (self.slots.len() - 1);
+        }
+        i
+    }
+
+    /// The `u32` at `at` in the arena.
+    #[inline]
+    fn u32_at(&self, at: usize) -> u32 {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(&self.arena[at..at + 4]);
+        u32::from_le_bytes(b)
+    }
+
+    /// The entry at `start`: its rows and bytes.
+    #[inline]
+    fn entry(&self, start: usize) -> (u32, &[u8]) {
+        let len = self.u32_at(start + 4) as usize;
+        (
+            self.u32_at(start),
+            &self.arena[start + HEAD..start + HEAD + len],
+        )
+    }
+
+    /// The slot of `value` (of tag `tag`): `Ok` where it is, `Err` the
+    /// free slot where it would go.
+    #[inline]
+    fn find(&self, tag: u32, value: &[u8]) -> Result<usize, usize> {
+        let mut i = self.home(tag);
+        loop {
+            let s = self.slots[i];
+            if s.start == FREE {
+                return Err(i);
+            }
+            if s.tag == tag && self.entry(s.start as usize).1 == value {
+                return Ok(i);
+            }
+            i = (i + 1) & (self.slots.len() - 1);
+        }
+    }
+
+    /// Adds `rows` rows of `value` (of fingerprint `fingerprint`); false,
+    /// adding nothing, when the table gives up.
+    #[inline]
+    pub(super) fn add(&mut self, fingerprint: u64, value: &[u8], rows: u64) -> bool {
+        let w = fingerprint & self.mask;
+        let tag = tag_of(w);
+        // A run's rows fit a u32 (`fits`), and so do a value's.
+        let rows = u32::try_from(rows).unwrap_or(u32::MAX);
+        if rows == 0 {
+            return true;
+        }
+        let i = match self.find(tag, value) {
+            Ok(i) => {
+                let at = self.slots[i].start as usize;
+                let had = self.u32_at(at);
+                if had == 1 {
+                    self.repeated += 1;
+                }
+                let now = had.saturating_add(rows);
+                self.arena[at..at + 4].copy_from_slice(&now.to_le_bytes());
+                return true;
+            }
+            Err(i) => i,
+        };
+        let slots = self.slots.len();
+        if !self.room(value.len()) {
+            return false;
+        }
+        let i = match self.slots.len() == slots {
+            true => i,
+            false => self.free(tag),
+        };
+        let start = self.arena.len();
+        self.slots[i] = Slot {
+            tag,
+            start: start as u32,
+        };
+        self.arena.extend_from_slice(&rows.to_le_bytes());
+        self.arena
+            .extend_from_slice(&(value.len() as u32).to_le_bytes());
+        self.arena.extend_from_slice(value);
+        self.arena.resize(start + entry_bytes(value.len()), 0);
+        self.fingerprints.push(w);
+        self.len += 1;
+        if rows > 1 {
+            self.repeated += 1;
+        }
+        true
+    }
+
+    /// Adds a row of each of `values`, looked up side by side: the slots
+    /// of all are asked of the cache, then the entries of those whose
+    /// first slot holds their tag, so that one value's misses overlap the
+    /// others'. Returns how many were added: all, or those before the one
+    /// at which the table gave up.
+    pub(super) fn batch(&mut self, values: &[(u64, &[u8])]) -> usize {
+        let mut tags = [0u32; super::pages::BATCH];
+        let tags = &mut tags[..values.len()];
+        for ((h, _), t) in values.iter().zip(tags.iter_mut()) {
+            *t = tag_of(h & self.mask);
+            prefetch(&self.slots[self.home(*t)]);
+        }
+        for &t in tags.iter() {
+            let s = self.slots[self.home(t)];
+            if s.start != FREE && s.tag == t {
+                prefetch(self.arena.as_ptr().wrapping_add(s.start as usize));
+            }
+        }
+        for (k, (h, value)) in values.iter().enumerate() {
+            if !self.add(*h, value, 1) {
+                return k;
+            }
+        }
+        values.len()
+    }
+
+    /// Adds `n` null rows.
+    pub(super) fn nulls(&mut self, n: u64) {
+        self.nulls += n;
+    }
+
+    /// The null rows.
+    pub(super) fn null_rows(&self) -> u64 {
+        self.nulls
+    }
+
+    /// Every value, with its cut fingerprint and rows, in the order they
+    /// were first tabled.
+    pub(super) fn each(&self, mut f: impl FnMut(u64, &[u8], u64)) {
+        let mut at = 0;
+        for w in &self.fingerprints {
+            let (rows, value) = self.entry(at);
+            f(*w, value, u64::from(rows));
+            at += entry_bytes(value.len());
+        }
+    }
+
+    /// One table of the values of `tables` (none: an empty one), or the
+    /// tables back when the merged one would not fit the budget of all.
+    pub(super) fn merge(mut tables: Vec<Values>) -> Result<Option<Values>, Vec<Values>> {
+        let Some(biggest) = (0..tables.len()).max_by_key(|i| tables[*i].len) else {
+            return Ok(None);
+        };
+        let mut all = tables.swap_remove(biggest);
+        let len: usize = all.len + tables.iter().map(|t| t.len).sum::<usize>();
+        let arena: usize = all.arena.len() + tables.iter().map(|t| t.arena.len()).sum::<usize>();
+        all.most = (tables.iter()).fold(all.most, |most, t| most.saturating_add(t.most));
+        all.most_values = usize::MAX;
+        let slots = (len * 2).next_power_of_two().max(all.slots.len());
+        if !all.resize(slots, arena) {
+            tables.push(all);
+            return Err(tables);
+        }
+        for t in &tables {
+            all.nulls += t.nulls;
+            t.each(|w, value, rows| {
+                // Room was made for every value: this never gives up.
+                all.add(w, value, rows);
+            });
+        }
+        Ok(Some(all))
+    }
+}
+
+/// The bytes of an entry of a value of `bytes` bytes: a multiple of 4.
+fn entry_bytes(bytes: usize) -> usize {
+    (HEAD + bytes).next_multiple_of(4)
+}
+
+/// What the merged table `all` of a key's runs found (none: there was no
+/// run), said by `passes`: every value and the null rows (counted only
+/// when nulls are equal) a distinct key, those of more than one row
+/// repeated, ranked as the verification ranks its exact keys (a tag byte,
+/// 0 for null, before the value's bytes).
+pub(super) fn found(
+    all: Option<Values>,
+    job: &KeyJob,
+    passes: Vec<String>,
+) -> Result<Found, Error> {
+    let (mut keys, mut distinct) = (Vec::new(), 0);
+    if let Some(all) = &all {
+        let mut key = |tag: u8, value: &[u8], rows: u64| {
+            distinct += 1;
+            if rows > 1 {
+                let mut k = Vec::with_capacity(value.len() + 1);
+                k.push(tag);
+                k.extend_from_slice(value);
+                keys.push((k.into_boxed_slice(), rows));
+            }
+        };
+        all.each(|_, value, rows| key(1, value, rows));
+        if all.null_rows() > 0 {
+            key(0, &[], all.null_rows());
+        }
+    }
+    Ok(Found {
+        duplicates: rank_keys(&job.keys, &[DataType::Utf8View], keys)?,
+        distinct,
+        spilled_bytes: 0,
+        passes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use datafusion::execution::memory_pool::{GreedyMemoryPool, UnboundedMemoryPool};
+
+    use super::*;
+
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// Tabled against a map of every value: whatever the fingerprints'
+    /// collisions (cut to 4 bits here), the empty value included, in
+    /// batches and by value, over several tables merged.
+    #[test]
+    fn tabled_values_match_a_map() {
+        let pool: Arc<dyn MemoryPool> = Arc::new(UnboundedMemoryPool::default());
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut tables: Vec<Values> = (0..3)
+            .map(|_| Values::new(0xF, usize::MAX, &pool).unwrap())
+            .collect();
+        let mut want: HashMap<Vec<u8>, u64> = HashMap::new();
+        let mut nulls = 0;
+        for _ in 0..400 {
+            let t = &mut tables[(next(&mut state) % 3) as usize];
+            let values: Vec<Vec<u8>> = (0..1 + next(&mut state) % 32)
+                .map(|_| {
+                    let v = next(&mut state) % 3000;
+                    match v % 7 {
+                        0 => Vec::new(),
+                        _ => format!("v{v}").into_bytes(),
+                    }
+                })
+                .collect();
+            let hashed: Vec<(u64, &[u8])> = (values.iter())
+                .map(|v| {
+                    let h = (v.iter()).fold(7u64, |h, b| h.wrapping_mul(31) ^ u64::from(*b));
+                    (h, &v[..])
+                })
+                .collect();
+            let rows = match next(&mut state) % 3 {
+                0 => {
+                    assert_eq!(t.batch(&hashed), hashed.len());
+                    1
+                }
+                1 => {
+                    for (h, v) in &hashed {
+                        assert!(t.add(*h, v, 3));
+                    }
+                    3
+                }
+                _ => {
+                    t.nulls(2);
+                    nulls += 2;
+                    continue;
+                }
+            };
+            for v in values {
+                *want.entry(v).or_default() += rows;
+            }
+        }
+        let all = Values::merge(tables).ok().flatten().unwrap();
+        let mut got = HashMap::new();
+        all.each(|_, v, n| assert!(got.insert(v.to_vec(), n).is_none()));
+        assert_eq!(got, want);
+        assert_eq!((all.len(), all.null_rows()), (want.len(), nulls));
+    }
+
+    /// A table of unique values gives up when it grows past [`CHECK_FROM`]
+    /// of them, one that repeats does not; a budget or a pool too small for
+    /// the next growth gives up too, adding nothing.
+    #[test]
+    fn a_table_gives_up_when_it_does_not_pay_or_fit() {
+        let pool: Arc<dyn MemoryPool> = Arc::new(UnboundedMemoryPool::default());
+        let mut unique = Values::new(u64::MAX, usize::MAX, &pool).unwrap();
+        let added = (0u64..).take_while(|i| unique.add(i.mix(), &i.to_le_bytes(), 1));
+        let n = added.count();
+        assert!((CHECK_FROM..2 * CHECK_FROM).contains(&n), "{n}");
+        let mut repeating = Values::new(u64::MAX, usize::MAX, &pool).unwrap();
+        for i in 0..(4 * CHECK_FROM) as u64 {
+            let rows = 1 + u64::from(i % 4 == 0);
+            assert!(repeating.add(i.mix(), &i.to_le_bytes(), rows));
+        }
+        let mut small = Values::new(u64::MAX, 1 << 15, &pool).unwrap();
+        let added = (0u64..).take_while(|i| small.add(i.mix(), &i.to_le_bytes(), 2));
+        assert!(added.count() < 1000);
+        let tight: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(40_000));
+        let mut refused = Values::new(u64::MAX, usize::MAX, &tight).unwrap();
+        let added = (0u64..).take_while(|i| refused.add(i.mix(), &i.to_le_bytes(), 2));
+        let n = added.count();
+        assert!(n < 2000 && n == refused.len(), "{n}");
+        assert!(Values::new(u64::MAX, 100, &pool).is_none());
+    }
+}
