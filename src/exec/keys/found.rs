@@ -109,9 +109,20 @@ pub(super) fn rank_keys(
         keys.select_nth_unstable_by(SAMPLES - 1, best);
         keys.truncate(SAMPLES);
     }
+    rank_best(names, types, keys, repeated)
+}
+
+/// [`rank_keys`] of `best`, which holds at least the top [`SAMPLES`] of
+/// `repeated` keys (as `rank_keys` chooses them).
+pub(super) fn rank_best(
+    names: &[String],
+    types: &[DataType],
+    best: Vec<(Box<[u8]>, u64)>,
+    repeated: u64,
+) -> Result<Duplicates, Error> {
     let types = values_of(types);
     let converter = converter(&types)?;
-    let rows = owned_rows(&converter, &types, keys)?;
+    let rows = owned_rows(&converter, &types, best)?;
     let ranked = rank(&converter, names, rows)?;
     Ok(Duplicates {
         keys: repeated,
