@@ -325,7 +325,7 @@ impl Values {
 
     /// Every value, with its cut fingerprint and rows, in the order they
     /// were first tabled.
-    pub(super) fn each(&self, mut f: impl FnMut(u64, &[u8], u64)) {
+    pub(super) fn each<'a>(&'a self, mut f: impl FnMut(u64, &'a [u8], u64)) {
         let mut at = 0;
         for w in &self.fingerprints {
             let (rows, value) = self.entry(at);
@@ -352,12 +352,30 @@ impl Values {
         }
         for t in &tables {
             all.nulls += t.nulls;
+            let mut batch = Vec::with_capacity(super::pages::BATCH);
             t.each(|w, value, rows| {
-                // Room was made for every value: this never gives up.
-                all.add(w, value, rows);
+                batch.push((w, value, rows));
+                if batch.len() == batch.capacity() {
+                    all.absorb(&batch);
+                    batch.clear();
+                }
             });
+            all.absorb(&batch);
         }
         Ok(Some(all))
+    }
+
+    /// Adds the values of another table (cut fingerprint, bytes, rows),
+    /// their slots asked of the cache first (as [`Self::batch`] does), for
+    /// which [`Self::merge`] made room.
+    fn absorb(&mut self, values: &[(u64, &[u8], u64)]) {
+        for (w, _, _) in values {
+            prefetch(&self.slots[self.home(tag_of(*w))]);
+        }
+        for (w, value, rows) in values {
+            // Room was made for every value: this never gives up.
+            self.add(*w, value, *rows);
+        }
     }
 }
 
