@@ -47,7 +47,13 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         Paged::One(text) => {
             let runs = text.runs.len().max(1) as u64;
             let tabled = Values::fits(text.rows) && crate::hooks::exact_values() != Some(0);
-            tabled.then(|| (verify::budget(ctx) / runs) as usize)
+            tabled.then(|| {
+                (
+                    (verify::budget(ctx) / runs) as usize,
+                    text.rows,
+                    runs as usize,
+                )
+            })
         }
         Paged::Rows(_) => None,
     };
@@ -58,7 +64,9 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         mask,
         nulls_equal: job.nulls_equal,
         failed: None,
-        values: tabled.and_then(|most| Values::new(mask, most, &runtime.memory_pool)),
+        values: tabled.and_then(|(most, rows, runs)| {
+            Values::new(mask, most, &runtime.memory_pool).map(|v| v.for_input(rows, runs))
+        }),
         gave_up: None,
     };
     let (mut filled, repeats) = match paged {

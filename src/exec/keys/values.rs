@@ -11,13 +11,22 @@
 //! answer: every value, its rows, and the null rows.
 //!
 //! A run gives its table up, and counts fingerprints from then on:
-//! - when too few of its values repeat: from [`CHECK_FROM`] values on,
-//!   each time the table grows, if fewer than one value in [`FEW`] has
-//!   had a second row. A key of mostly unique values (`unique(order_id)`)
-//!   is the fingerprint path's own case: its verification files only the
-//!   few candidates, where the table would hold every value;
-//! - past its share of the budget (the verification's, over the runs), or
-//!   when the memory pool refuses it.
+//! - when too few of its rows repeat: from [`CHECK_FROM`] values on, each
+//!   time the table grows, it estimates the share of the input's rows
+//!   whose value occurs more than once, as if the rows came in random
+//!   order (`r` rows seen of `R`, `c` values seen twice: `2Rc / r²`, which
+//!   is 1 for a key of which every value occurs twice, scattered, and far
+//!   above 1 when values repeat often or in key order), and gives up below
+//!   [`REPEATING`]. A key of mostly unique values (`unique(order_id)`) is
+//!   the fingerprint path's own case: its verification files only the few
+//!   candidates, where the table would hold every value. (The share of
+//!   values seen twice, tried first, cannot tell such a key from one whose
+//!   every value occurs twice, scattered: both look unique in their first
+//!   100,000 rows.);
+//! - when the values it would hold at the end of its run, at the rate new
+//!   ones came since it last grew, would pass its share of the budget (the
+//!   verification's, over the runs); or when it passes that share, or the
+//!   memory pool refuses it.
 //!
 //! The values tabled so far then go to the run's store as the page walk
 //! pushes a value's rows by value (at most two words), so the first pass
@@ -45,8 +54,9 @@ use crate::plan::keys::KeyJob;
 /// Values tabled before a run asks whether enough of them repeat.
 pub(super) const CHECK_FROM: usize = 1 << 16;
 
-/// A run keeps its table while at least one value in `FEW` has repeated.
-pub(super) const FEW: usize = 8;
+/// The least estimated share of rows that repeat for which a run keeps
+/// its table (see the module's doc).
+pub(super) const REPEATING: f64 = 0.25;
 
 /// Slots of a new table.
 const FIRST_SLOTS: usize = 1 << 10;
@@ -71,6 +81,13 @@ pub(super) struct Values {
     most: usize,
     /// The most values it may hold (a test hook's).
     most_values: usize,
+    /// Rows added (null rows aside).
+    rows: u64,
+    /// The input's rows, and a run's share of them.
+    input_rows: u64,
+    run_rows: u64,
+    /// The values and rows when the slots last grew.
+    grown: (usize, u64),
     reservation: MemoryReservation,
 }
 
@@ -121,6 +138,10 @@ impl Values {
             mask,
             most,
             most_values: crate::hooks::exact_values().unwrap_or(usize::MAX),
+            rows: 0,
+            input_rows: 0,
+            run_rows: 0,
+            grown: (0, 0),
             reservation: MemoryConsumer::new("dqgate key values").register(pool),
         };
         v.resize(FIRST_SLOTS, 0).then_some(v)
@@ -134,6 +155,29 @@ impl Values {
     /// The bytes the table takes.
     pub(super) fn bytes(&self) -> usize {
         self.reservation.size()
+    }
+
+    /// The table of a run of `runs` over an input of `rows` rows (unknown:
+    /// as many as the table has seen).
+    pub(super) fn for_input(mut self, rows: u64, runs: usize) -> Values {
+        self.input_rows = rows;
+        self.run_rows = rows / runs.max(1) as u64;
+        self
+    }
+
+    /// Whether the table still pays and will fit (see the module's doc).
+    fn pays(&self) -> bool {
+        let seen = self.rows.max(1) as f64;
+        let input = (self.input_rows as f64).max(seen);
+        let repeating = 2.0 * input * self.repeated as f64 / (seen * seen);
+        if repeating < REPEATING {
+            return false;
+        }
+        let (len, rows) = self.grown;
+        let rate = (self.len - len) as f64 / (self.rows - rows).max(1) as f64;
+        let left = (self.run_rows as f64 - seen).max(0.0);
+        let per_value = self.bytes() as f64 / self.len.max(1) as f64;
+        (self.len as f64 + rate * left) * per_value <= self.most as f64
     }
 
     /// Takes `slots` slots (rehashing every value) and room for `arena`
@@ -174,9 +218,10 @@ impl Values {
         }
         let mut slots = self.slots.len();
         if (self.len + 1) * 4 > slots * 3 {
-            if self.len >= CHECK_FROM && self.repeated * FEW < self.len {
+            if self.len >= CHECK_FROM && !self.pays() {
                 return false;
             }
+            self.grown = (self.len, self.rows);
             slots *= 2;
         }
         let need = self.arena.len() + entry_bytes(bytes);
@@ -257,6 +302,7 @@ impl Values {
                 }
                 let now = had.saturating_add(rows);
                 self.arena[at..at + 4].copy_from_slice(&now.to_le_bytes());
+                self.rows += u64::from(rows);
                 return true;
             }
             Err(i) => i,
@@ -281,6 +327,7 @@ impl Values {
         self.arena.resize(start + entry_bytes(value.len()), 0);
         self.fingerprints.push(w);
         self.len += 1;
+        self.rows += u64::from(rows);
         if rows > 1 {
             self.repeated += 1;
         }
@@ -520,7 +567,8 @@ mod tests {
     }
 
     /// A table of unique values gives up when it grows past [`CHECK_FROM`]
-    /// of them, one that repeats does not; a budget or a pool too small for
+    /// of them, one that repeats does not, nor one of values each twice in
+    /// random order; a budget or a pool too small for
     /// the next growth gives up too, adding nothing.
     #[test]
     fn a_table_gives_up_when_it_does_not_pay_or_fit() {
@@ -534,6 +582,21 @@ mod tests {
             let rows = 1 + u64::from(i % 4 == 0);
             assert!(repeating.add(i.mix(), &i.to_le_bytes(), rows));
         }
+        // Every value twice, scattered: its first rows look unique, but
+        // for the input's size too many of them repeat already.
+        let n = 3 * CHECK_FROM as u64;
+        let mut pairs = Values::new(u64::MAX, usize::MAX, &pool)
+            .unwrap()
+            .for_input(2 * n, 1);
+        let mut rows: Vec<u64> = (0..2 * n).map(|i| i / 2).collect();
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for i in (1..rows.len()).rev() {
+            rows.swap(i, (next(&mut state) % (i as u64 + 1)) as usize);
+        }
+        for v in rows {
+            assert!(pairs.add(v.mix(), &v.to_le_bytes(), 1), "{}", pairs.len());
+        }
+        assert_eq!(pairs.len() as u64, n);
         let mut small = Values::new(u64::MAX, 1 << 15, &pool).unwrap();
         let added = (0u64..).take_while(|i| small.add(i.mix(), &i.to_le_bytes(), 2));
         assert!(added.count() < 1000);
