@@ -15,7 +15,8 @@ use super::retain;
 use super::rowpages::{self, Paged};
 use super::store::{self, LocalStore, Split};
 use super::tasks::threads;
-use super::values::{self, Values};
+use super::together;
+use super::values::Values;
 use super::verify;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::KeyJob;
@@ -78,15 +79,16 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         r => format!("scan (page by page){r},"),
     };
     let scanned = started.elapsed();
-    let merging = Instant::now();
     let tables: Vec<Option<Values>> = filled.iter_mut().map(|f| f.values.take()).collect();
     let tables = match tabled.is_some() && tables.iter().all(Option::is_some) {
-        true => Values::merge(tables.into_iter().flatten().collect())
-            .map_err(|t| t.into_iter().map(Some).collect::<Vec<_>>()),
-        false => Err(tables),
-    };
-    let tables = match tables {
-        Ok(all) => {
+        true => {
+            let tables: Vec<Values> = tables.into_iter().flatten().collect();
+            let counting = Instant::now();
+            let threads = threads(ctx);
+            let bytes: usize = tables.iter().map(Values::bytes).sum();
+            let together = tokio::task::spawn_blocking(move || together::found(&tables, threads))
+                .await
+                .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
             let passes = vec![
                 format!(
                     "{how} tabling the exact values on {} run(s): {:.2} s",
@@ -94,15 +96,15 @@ pub(super) async fn partition_pages<R: Split<u64>>(
                     scanned.as_secs_f64()
                 ),
                 format!(
-                    "merge the runs' tables ({} values, {} MB): {:.2} s",
-                    all.as_ref().map_or(0, Values::len),
-                    all.as_ref().map_or(0, Values::bytes) >> 20,
-                    merging.elapsed().as_secs_f64()
+                    "count the runs' tables together on {threads} thread(s) ({} values, {} MB): {:.2} s",
+                    together.distinct,
+                    bytes >> 20,
+                    counting.elapsed().as_secs_f64()
                 ),
             ];
-            return values::found(all, job, passes).map(Scanned::Exact);
+            return together.found(job, passes).map(Scanned::Exact);
         }
-        Err(tables) => tables,
+        false => tables,
     };
     // The tables given back go to the stores, as if each run had given its
     // own up at the end (any store will do: the stores are counted as one).

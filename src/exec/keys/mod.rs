@@ -37,6 +37,7 @@ mod slab;
 mod store;
 mod tasks;
 mod text;
+mod together;
 mod values;
 mod verify;
 mod walks;

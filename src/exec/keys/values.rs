@@ -7,8 +7,9 @@
 //! (150,000 e-mail addresses in 10M rows), every row is such a row, and
 //! the verification is a table of every value with its rows built over a
 //! second read. Here each run of the page walk builds that table as it
-//! reads, and when every run kept its table the merged tables are the
-//! answer: every value, its rows, and the null rows.
+//! reads, and when every run kept its table the tables, counted together
+//! where they lie ([`super::together`]), are the answer: every value, its
+//! rows, and the null rows.
 //!
 //! A run gives its table up, and counts fingerprints from then on:
 //! - when too few of its rows repeat: from [`CHECK_FROM`] values on, each
@@ -41,15 +42,10 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::DataType;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 
 use super::filed::prefetch;
-use super::found::{rank_best, Found};
 use super::key::Key as _;
-use crate::exec::ExecError as Error;
-use crate::exec::SAMPLES;
-use crate::plan::keys::KeyJob;
 
 /// Values tabled before a run asks whether enough of them repeat.
 pub(super) const CHECK_FROM: usize = 1 << 16;
@@ -57,6 +53,11 @@ pub(super) const CHECK_FROM: usize = 1 << 16;
 /// The least estimated share of rows that repeat for which a run keeps
 /// its table (see the module's doc).
 pub(super) const REPEATING: f64 = 0.25;
+
+/// Values of a chunk: the tables are counted together a chunk at a time
+/// ([`super::together`]).
+/// (Small in unit tests, which cross their ends.)
+pub(super) const CHUNK: usize = if cfg!(test) { 1 << 6 } else { 1 << 14 };
 
 /// Slots of a new table.
 const FIRST_SLOTS: usize = 1 << 10;
@@ -68,8 +69,10 @@ pub(super) struct Values {
     /// (`u32`s, little-endian), and bytes.
     arena: Vec<u8>,
     /// Each value's cut fingerprint, in the entries' order: read only when
-    /// the table is merged or given up.
+    /// the tables are counted together or given up.
     fingerprints: Vec<u64>,
+    /// Where each [`CHUNK`]-th value's entry starts.
+    marks: Vec<u32>,
     len: usize,
     /// Values with more than one row.
     repeated: usize,
@@ -112,6 +115,9 @@ const SLOT: usize = std::mem::size_of::<Slot>();
 /// Bytes of an entry before its value's.
 const HEAD: usize = 8;
 
+/// Slots of a probe that a batch looks at ahead for a value's tag.
+const PROBE_AHEAD: usize = 4;
+
 /// The tag of cut fingerprint `w`.
 #[inline]
 fn tag_of(w: u64) -> u32 {
@@ -132,6 +138,7 @@ impl Values {
             slots: Vec::new(),
             arena: Vec::new(),
             fingerprints: Vec::new(),
+            marks: Vec::new(),
             len: 0,
             repeated: 0,
             nulls: 0,
@@ -150,6 +157,11 @@ impl Values {
     /// How many values are tabled.
     pub(super) fn len(&self) -> usize {
         self.len
+    }
+
+    /// How many values have more than one row.
+    pub(super) fn repeated(&self) -> usize {
+        self.repeated
     }
 
     /// The bytes the table takes.
@@ -326,6 +338,9 @@ impl Values {
         self.arena.extend_from_slice(value);
         self.arena.resize(start + entry_bytes(value.len()), 0);
         self.fingerprints.push(w);
+        if self.len.is_multiple_of(CHUNK) {
+            self.marks.push(start as u32);
+        }
         self.len += 1;
         self.rows += u64::from(rows);
         if rows > 1 {
@@ -334,30 +349,52 @@ impl Values {
         true
     }
 
-    /// Adds a row of each of `values`, looked up side by side: the slots
-    /// of all are asked of the cache, then the entries of those whose
-    /// first slot holds their tag, so that one value's misses overlap the
-    /// others'. Returns how many were added: all, or those before the one
-    /// at which the table gave up.
-    pub(super) fn batch(&mut self, values: &[(u64, &[u8])]) -> usize {
-        let mut tags = [0u32; super::pages::BATCH];
-        let tags = &mut tags[..values.len()];
-        for ((h, _), t) in values.iter().zip(tags.iter_mut()) {
-            *t = tag_of(h & self.mask);
-            prefetch(&self.slots[self.home(*t)]);
+    /// Asks the cache for the slots of `values`, then for the entries of
+    /// those found at the first slot of their probe that holds their tag
+    /// (a value moved on by another's is in the same cache line or the
+    /// next; an entry may cross a line), so that one value's misses
+    /// overlap the others'.
+    pub(super) fn ask(&self, values: &[(u64, &[u8])]) {
+        for (w, _) in values {
+            prefetch(&self.slots[self.home(tag_of(w & self.mask))]);
         }
-        for &t in tags.iter() {
-            let s = self.slots[self.home(t)];
-            if s.start != FREE && s.tag == t {
-                prefetch(self.arena.as_ptr().wrapping_add(s.start as usize));
+        for (w, value) in values {
+            let t = tag_of(w & self.mask);
+            let mut i = self.home(t);
+            for _ in 0..PROBE_AHEAD {
+                let s = self.slots[i];
+                if s.start == FREE {
+                    break;
+                }
+                if s.tag == t {
+                    let at = self.arena.as_ptr().wrapping_add(s.start as usize);
+                    prefetch(at);
+                    prefetch(at.wrapping_add(HEAD + value.len().max(1) - 1));
+                    break;
+                }
+                i = (i + 1) & (self.slots.len() - 1);
             }
         }
-        for (k, (h, value)) in values.iter().enumerate() {
-            if !self.add(*h, value, 1) {
+    }
+
+    /// Adds a row of each of `values`, looked up side by side
+    /// ([`Self::ask`]). Returns how many were added: all, or those before
+    /// the one at which the table gave up.
+    pub(super) fn batch(&mut self, values: &[(u64, &[u8])]) -> usize {
+        self.ask(values);
+        for (k, (w, value)) in values.iter().enumerate() {
+            if !self.add(*w, value, 1) {
                 return k;
             }
         }
         values.len()
+    }
+
+    /// The rows of `value` (of cut fingerprint `w`), if it is tabled.
+    #[inline]
+    pub(super) fn rows_of(&self, w: u64, value: &[u8]) -> Option<u64> {
+        let i = self.find(tag_of(w & self.mask), value).ok()?;
+        Some(u64::from(self.u32_at(self.slots[i].start as usize)))
     }
 
     /// Adds `n` null rows.
@@ -373,55 +410,25 @@ impl Values {
     /// Every value, with its cut fingerprint and rows, in the order they
     /// were first tabled.
     pub(super) fn each<'a>(&'a self, mut f: impl FnMut(u64, &'a [u8], u64)) {
-        let mut at = 0;
-        for w in &self.fingerprints {
+        for c in 0..self.chunks() {
+            self.each_of(c, &mut f);
+        }
+    }
+
+    /// How many chunks of [`CHUNK`] values ([`Self::each_of`]) the table
+    /// holds.
+    pub(super) fn chunks(&self) -> usize {
+        self.marks.len()
+    }
+
+    /// The values of chunk `c`, as [`Self::each`] gives them.
+    pub(super) fn each_of<'a>(&'a self, c: usize, mut f: impl FnMut(u64, &'a [u8], u64)) {
+        let mut at = self.marks[c] as usize;
+        let ends = self.len.min((c + 1) * CHUNK);
+        for w in &self.fingerprints[c * CHUNK..ends] {
             let (rows, value) = self.entry(at);
             f(*w, value, u64::from(rows));
             at += entry_bytes(value.len());
-        }
-    }
-
-    /// One table of the values of `tables` (none: an empty one), or the
-    /// tables back when the merged one would not fit the budget of all.
-    pub(super) fn merge(mut tables: Vec<Values>) -> Result<Option<Values>, Vec<Values>> {
-        let Some(biggest) = (0..tables.len()).max_by_key(|i| tables[*i].len) else {
-            return Ok(None);
-        };
-        let mut all = tables.swap_remove(biggest);
-        let len: usize = all.len + tables.iter().map(|t| t.len).sum::<usize>();
-        let arena: usize = all.arena.len() + tables.iter().map(|t| t.arena.len()).sum::<usize>();
-        all.most = (tables.iter()).fold(all.most, |most, t| most.saturating_add(t.most));
-        all.most_values = usize::MAX;
-        let slots = (len * 2).next_power_of_two().max(all.slots.len());
-        if !all.resize(slots, arena) {
-            tables.push(all);
-            return Err(tables);
-        }
-        for t in &tables {
-            all.nulls += t.nulls;
-            let mut batch = Vec::with_capacity(super::pages::BATCH);
-            t.each(|w, value, rows| {
-                batch.push((w, value, rows));
-                if batch.len() == batch.capacity() {
-                    all.absorb(&batch);
-                    batch.clear();
-                }
-            });
-            all.absorb(&batch);
-        }
-        Ok(Some(all))
-    }
-
-    /// Adds the values of another table (cut fingerprint, bytes, rows),
-    /// their slots asked of the cache first (as [`Self::batch`] does), for
-    /// which [`Self::merge`] made room.
-    fn absorb(&mut self, values: &[(u64, &[u8], u64)]) {
-        for (w, _, _) in values {
-            prefetch(&self.slots[self.home(tag_of(*w))]);
-        }
-        for (w, value, rows) in values {
-            // Room was made for every value: this never gives up.
-            self.add(*w, value, *rows);
         }
     }
 }
@@ -431,76 +438,15 @@ fn entry_bytes(bytes: usize) -> usize {
     (HEAD + bytes).next_multiple_of(4)
 }
 
-/// What the merged table `all` of a key's runs found (none: there was no
-/// run), said by `passes`: every value and the null rows (counted only
-/// when nulls are equal) a distinct key, those of more than one row
-/// repeated, and the top samples, ranked as the verification ranks its
-/// exact keys (a tag byte, 0 for null, before the value's bytes). Only the
-/// best few are kept on the way ([`Best`]): 5M repeated values, each
-/// copied out to be ranked, took 0.4 s.
-pub(super) fn found(
-    all: Option<Values>,
-    job: &KeyJob,
-    passes: Vec<String>,
-) -> Result<Found, Error> {
-    let (mut best, mut distinct, mut repeated) = (Best::default(), 0, 0);
-    if let Some(all) = &all {
-        all.each(|_, value, rows| {
-            distinct += 1;
-            if rows > 1 {
-                repeated += 1;
-                best.offer(1, value, rows);
-            }
-        });
-        if all.null_rows() > 0 {
-            distinct += 1;
-            if all.null_rows() > 1 {
-                repeated += 1;
-                best.offer(0, &[], all.null_rows());
-            }
-        }
-    }
-    Ok(Found {
-        duplicates: rank_best(&job.keys, &[DataType::Utf8View], best.0, repeated)?,
-        distinct,
-        spilled_bytes: 0,
-        passes,
-    })
-}
-
-/// The [`SAMPLES`] best keys offered, by rows descending and then (tag and
-/// bytes) ascending, as `found::rank_keys` chooses them; best first.
-#[derive(Default)]
-struct Best(Vec<(Box<[u8]>, u64)>);
-
-impl Best {
-    fn offer(&mut self, tag: u8, value: &[u8], rows: u64) {
-        // Whether (tag, value, rows) ranks before `b`.
-        let before = |b: &(Box<[u8]>, u64)| {
-            rows.cmp(&b.1)
-                .reverse()
-                .then_with(|| (tag, value).cmp(&(b.0[0], &b.0[1..])))
-                .is_lt()
-        };
-        if self.0.len() == SAMPLES && !self.0.last().is_some_and(before) {
-            return;
-        }
-        let at = self.0.iter().position(before).unwrap_or(self.0.len());
-        let mut key = Vec::with_capacity(value.len() + 1);
-        key.push(tag);
-        key.extend_from_slice(value);
-        self.0.insert(at, (key.into_boxed_slice(), rows));
-        self.0.truncate(SAMPLES);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
 
     use datafusion::execution::memory_pool::{GreedyMemoryPool, UnboundedMemoryPool};
 
+    use super::super::together;
     use super::*;
+    use crate::exec::SAMPLES;
 
     fn next(state: &mut u64) -> u64 {
         *state ^= *state << 13;
@@ -511,7 +457,7 @@ mod tests {
 
     /// Tabled against a map of every value: whatever the fingerprints'
     /// collisions (cut to 4 bits here), the empty value included, in
-    /// batches and by value, over several tables merged.
+    /// batches and by value, over several tables counted together.
     #[test]
     fn tabled_values_match_a_map() {
         let pool: Arc<dyn MemoryPool> = Arc::new(UnboundedMemoryPool::default());
@@ -559,11 +505,26 @@ mod tests {
                 *want.entry(v).or_default() += rows;
             }
         }
-        let all = Values::merge(tables).ok().flatten().unwrap();
-        let mut got = HashMap::new();
-        all.each(|_, v, n| assert!(got.insert(v.to_vec(), n).is_none()));
-        assert_eq!(got, want);
-        assert_eq!((all.len(), all.null_rows()), (want.len(), nulls));
+        for t in &tables {
+            let mut each = 0;
+            t.each(|_, _, _| each += 1);
+            assert_eq!(each, t.len());
+        }
+        // Every repeated key (a null one as tag 0), ranked.
+        let mut ranked: Vec<(u8, &[u8], u64)> = (want.iter())
+            .filter(|(_, n)| **n > 1)
+            .map(|(v, n)| (1, v.as_slice(), *n))
+            .chain((nulls > 1).then_some((0, &[][..], nulls)))
+            .collect();
+        ranked.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (a.0, a.1).cmp(&(b.0, b.1))));
+        for threads in [1, 2, 3] {
+            let got = together::found(&tables, threads);
+            assert_eq!(got.distinct, (want.len() + usize::from(nulls > 0)) as u64);
+            assert_eq!(got.repeated, ranked.len() as u64);
+            assert_eq!(got.samples(), ranked[..ranked.len().min(SAMPLES)]);
+        }
+        let null_rows: u64 = tables.iter().map(Values::null_rows).sum();
+        assert_eq!(null_rows, nulls);
     }
 
     /// A table of unique values gives up when it grows past [`CHECK_FROM`]
