@@ -138,32 +138,54 @@ impl<K: Key> Sieve<K> {
     }
 }
 
+/// Runs `job(state, item)` for every item of `0..items` on `threads`
+/// threads, each taking the next item and keeping its own `state` (from
+/// `init`) across them; returns the states.
+pub fn share<S: Send>(
+    items: usize,
+    threads: usize,
+    init: impl Fn() -> S + Sync,
+    job: impl Fn(&mut S, usize) + Sync,
+) -> Vec<S> {
+    let next = AtomicUsize::new(0);
+    let worker = || {
+        let mut state = init();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= items {
+                break state;
+            }
+            job(&mut state, i);
+        }
+    };
+    std::thread::scope(|scope| {
+        let others: Vec<_> = (1..threads.min(items))
+            .map(|_| scope.spawn(worker))
+            .collect();
+        let mut states = vec![worker()];
+        for w in others {
+            states.push(w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        }
+        states
+    })
+}
+
 /// Runs `job(state, partition, buffer)` for every partition, each worker
 /// taking the next one; a worker keeps its `state` (a table) across them.
-pub fn each_partition<S>(
+pub fn each_partition<S: Send>(
     partitions: usize,
     threads: usize,
     init: impl Fn() -> S + Sync,
     job: impl Fn(&mut S, usize, &mut Vec<u8>) -> Result<(), StoreError> + Sync,
 ) -> Result<(), StoreError> {
-    let next = AtomicUsize::new(0);
     let failed: Mutex<Option<StoreError>> = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for _ in 0..threads.max(1) {
-            scope.spawn(|| {
-                let mut state = init();
-                let mut buf = Vec::new();
-                loop {
-                    let p = next.fetch_add(1, Ordering::Relaxed);
-                    if p >= partitions || failed.lock().expect("lock").is_some() {
-                        break;
-                    }
-                    if let Err(e) = job(&mut state, p, &mut buf) {
-                        *failed.lock().expect("lock") = Some(e);
-                        return;
-                    }
-                }
-            });
+    let init = || (init(), Vec::new());
+    share(partitions, threads, init, |(state, buf), p| {
+        if failed.lock().expect("lock").is_some() {
+            return;
+        }
+        if let Err(e) = job(state, p, buf) {
+            *failed.lock().expect("lock") = Some(e);
         }
     });
     match failed.into_inner().expect("lock") {

@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 
+use super::count::share;
 use super::key::Key as _;
 
 /// The candidate fingerprints of a round, behind a bit filter: a row is
@@ -260,34 +261,74 @@ impl Filed {
     }
 
     /// Every filed key (tag and bytes) with its rows, by ordinal.
-    pub(super) fn each(&self, mut f: impl FnMut(u32, &[u8], u64)) {
-        for (i, first) in self.first.iter().enumerate() {
-            if first.rows == 0 {
-                continue;
-            }
-            let at = first.start as usize;
-            f(
-                i as u32,
-                &self.arena[at..at + first.len as usize],
-                first.rows,
-            );
-            for (k, n) in self.more.get(&(i as u32)).into_iter().flatten() {
-                f(i as u32, k, *n);
-            }
+    #[cfg(test)]
+    fn each(&self, mut f: impl FnMut(u32, &[u8], u64)) {
+        for i in 0..self.first.len() as u32 {
+            self.keys_of(i, |k, n| f(i, k, n));
         }
     }
 
-    /// One filing of the keys of several runs (none: no key).
-    pub(super) fn merge(parts: impl IntoIterator<Item = Filed>) -> Filed {
-        let mut parts = parts.into_iter();
-        let Some(mut all) = parts.next() else {
-            return Filed::new(0);
-        };
-        for part in parts {
-            part.each(|i, k, n| all.file(i, k[0], &k[1..], n));
+    /// The keys (tag and bytes) filed under `ordinal`, with their rows.
+    #[inline]
+    fn keys_of<'a>(&'a self, ordinal: u32, mut f: impl FnMut(&'a [u8], u64)) {
+        let first = self.first[ordinal as usize];
+        if first.rows == 0 {
+            return;
         }
-        all
+        let at = first.start as usize;
+        f(&self.arena[at..at + first.len as usize], first.rows);
+        if !self.more.is_empty() {
+            for (k, n) in self.more.get(&ordinal).into_iter().flatten() {
+                f(k, *n);
+            }
+        }
     }
+}
+
+/// Ordinals a thread of [`together`] takes at a time. (Small in unit
+/// tests, which cross their ends.)
+const ORDINALS: usize = if cfg!(test) { 8 } else { 1 << 14 };
+
+/// Ordinals ahead of the one counted whose first keys [`together`] asks
+/// the cache for.
+const AHEAD: usize = 16;
+
+/// Counts the keys that the runs `parts` filed together, on `threads`
+/// threads a range of ordinals at a time: each ordinal's keys of every
+/// part, the rows of equal keys summed, go once to `visit(state, ordinal,
+/// key, rows)`, each thread with its own `state` (from `init`); returns
+/// the states. (Merging the parts into one on one thread, each key filed
+/// again, took a fifth of the verification of a million candidates.)
+pub(super) fn together<S: Send>(
+    parts: &[Filed],
+    threads: usize,
+    init: impl Fn() -> S + Sync,
+    visit: impl Fn(&mut S, u32, &[u8], u64) + Sync,
+) -> Vec<S> {
+    let ordinals = parts.iter().map(|p| p.first.len()).max().unwrap_or(0);
+    share(ordinals.div_ceil(ORDINALS), threads, init, |state, c| {
+        let ends = ordinals.min((c + 1) * ORDINALS);
+        let mut keys: Vec<(&[u8], u64)> = Vec::new();
+        for o in c * ORDINALS..ends {
+            for p in parts.iter().filter(|p| o + AHEAD < p.first.len()) {
+                let ahead = p.first[o + AHEAD];
+                if ahead.rows > 0 {
+                    prefetch(p.arena.as_ptr().wrapping_add(ahead.start as usize));
+                }
+            }
+            for p in parts.iter().filter(|p| o < p.first.len()) {
+                p.keys_of(o as u32, |key, rows| {
+                    match keys.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, n)) => *n += rows,
+                        None => keys.push((key, rows)),
+                    }
+                });
+            }
+            for (key, rows) in keys.drain(..) {
+                visit(state, o as u32, key, rows);
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -332,7 +373,7 @@ mod tests {
 
     /// Filing against a map of every key: counts and keys agree, whether
     /// keys share an ordinal (a collision) or not, and whatever the order
-    /// of the runs merged.
+    /// of the runs counted together.
     #[test]
     fn filed_keys_match_a_map() {
         let mut state = 0x2545_F491_4F6C_DD1Du64;
@@ -360,10 +401,22 @@ mod tests {
             key.extend_from_slice(&bytes);
             *want.entry((ordinal, key)).or_default() += rows;
         }
-        let all = Filed::merge(runs);
-        let mut got = HashMap::new();
-        all.each(|i, k, n| assert!(got.insert((i, k.to_vec()), n).is_none()));
-        assert_eq!(got, want);
-        Filed::merge(Vec::new()).each(|i, k, n| panic!("{i} {k:?} {n} from no run"));
+        for r in &runs {
+            let mut each = HashMap::new();
+            r.each(|i, k, n| assert!(each.insert((i, k.to_vec()), n).is_none()));
+            assert!(each.keys().all(|k| want.contains_key(k)));
+        }
+        for threads in [1, 2, 3] {
+            let got = together(&runs, threads, Vec::new, |seen, i, k, n| {
+                seen.push(((i, k.to_vec()), n));
+            });
+            let mut all = HashMap::new();
+            for (k, n) in got.into_iter().flatten() {
+                assert!(all.insert(k, n).is_none());
+            }
+            assert_eq!(all, want);
+        }
+        let none = together(&[], 2, || 0, |n, _, _, _| *n += 1);
+        assert_eq!(none.iter().sum::<i32>(), 0);
     }
 }

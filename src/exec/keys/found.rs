@@ -90,39 +90,17 @@ pub(super) fn rank(
 
 /// The number of repeated exact keys of key columns `names` of `types`
 /// (each key a tag byte and bytes, as [`super::filed`] files them, with
-/// its rows), and the top samples, ranked as the grouped pass ranks them.
-///
-/// Only the top [`SAMPLES`] keys are converted and ranked: chosen first by
-/// rows descending, then by their bytes ascending, which is the order the
-/// ranking gives them (a key's bytes after its tag are Arrow's row format,
-/// or a text value's UTF-8, both ordered as `ORDER BY key`; the tag puts a
-/// null text value first, as nulls sort there). Converting and ranking
-/// every key instead took 3 s for 5M keys repeated twice.
-pub(super) fn rank_keys(
-    names: &[String],
-    types: &[DataType],
-    mut keys: Vec<(Box<[u8]>, u64)>,
-) -> Result<Duplicates, Error> {
-    let repeated = keys.len() as u64;
-    if keys.len() > SAMPLES {
-        let best = |a: &(Box<[u8]>, u64), b: &(Box<[u8]>, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
-        keys.select_nth_unstable_by(SAMPLES - 1, best);
-        keys.truncate(SAMPLES);
-    }
-    rank_best(names, types, keys, repeated)
-}
-
-/// [`rank_keys`] of `best`, which holds at least the top [`SAMPLES`] of
-/// `repeated` keys (as `rank_keys` chooses them).
+/// its rows) and the top samples, ranked as the grouped pass ranks them,
+/// from the `best` of the `repeated` keys.
 pub(super) fn rank_best(
     names: &[String],
     types: &[DataType],
-    best: Vec<(Box<[u8]>, u64)>,
+    best: Best,
     repeated: u64,
 ) -> Result<Duplicates, Error> {
     let types = values_of(types);
     let converter = converter(&types)?;
-    let rows = owned_rows(&converter, &types, best)?;
+    let rows = owned_rows(&converter, &types, best.0)?;
     let ranked = rank(&converter, names, rows)?;
     Ok(Duplicates {
         keys: repeated,
@@ -178,4 +156,58 @@ pub(super) fn owned_rows(
         .zip(&keys)
         .map(|(r, (_, n))| (r.owned(), *n))
         .collect())
+}
+
+/// The [`SAMPLES`] best of the repeated exact keys offered (each a tag
+/// byte, 0 for a null text value, and bytes, with its rows), kept as they
+/// come: by rows descending, then by their bytes ascending, which is the
+/// order [`rank_best`] gives them (a key's bytes after its tag are Arrow's
+/// row format, or a text value's UTF-8, both ordered as `ORDER BY key`; the
+/// tag puts a null text value first, as nulls sort there). So only these
+/// few are converted and ranked: converting and ranking every key took 3 s
+/// for 5M keys repeated twice, and copying each out to be ranked 0.4 s.
+#[derive(Default)]
+pub(super) struct Best(Vec<(Box<[u8]>, u64)>);
+
+impl Best {
+    /// Whether [`Best::offer`] would keep (tag, bytes, rows).
+    pub(super) fn takes(&self, tag: u8, bytes: &[u8], rows: u64) -> bool {
+        self.0.len() < SAMPLES || self.0.last().is_some_and(|b| before((tag, bytes, rows), b))
+    }
+
+    /// Offers the key `tag`, `bytes` of `rows` rows.
+    pub(super) fn offer(&mut self, tag: u8, bytes: &[u8], rows: u64) {
+        if !self.takes(tag, bytes, rows) {
+            return;
+        }
+        let at = (self.0.iter())
+            .position(|b| before((tag, bytes, rows), b))
+            .unwrap_or(self.0.len());
+        let mut key = Vec::with_capacity(bytes.len() + 1);
+        key.push(tag);
+        key.extend_from_slice(bytes);
+        self.0.insert(at, (key.into_boxed_slice(), rows));
+        self.0.truncate(SAMPLES);
+    }
+
+    /// Offers every key `other` kept.
+    pub(super) fn absorb(&mut self, other: Best) {
+        for (key, rows) in other.0 {
+            self.offer(key[0], &key[1..], rows);
+        }
+    }
+
+    /// The keys kept, best first: (tag, bytes, rows).
+    #[cfg(test)]
+    pub(super) fn samples(&self) -> Vec<(u8, &[u8], u64)> {
+        (self.0.iter()).map(|(k, n)| (k[0], &k[1..], *n)).collect()
+    }
+}
+
+/// Whether (tag, bytes, rows) ranks before the kept key `b`.
+fn before((tag, bytes, rows): (u8, &[u8], u64), b: &(Box<[u8]>, u64)) -> bool {
+    rows.cmp(&b.1)
+        .reverse()
+        .then_with(|| (tag, bytes).cmp(&(b.0[0], &b.0[1..])))
+        .is_lt()
 }

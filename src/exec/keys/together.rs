@@ -10,15 +10,13 @@
 //! the tables. (Merging them into one table first, on one thread, took
 //! 0.5 s and 130 MB for two runs' tables of 5M e-mail addresses.)
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use datafusion::arrow::datatypes::DataType;
 
-use super::found::{rank_best, Found};
+use super::count::share;
+use super::found::{rank_best, Best, Found};
 use super::pages::BATCH;
 use super::values::Values;
 use crate::exec::ExecError as Error;
-use crate::exec::SAMPLES;
 use crate::plan::keys::KeyJob;
 
 /// What `tables` (of a key's runs) found, counted on `threads` threads:
@@ -40,32 +38,16 @@ pub(super) fn found(tables: &[Values], threads: usize) -> Together {
         let work: Vec<(usize, usize)> = (order.iter().enumerate())
             .flat_map(|(j, t)| (0..t.chunks()).map(move |c| (j, c)))
             .collect();
-        let next = AtomicUsize::new(0);
-        let worker = || {
-            let mut tally = Tally::default();
-            while let Some(&(j, c)) = work.get(next.fetch_add(1, Ordering::Relaxed)) {
-                tally.chunk(&order, j, c);
-            }
-            tally
-        };
-        let tallies = std::thread::scope(|scope| {
-            let workers: Vec<_> = (1..threads.min(work.len()))
-                .map(|_| scope.spawn(worker))
-                .collect();
-            let mut tallies = vec![worker()];
-            for w in workers {
-                tallies.push(w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-            }
-            tallies
+        let tallies = share(work.len(), threads, Tally::default, |tally, i| {
+            let (j, c) = work[i];
+            tally.chunk(&order, j, c);
         });
         all.distinct = last.len() as u64;
         all.repeated = last.repeated() as u64;
         for t in tallies {
             all.distinct = all.distinct + t.distinct - t.in_last;
             all.repeated = all.repeated + t.repeated - t.in_last_repeated;
-            for (key, rows) in t.best.0 {
-                all.best.offer(key[0], &key[1..], rows);
-            }
+            all.best.absorb(t.best);
         }
     }
     let nulls: u64 = tables.iter().map(Values::null_rows).sum();
@@ -165,52 +147,16 @@ impl Together {
     /// The samples kept, best first: (tag, bytes, rows).
     #[cfg(test)]
     pub(super) fn samples(&self) -> Vec<(u8, &[u8], u64)> {
-        (self.best.0.iter())
-            .map(|(k, n)| (k[0], &k[1..], *n))
-            .collect()
+        self.best.samples()
     }
 
     /// What the key check of `job` found, said by `passes`.
     pub(super) fn found(self, job: &KeyJob, passes: Vec<String>) -> Result<Found, Error> {
         Ok(Found {
-            duplicates: rank_best(&job.keys, &[DataType::Utf8View], self.best.0, self.repeated)?,
+            duplicates: rank_best(&job.keys, &[DataType::Utf8View], self.best, self.repeated)?,
             distinct: self.distinct,
             spilled_bytes: 0,
             passes,
         })
     }
-}
-
-/// The [`SAMPLES`] best keys offered, by rows descending and then (tag and
-/// bytes) ascending, as `found::rank_keys` chooses them; best first.
-#[derive(Default)]
-struct Best(Vec<(Box<[u8]>, u64)>);
-
-impl Best {
-    /// Whether [`Best::offer`] would keep (tag, value, rows).
-    fn takes(&self, tag: u8, value: &[u8], rows: u64) -> bool {
-        self.0.len() < SAMPLES || self.0.last().is_some_and(|b| before((tag, value, rows), b))
-    }
-
-    fn offer(&mut self, tag: u8, value: &[u8], rows: u64) {
-        if !self.takes(tag, value, rows) {
-            return;
-        }
-        let at = (self.0.iter())
-            .position(|b| before((tag, value, rows), b))
-            .unwrap_or(self.0.len());
-        let mut key = Vec::with_capacity(value.len() + 1);
-        key.push(tag);
-        key.extend_from_slice(value);
-        self.0.insert(at, (key.into_boxed_slice(), rows));
-        self.0.truncate(SAMPLES);
-    }
-}
-
-/// Whether (tag, value, rows) ranks before the kept key `b`.
-fn before((tag, value, rows): (u8, &[u8], u64), b: &(Box<[u8]>, u64)) -> bool {
-    rows.cmp(&b.1)
-        .reverse()
-        .then_with(|| (tag, value).cmp(&(b.0[0], &b.0[1..])))
-        .is_lt()
 }

@@ -34,8 +34,8 @@ use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::prelude::SessionContext;
 
 use super::encode;
-use super::filed::{Candidates, Filed, MOST};
-use super::found::{converter, key_types, rank_keys, values_of};
+use super::filed::{self, Candidates, Filed, MOST};
+use super::found::{converter, key_types, rank_best, values_of, Best};
 use super::pages::{self, Visit};
 use super::retain::{key_bytes, Retainer};
 use super::tasks::{scan, streams, threads};
@@ -95,8 +95,7 @@ pub(super) async fn verify(
         (Source::Read, [k]) => pages::plan(input, k, threads(ctx)),
         _ => None,
     };
-    let mut distinct = 0;
-    let mut dups: Vec<(Box<[u8]>, u64)> = Vec::new();
+    let (mut distinct, mut keys, mut best) = (0, 0, Best::default());
     let mut types = None;
     let (mut repeats, mut by_value) = (0, false);
     for round in 0..rounds {
@@ -125,19 +124,30 @@ pub(super) async fn verify(
         if !t.is_empty() {
             types = Some(t);
         }
-        filed.each(|_, key, rows| {
-            distinct += 1;
-            if rows > 1 {
-                dups.push((key.into(), rows));
-            }
-        });
+        let threads = threads(ctx);
+        let counted = tokio::task::spawn_blocking(move || {
+            filed::together(&filed, threads, Tally::default, |t, _, key, rows| {
+                t.0 += 1;
+                if rows > 1 {
+                    t.1 += 1;
+                    t.2.offer(key[0], &key[1..], rows);
+                }
+            })
+        })
+        .await
+        .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
+        for (d, r, b) in counted {
+            distinct += d;
+            keys += r;
+            best.absorb(b);
+        }
     }
     let types = match types {
         Some(t) => t,
         None => key_types(input, job)?,
     };
     Ok(Exact {
-        duplicates: rank_keys(&job.keys, &types, dups)?,
+        duplicates: rank_best(&job.keys, &types, best, keys)?,
         distinct,
         rounds,
         paged: text.is_some(),
@@ -145,6 +155,10 @@ pub(super) async fn verify(
         by_value,
     })
 }
+
+/// What a thread counted of the filed keys: distinct keys, repeated keys,
+/// and the best samples.
+type Tally = (u64, u64, Best);
 
 /// The bytes the exact keys may take: a quarter of `--memory-limit` (at
 /// least 1 MiB), or [`DEFAULT_BUDGET`].
@@ -211,7 +225,7 @@ async fn file_keys(
     candidates: Arc<Candidates>,
     bits: Option<u32>,
     label: &str,
-) -> Result<(Filed, Vec<DataType>), Error> {
+) -> Result<(Vec<Filed>, Vec<DataType>), Error> {
     let (streams, _bar) = streams(ctx, input, &job.keys, label).await?;
     let types = match streams.first() {
         Some(s) => s
@@ -243,7 +257,7 @@ async fn file_keys(
         },
     )
     .await?;
-    Ok((Filed::merge(filed.into_iter().map(|(f, _, _)| f)), types))
+    Ok((filed.into_iter().map(|(f, _, _)| f).collect(), types))
 }
 
 /// One read of a single text key's pages ([`pages`]): every counted row
@@ -255,7 +269,7 @@ async fn file_pages(
     (candidates, by_value): (Arc<Candidates>, bool),
     bits: Option<u32>,
     label: &str,
-) -> Result<(Filed, u64), Error> {
+) -> Result<(Vec<Filed>, u64), Error> {
     let filing = || Filing {
         by_value,
         filed: Filed::new(candidates.len()),
@@ -264,7 +278,7 @@ async fn file_pages(
         nulls_equal: job.nulls_equal,
     };
     let (parts, repeats) = pages::walk(text, label, filing).await?;
-    Ok((Filed::merge(parts.into_iter().map(|f| f.filed)), repeats))
+    Ok((parts.into_iter().map(|f| f.filed).collect(), repeats))
 }
 
 /// The fewest candidates for which a page's rows come by value (a
@@ -320,7 +334,7 @@ async fn file_kept(
     job: &KeyJob,
     candidates: &Arc<Candidates>,
     bits: Option<u32>,
-) -> Result<(Filed, Vec<DataType>), Error> {
+) -> Result<(Vec<Filed>, Vec<DataType>), Error> {
     if let Some(t) = kept.iter().find_map(|r| r.text.as_ref()?.data_type.clone()) {
         return Ok((file_kept_text(kept, candidates, &t, bits).await?, vec![t]));
     }
@@ -334,7 +348,7 @@ async fn file_kept(
                 .collect::<Vec<_>>()
         })
     else {
-        return Ok((Filed::new(0), Vec::new()));
+        return Ok((Vec::new(), Vec::new()));
     };
     let form = Arc::new(Form::of(&types)?);
     let (candidates, nulls_equal) = (candidates.clone(), job.nulls_equal);
@@ -362,7 +376,7 @@ async fn file_kept(
 async fn file_each(
     kept: &[Arc<Retainer>],
     file: impl Fn(&Retainer) -> Result<Filed, Error> + Send + Sync + 'static,
-) -> Result<Filed, Error> {
+) -> Result<Vec<Filed>, Error> {
     let file = Arc::new(file);
     let mut tasks = tokio::task::JoinSet::new();
     for (i, r) in kept.iter().enumerate() {
@@ -374,7 +388,7 @@ async fn file_each(
         parts.push(done.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
     }
     parts.sort_by_key(|(i, _)| *i);
-    Ok(Filed::merge(parts.into_iter().map(|(_, f)| f)))
+    Ok(parts.into_iter().map(|(_, f)| f).collect())
 }
 
 /// The rows every scan task kept compactly ([`super::compact`]) whose
@@ -387,7 +401,7 @@ async fn file_kept_text(
     candidates: &Arc<Candidates>,
     data_type: &DataType,
     bits: Option<u32>,
-) -> Result<Filed, Error> {
+) -> Result<Vec<Filed>, Error> {
     let (candidates, data_type) = (candidates.clone(), data_type.clone());
     file_each(kept, move |r| {
         let (mut filed, mut hashes, mut failed) = (Filed::new(candidates.len()), Vec::new(), None);
