@@ -24,10 +24,11 @@
 //!   values seen twice, tried first, cannot tell such a key from one whose
 //!   every value occurs twice, scattered: both look unique in their first
 //!   100,000 rows.);
-//! - when the values it would hold at the end of its run, at the rate new
-//!   ones came since it last grew, would pass its share of the budget (the
-//!   verification's, over the runs); or when it passes that share, or the
-//!   memory pool refuses it.
+//! - when the values it would hold at the end of its run would pass its
+//!   share of the budget (the verification's, over the runs): as many as
+//!   new ones came since it last grew, at that rate, or as Chao's estimate
+//!   of the input's values says if fewer (see [`Values::pays`]); or when it
+//!   passes that share, or the memory pool refuses it.
 //!
 //! The values tabled so far then go to the run's store as the page walk
 //! pushes a value's rows by value (at most two words), so the first pass
@@ -74,8 +75,9 @@ pub(super) struct Values {
     /// Where each [`CHUNK`]-th value's entry starts.
     marks: Vec<u32>,
     len: usize,
-    /// Values with more than one row.
+    /// Values with more than one row, and with exactly two.
     repeated: usize,
+    twice: usize,
     /// Null rows.
     nulls: u64,
     /// What the table keeps of a fingerprint.
@@ -141,6 +143,7 @@ impl Values {
             marks: Vec::new(),
             len: 0,
             repeated: 0,
+            twice: 0,
             nulls: 0,
             mask,
             most,
@@ -185,11 +188,22 @@ impl Values {
         if repeating < REPEATING {
             return false;
         }
+        // The values at the run's end: at the rate new ones came since the
+        // table last grew, or, when the values seen so far say that there
+        // are fewer in all, as many as that (Chao's estimate of the values
+        // of the whole input: those seen, and f1²/2f2 for f1 seen once and
+        // f2 twice). Each overshoots one way: the rate of a key with fewer
+        // values than rows falls as they are all seen (150,000 addresses
+        // in 50M rows), and Chao's estimate of a key each of whose values
+        // occurs twice is far too high in its first rows.
         let (len, rows) = self.grown;
         let rate = (self.len - len) as f64 / (self.rows - rows).max(1) as f64;
         let left = (self.run_rows as f64 - seen).max(0.0);
+        let once = (self.len - self.repeated) as f64;
+        let all = self.len as f64 + once * once / (2 * self.twice.max(1)) as f64;
+        let end = (self.len as f64 + rate * left).min(all);
         let per_value = self.bytes() as f64 / self.len.max(1) as f64;
-        (self.len as f64 + rate * left) * per_value <= self.most as f64
+        end * per_value <= self.most as f64
     }
 
     /// Takes `slots` slots (rehashing every value) and room for `arena`
@@ -309,10 +323,9 @@ impl Values {
             Ok(i) => {
                 let at = self.slots[i].start as usize;
                 let had = self.u32_at(at);
-                if had == 1 {
-                    self.repeated += 1;
-                }
                 let now = had.saturating_add(rows);
+                self.repeated += usize::from(had == 1);
+                self.twice = self.twice + usize::from(now == 2) - usize::from(had == 2);
                 self.arena[at..at + 4].copy_from_slice(&now.to_le_bytes());
                 self.rows += u64::from(rows);
                 return true;
@@ -343,9 +356,8 @@ impl Values {
         }
         self.len += 1;
         self.rows += u64::from(rows);
-        if rows > 1 {
-            self.repeated += 1;
-        }
+        self.repeated += usize::from(rows > 1);
+        self.twice += usize::from(rows == 2);
         true
     }
 
@@ -529,8 +541,9 @@ mod tests {
 
     /// A table of unique values gives up when it grows past [`CHECK_FROM`]
     /// of them, one that repeats does not, nor one of values each twice in
-    /// random order; a budget or a pool too small for
-    /// the next growth gives up too, adding nothing.
+    /// random order, nor one of a few values of a large input whose first
+    /// rows bring new ones fast; a budget or a pool too small for the next
+    /// growth gives up too, adding nothing.
     #[test]
     fn a_table_gives_up_when_it_does_not_pay_or_fit() {
         let pool: Arc<dyn MemoryPool> = Arc::new(UnboundedMemoryPool::default());
@@ -558,6 +571,20 @@ mod tests {
             assert!(pairs.add(v.mix(), &v.to_le_bytes(), 1), "{}", pairs.len());
         }
         assert_eq!(pairs.len() as u64, n);
+        // 150,000 values drawn at random, as if from 50M rows: when the
+        // table first asks, new values still come at about one row in
+        // two, which 50M rows would make 24M values, but the values seen
+        // say there are about 150,000 in all, which fit.
+        let mut drawn = Values::new(u64::MAX, 64 << 20, &pool)
+            .unwrap()
+            .for_input(50_000_000, 1);
+        let mut want = std::collections::HashSet::new();
+        for _ in 0..600_000 {
+            let v = next(&mut state) % 150_000;
+            want.insert(v);
+            assert!(drawn.add(v.mix(), &v.to_le_bytes(), 1), "{}", drawn.len());
+        }
+        assert_eq!(drawn.len(), want.len());
         let mut small = Values::new(u64::MAX, 1 << 15, &pool).unwrap();
         let added = (0u64..).take_while(|i| small.add(i.mix(), &i.to_le_bytes(), 2));
         assert!(added.count() < 1000);
