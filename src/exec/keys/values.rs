@@ -84,8 +84,10 @@ pub(super) struct Values {
     mask: u64,
     /// The most bytes the table may take.
     most: usize,
-    /// The most values it may hold (a test hook's).
+    /// The most values it may hold (a test hook's, or a lookup's), and
+    /// whether it keeps them whether or not they repeat (a lookup's).
     most_values: usize,
+    keep: bool,
     /// Rows added (null rows aside).
     rows: u64,
     /// The input's rows, and a run's share of them.
@@ -148,6 +150,7 @@ impl Values {
             mask,
             most,
             most_values: crate::hooks::exact_values().unwrap_or(usize::MAX),
+            keep: false,
             rows: 0,
             input_rows: 0,
             run_rows: 0,
@@ -155,6 +158,14 @@ impl Values {
             reservation: MemoryConsumer::new("dqgate key values").register(pool),
         };
         v.resize(FIRST_SLOTS, 0).then_some(v)
+    }
+
+    /// The table of a lookup's staged keys: at most `most` values, kept
+    /// whether or not they repeat.
+    pub(super) fn for_lookup(mut self, most: usize) -> Values {
+        self.most_values = most;
+        self.keep = true;
+        self
     }
 
     /// How many values are tabled.
@@ -244,7 +255,7 @@ impl Values {
         }
         let mut slots = self.slots.len();
         if (self.len + 1) * 4 > slots * 3 {
-            if self.len >= CHECK_FROM && !self.pays() {
+            if !self.keep && self.len >= CHECK_FROM && !self.pays() {
                 return false;
             }
             self.grown = (self.len, self.rows);
