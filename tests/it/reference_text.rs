@@ -200,6 +200,12 @@ fn lookups_beyond_the_in_place_table_are_spread() {
         log.contains("the reference has 300000 rows, more than the 262144 keys"),
         "{log}"
     );
+    // However many staged rows there are: the table is reserved for the
+    // keys a lookup may hold (it once was for every row, and past 16M
+    // rows, here 100, the lookup was spread).
+    let (got, log) = check(cwd, &few, false, &[("DQGATE_TEST_PROBE_ROWS", "100")]);
+    assert_eq!(got, grouped);
+    assert_eq!(log.matches(SPREAD_LOG).count(), 1, "{log}");
     // Many distinct staged keys: the in-place table for the small
     // reference gives up, and the spread lookup answers both.
     let many = cwd.join("many");
