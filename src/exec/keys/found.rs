@@ -92,7 +92,7 @@ pub(super) fn rank(
 /// (each key a tag byte and bytes, as [`super::filed`] files them, with
 /// its rows) and the top samples, ranked as the grouped pass ranks them,
 /// from the `best` of the `repeated` keys.
-pub(super) fn rank_best(
+fn rank_best(
     names: &[String],
     types: &[DataType],
     best: Best,
@@ -158,6 +158,58 @@ pub(super) fn owned_rows(
         .collect())
 }
 
+/// Exact keys counted one at a time: how many, how many of more than one
+/// row, and the best samples of those.
+#[derive(Default)]
+pub(super) struct Tallied {
+    pub distinct: u64,
+    pub repeated: u64,
+    best: Best,
+}
+
+impl Tallied {
+    /// Counts the key `tag`, `bytes` of `rows` rows.
+    pub(super) fn key(&mut self, tag: u8, bytes: &[u8], rows: u64) {
+        self.distinct += 1;
+        if rows > 1 {
+            self.repeated += 1;
+            self.best.offer(tag, bytes, rows);
+        }
+    }
+
+    /// Counts what `other` counted (keys it did not share with this one).
+    pub(super) fn absorb(&mut self, other: Tallied) {
+        self.distinct += other.distinct;
+        self.repeated += other.repeated;
+        self.best.absorb(other.best);
+    }
+
+    /// Whether a key of `rows` rows would be a sample ([`Best::takes`]).
+    pub(super) fn sample(&self, tag: u8, bytes: &[u8], rows: u64) -> bool {
+        rows > 1 && self.best.takes(tag, bytes, rows)
+    }
+
+    /// Offers a key as a sample only (counted otherwise).
+    pub(super) fn offer(&mut self, tag: u8, bytes: &[u8], rows: u64) {
+        self.best.offer(tag, bytes, rows);
+    }
+
+    /// The repeated keys of key columns `names` of `types` ([`rank_best`]).
+    pub(super) fn duplicates(
+        self,
+        names: &[String],
+        types: &[DataType],
+    ) -> Result<Duplicates, Error> {
+        rank_best(names, types, self.best, self.repeated)
+    }
+
+    /// The samples kept, best first: (tag, bytes, rows).
+    #[cfg(test)]
+    pub(super) fn samples(&self) -> Vec<(u8, &[u8], u64)> {
+        self.best.samples()
+    }
+}
+
 /// The [`SAMPLES`] best of the repeated exact keys offered (each a tag
 /// byte, 0 for a null text value, and bytes, with its rows), kept as they
 /// come: by rows descending, then by their bytes ascending, which is the
@@ -167,16 +219,16 @@ pub(super) fn owned_rows(
 /// few are converted and ranked: converting and ranking every key took 3 s
 /// for 5M keys repeated twice, and copying each out to be ranked 0.4 s.
 #[derive(Default)]
-pub(super) struct Best(Vec<(Box<[u8]>, u64)>);
+struct Best(Vec<(Box<[u8]>, u64)>);
 
 impl Best {
     /// Whether [`Best::offer`] would keep (tag, bytes, rows).
-    pub(super) fn takes(&self, tag: u8, bytes: &[u8], rows: u64) -> bool {
+    fn takes(&self, tag: u8, bytes: &[u8], rows: u64) -> bool {
         self.0.len() < SAMPLES || self.0.last().is_some_and(|b| before((tag, bytes, rows), b))
     }
 
     /// Offers the key `tag`, `bytes` of `rows` rows.
-    pub(super) fn offer(&mut self, tag: u8, bytes: &[u8], rows: u64) {
+    fn offer(&mut self, tag: u8, bytes: &[u8], rows: u64) {
         if !self.takes(tag, bytes, rows) {
             return;
         }
@@ -191,7 +243,7 @@ impl Best {
     }
 
     /// Offers every key `other` kept.
-    pub(super) fn absorb(&mut self, other: Best) {
+    fn absorb(&mut self, other: Best) {
         for (key, rows) in other.0 {
             self.offer(key[0], &key[1..], rows);
         }
@@ -199,7 +251,7 @@ impl Best {
 
     /// The keys kept, best first: (tag, bytes, rows).
     #[cfg(test)]
-    pub(super) fn samples(&self) -> Vec<(u8, &[u8], u64)> {
+    fn samples(&self) -> Vec<(u8, &[u8], u64)> {
         (self.0.iter()).map(|(k, n)| (k[0], &k[1..], *n)).collect()
     }
 }

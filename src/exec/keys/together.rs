@@ -10,30 +10,27 @@
 //! the tables. (Merging them into one table first, on one thread, took
 //! 0.5 s and 130 MB for two runs' tables of 5M e-mail addresses.)
 
-use datafusion::arrow::datatypes::DataType;
-
 use super::count::share;
-use super::found::{rank_best, Best, Found};
+use super::found::Tallied;
 use super::pages::BATCH;
 use super::values::Values;
-use crate::exec::ExecError as Error;
-use crate::plan::keys::KeyJob;
 
 /// What `tables` (of a key's runs) found, counted on `threads` threads:
 /// every value and the null rows (counted only when nulls are equal) a
 /// distinct key, those of more than one row repeated, and the top samples,
 /// ranked as the verification ranks its exact keys (a tag byte, 0 for
 /// null, before the value's bytes). Only the best few are kept on the way
-/// ([`Best`]): 5M repeated values, each copied out to be ranked, took 0.4 s.
+/// ([`Tallied`]): 5M repeated values, each copied out to be ranked, took
+/// 0.4 s.
 ///
 /// The biggest table is not looked up value by value: its values that the
 /// others hold are counted as those are looked up in it, the rest of its
 /// distinct and repeated values follow from its own counts, and only a
 /// value that would enter the samples is looked up in the others.
-pub(super) fn found(tables: &[Values], threads: usize) -> Together {
+pub(super) fn found(tables: &[Values], threads: usize) -> Tallied {
     let mut order: Vec<&Values> = tables.iter().collect();
     order.sort_by_key(|t| t.len());
-    let mut all = Together::default();
+    let mut all = Tallied::default();
     if let Some((&last, _)) = order.split_last() {
         let work: Vec<(usize, usize)> = (order.iter().enumerate())
             .flat_map(|(j, t)| (0..t.chunks()).map(move |c| (j, c)))
@@ -45,18 +42,14 @@ pub(super) fn found(tables: &[Values], threads: usize) -> Together {
         all.distinct = last.len() as u64;
         all.repeated = last.repeated() as u64;
         for t in tallies {
-            all.distinct = all.distinct + t.distinct - t.in_last;
-            all.repeated = all.repeated + t.repeated - t.in_last_repeated;
-            all.best.absorb(t.best);
+            all.distinct -= t.in_last;
+            all.repeated -= t.in_last_repeated;
+            all.absorb(t.counted);
         }
     }
     let nulls: u64 = tables.iter().map(Values::null_rows).sum();
     if nulls > 0 {
-        all.distinct += 1;
-        if nulls > 1 {
-            all.repeated += 1;
-            all.best.offer(0, &[], nulls);
-        }
+        all.key(0, &[], nulls);
     }
     all
 }
@@ -65,14 +58,12 @@ pub(super) fn found(tables: &[Values], threads: usize) -> Together {
 #[derive(Default)]
 struct Tally {
     /// Values counted by a table before the last (the first that holds
-    /// them), and of those the repeated.
-    distinct: u64,
-    repeated: u64,
+    /// them).
+    counted: Tallied,
     /// Of those, the values the last table holds, and those it holds more
     /// than one row of.
     in_last: u64,
     in_last_repeated: u64,
-    best: Best,
 }
 
 impl Tally {
@@ -83,11 +74,10 @@ impl Tally {
         tables[j].each_of(c, |w, value, rows| {
             if j == last {
                 // Only a value that would be a sample is looked up.
-                if rows > 1
-                    && self.best.takes(1, value, rows)
+                if self.counted.sample(1, value, rows)
                     && tables[..last].iter().all(|t| t.rows_of(w, value).is_none())
                 {
-                    self.best.offer(1, value, rows);
+                    self.counted.offer(1, value, rows);
                 }
                 return;
             }
@@ -125,38 +115,7 @@ impl Tally {
                     }
                 }
             }
-            self.distinct += 1;
-            if all > 1 {
-                self.repeated += 1;
-                self.best.offer(1, value, all);
-            }
+            self.counted.key(1, value, all);
         }
-    }
-}
-
-/// The distinct values of a key's tables, those repeated, and the best
-/// samples ([`found`]).
-#[derive(Default)]
-pub(super) struct Together {
-    pub distinct: u64,
-    pub repeated: u64,
-    best: Best,
-}
-
-impl Together {
-    /// The samples kept, best first: (tag, bytes, rows).
-    #[cfg(test)]
-    pub(super) fn samples(&self) -> Vec<(u8, &[u8], u64)> {
-        self.best.samples()
-    }
-
-    /// What the key check of `job` found, said by `passes`.
-    pub(super) fn found(self, job: &KeyJob, passes: Vec<String>) -> Result<Found, Error> {
-        Ok(Found {
-            duplicates: rank_best(&job.keys, &[DataType::Utf8View], self.best, self.repeated)?,
-            distinct: self.distinct,
-            spilled_bytes: 0,
-            passes,
-        })
     }
 }

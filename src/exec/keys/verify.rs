@@ -35,7 +35,7 @@ use datafusion::prelude::SessionContext;
 
 use super::encode;
 use super::filed::{self, Candidates, Filed, MOST};
-use super::found::{converter, key_types, rank_best, values_of, Best};
+use super::found::{converter, key_types, values_of, Tallied};
 use super::pages::{self, Visit};
 use super::retain::{key_bytes, Retainer};
 use super::tasks::{scan, streams, threads};
@@ -95,7 +95,7 @@ pub(super) async fn verify(
         (Source::Read, [k]) => pages::plan(input, k, threads(ctx)),
         _ => None,
     };
-    let (mut distinct, mut keys, mut best) = (0, 0, Best::default());
+    let mut tallied = Tallied::default();
     let mut types = None;
     let (mut repeats, mut by_value) = (0, false);
     for round in 0..rounds {
@@ -126,39 +126,27 @@ pub(super) async fn verify(
         }
         let threads = threads(ctx);
         let counted = tokio::task::spawn_blocking(move || {
-            filed::together(&filed, threads, Tally::default, |t, _, key, rows| {
-                t.0 += 1;
-                if rows > 1 {
-                    t.1 += 1;
-                    t.2.offer(key[0], &key[1..], rows);
-                }
+            filed::together(&filed, threads, Tallied::default, |t, _, key, rows| {
+                t.key(key[0], &key[1..], rows);
             })
         })
         .await
         .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
-        for (d, r, b) in counted {
-            distinct += d;
-            keys += r;
-            best.absorb(b);
-        }
+        counted.into_iter().for_each(|t| tallied.absorb(t));
     }
     let types = match types {
         Some(t) => t,
         None => key_types(input, job)?,
     };
     Ok(Exact {
-        duplicates: rank_best(&job.keys, &types, best, keys)?,
-        distinct,
+        distinct: tallied.distinct,
+        duplicates: tallied.duplicates(&job.keys, &types)?,
         rounds,
         paged: text.is_some(),
         repeats,
         by_value,
     })
 }
-
-/// What a thread counted of the filed keys: distinct keys, repeated keys,
-/// and the best samples.
-type Tally = (u64, u64, Best);
 
 /// The bytes the exact keys may take: a quarter of `--memory-limit` (at
 /// least 1 MiB), or [`DEFAULT_BUDGET`].

@@ -80,7 +80,9 @@ struct Pending {
 
 impl Building {
     fn flush(&mut self) {
-        if let Some(values) = self.values.take() {
+        // Past `most` keys the sets are not used: the lookup is spread.
+        let over = self.over.load(Ordering::Relaxed);
+        if let Some(values) = self.values.take().filter(|_| !over) {
             values.each(|w, value, rows| {
                 let rows = u32::try_from(rows).unwrap_or(u32::MAX);
                 self.set.add(w, value, rows);
