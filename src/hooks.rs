@@ -144,6 +144,13 @@ pub fn by_value() -> Option<usize> {
     parsed!("DQGATE_TEST_BY_VALUE")
 }
 
+/// `DQGATE_TEST_SPILL_CANDIDATES`: the fewest candidates whose
+/// verification writes its rows to disk by round even when their exact
+/// keys fit the budget (default 262,144).
+pub fn spill_candidates() -> Option<usize> {
+    parsed!("DQGATE_TEST_SPILL_CANDIDATES")
+}
+
 /// `DQGATE_TEST_EXACT_VALUES`: the most values a run of a text key's
 /// first pass tables before it gives its table up (`0`: no table), so
 /// that small files give it up at any point, or never take it.

@@ -101,6 +101,96 @@ fn distinct_count_of_long_text_spills_under_a_memory_limit() {
     assert_eq!(code, 0, "{unlimited}");
     let body = |s: &str| s[s.find("\"checks\"").unwrap()..].to_string();
     assert_eq!(body(&stdout), body(&unlimited));
+    // With nowhere to write them, each round reads the columns again.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .args(["check", "r.dq", "--staged", "staged", "--format", "json"])
+        .args(["--memory-limit", "8MiB", "--threads", "2", "-v"])
+        .current_dir(tmp.path())
+        .env("TMPDIR", tmp.path().join("no such directory"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains("of one read") && stderr.contains(" rounds"),
+        "{stderr}"
+    );
+    assert_eq!(
+        body(&String::from_utf8_lossy(&out.stdout)),
+        body(&unlimited)
+    );
+}
+
+/// Under a small memory limit a verification of many repeated fingerprints
+/// runs in rounds, and the rounds share one read of the key columns: each
+/// candidate row is written to disk under its round, and each round reads
+/// its own back. A text key (walked page by page) and a composite with a
+/// text part (read as Arrow batches) give the counts of a plain map, and
+/// the verdict, samples included, of a run without a limit.
+#[test]
+fn rounds_of_a_verification_share_one_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = staged(&tmp);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("s", DataType::Utf8, true),
+        Field::new("n", DataType::Int64, false),
+    ]));
+    // 240,000 rows of 160,000 keys: the first 80,000 rows' keys come back
+    // in the last 80,000, scattered; a null key, an empty one, and the
+    // composite's second part telling some of the repeats apart.
+    let key = |i: u64| match (i * 7_919) % 160_000 {
+        0 => None,
+        5 => Some(String::new()),
+        k => Some(format!("customer-{k:08}@example-mail.com")),
+    };
+    let part = |i: u64| i.is_multiple_of(5) as i64;
+    let (mut singles, mut pairs) = (
+        std::collections::HashMap::new(),
+        std::collections::HashMap::new(),
+    );
+    for f in 0..3u64 {
+        let rows = f * 80_000..(f + 1) * 80_000;
+        let s: Vec<Option<String>> = rows.clone().map(key).collect();
+        let n: Vec<i64> = rows.clone().map(part).collect();
+        for (i, s) in rows.zip(&s) {
+            if let Some(s) = s {
+                *singles.entry(s.clone()).or_insert(0) += 1;
+                *pairs.entry((s.clone(), part(i))).or_insert(0) += 1;
+            }
+        }
+        let b = batch(
+            &schema,
+            vec![
+                Arc::new(StringArray::from(s)),
+                Arc::new(Int64Array::from(n)),
+            ],
+        );
+        write(&dir.join(format!("part-{f}.parquet")), &[b], None);
+    }
+    fn repeated<K>(m: &std::collections::HashMap<K, i32>) -> usize {
+        m.values().filter(|n| **n > 1).count()
+    }
+    let rules = format!(
+        "table t\ncheck distinct_count(s) = {}\ncheck duplicate_count(s) = {}\ncheck duplicate_count(s, n) = {}\n",
+        singles.len(),
+        repeated(&singles),
+        repeated(&pairs)
+    );
+    let (code, stdout, stderr) = check(
+        tmp.path(),
+        &rules,
+        &["--memory-limit", "8MiB", "--threads", "2", "-v"],
+    );
+    assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        stderr.matches("rounds of one read").count(),
+        3,
+        "each key check's verification ran in rounds of one read: {stderr}"
+    );
+    let (code, unlimited, _) = check(tmp.path(), &rules, &["--threads", "2"]);
+    assert_eq!(code, 0, "{unlimited}");
+    let body = |s: &str| s[s.find("\"checks\"").unwrap()..].to_string();
+    assert_eq!(body(&stdout), body(&unlimited));
 }
 
 #[test]

@@ -27,12 +27,57 @@ pub(super) struct Candidates {
     /// Open addressing by the fingerprint's mix, at most half full.
     slots: Vec<Slot>,
     slot_mask: usize,
-    bits: Vec<u64>,
-    mask: u64,
+    filter: Filter,
     /// A bit for each value of the candidates' low 16 bits, which is all
     /// that compactly kept text keeps of a fingerprint.
     low16: Vec<u64>,
     len: usize,
+}
+
+/// A bit filter of fingerprints: a fingerprint that is none of them fails
+/// it but for a share about the share of bits set.
+pub(super) struct Filter {
+    bits: Vec<u64>,
+    mask: u64,
+}
+
+impl Filter {
+    /// A filter of `len` bits (a power of two, at least 64) over `words`.
+    pub(super) fn new(len: usize, words: impl Iterator<Item = u64>) -> Filter {
+        debug_assert!(len.is_power_of_two() && len >= 64);
+        let mut f = Filter {
+            bits: vec![0u64; len / 64],
+            mask: len as u64 - 1,
+        };
+        for w in words {
+            f.set(w);
+        }
+        f
+    }
+
+    /// Bits for `n` words: `per` a word, a power of two from 1 Ki to the
+    /// greatest one within `most`.
+    pub(super) fn sized(n: usize, per: usize, most: usize) -> usize {
+        let most = 1usize << (usize::BITS - 1 - most.max(1 << 10).leading_zeros());
+        n.saturating_mul(per)
+            .next_power_of_two()
+            .clamp(1 << 10, most)
+    }
+
+    #[inline]
+    pub(super) fn set(&mut self, w: u64) {
+        let b = w & self.mask;
+        self.bits[(b >> 6) as usize] |= 1 << (b & 63);
+    }
+
+    /// Whether `w`'s bit is set: its low bits, which the candidates' slots
+    /// (from a multiplied mix) do not follow, and which the test-only
+    /// narrow fingerprints keep.
+    #[inline]
+    pub(super) fn passes(&self, w: u64) -> bool {
+        let b = w & self.mask;
+        self.bits[(b >> 6) as usize] & (1 << (b & 63)) != 0
+    }
 }
 
 /// A candidate's fingerprint and ordinal (`FREE`: an empty slot).
@@ -52,9 +97,7 @@ impl Candidates {
     pub(super) fn new(fingerprints: impl Iterator<Item = u64> + Clone) -> Candidates {
         let n = fingerprints.clone().count();
         // 64 bits a candidate, from 1 Ki to 8 Mi bits (1 MiB).
-        let len = (n.saturating_mul(64))
-            .next_power_of_two()
-            .clamp(1 << 10, 1 << 23);
+        let len = Filter::sized(n, 64, 1 << 23);
         let slots = (n * 2).next_power_of_two().max(16);
         let mut c = Candidates {
             slots: vec![
@@ -65,8 +108,7 @@ impl Candidates {
                 slots
             ],
             slot_mask: slots - 1,
-            bits: vec![0u64; len / 64],
-            mask: len as u64 - 1,
+            filter: Filter::new(len, std::iter::empty()),
             low16: vec![0u64; (1 << 16) / 64],
             len: 0,
         };
@@ -83,8 +125,7 @@ impl Candidates {
                 ordinal: c.len as u32,
             };
             c.len += 1;
-            let b = w & c.mask;
-            c.bits[(b >> 6) as usize] |= 1 << (b & 63);
+            c.filter.set(w);
             c.low16[usize::from(w as u16 >> 6)] |= 1 << (w & 63);
         }
         c
@@ -110,13 +151,10 @@ impl Candidates {
         }
     }
 
-    /// Whether `w`'s filter bit is set: its low bits, which the slot (from
-    /// a multiplied mix) does not follow, and which the test-only narrow
-    /// fingerprints keep.
+    /// Whether `w`'s filter bit is set (see [`Filter::passes`]).
     #[inline]
     fn passes(&self, w: u64) -> bool {
-        let b = w & self.mask;
-        self.bits[(b >> 6) as usize] & (1 << (b & 63)) != 0
+        self.filter.passes(w)
     }
 
     /// The ordinal of candidate `w`, if it is one.
@@ -220,20 +258,26 @@ impl Filed {
         }
     }
 
-    /// Files a batch of text values, each once, that are candidates of
-    /// `candidates` by their fingerprint (cut by `mask`). Each step asks
-    /// the cache for what the next needs for every value of the batch
-    /// (the candidates' slots, the ordinals' entries, the first keys'
-    /// bytes), so that the misses of one value overlap those of the
-    /// others instead of following each other.
-    pub(super) fn batch(&mut self, candidates: &Candidates, mask: u64, values: &[(u64, &[u8])]) {
+    /// Files a batch of keys that are candidates of `candidates` by their
+    /// fingerprint (`fp`): `key` gives each one's tag, bytes and rows. Each
+    /// step asks the cache for what the next needs for every key of the
+    /// batch (the candidates' slots, the ordinals' entries, the first keys'
+    /// bytes), so that the misses of one key overlap those of the others
+    /// instead of following each other.
+    pub(super) fn batch<'a, T>(
+        &mut self,
+        candidates: &Candidates,
+        items: &'a [T],
+        fp: impl Fn(&T) -> u64,
+        key: impl Fn(&'a T) -> (u8, &'a [u8], u64),
+    ) {
         let mut ordinals = [FREE; super::pages::BATCH];
-        let ordinals = &mut ordinals[..values.len()];
-        for (h, _) in values {
-            candidates.prefetch(h & mask);
+        let ordinals = &mut ordinals[..items.len()];
+        for t in items {
+            candidates.prefetch(fp(t));
         }
-        for ((h, _), o) in values.iter().zip(ordinals.iter_mut()) {
-            if let Some(i) = candidates.index(h & mask) {
+        for (t, o) in items.iter().zip(ordinals.iter_mut()) {
+            if let Some(i) = candidates.index(fp(t)) {
                 *o = i;
                 prefetch(&self.first[i as usize]);
             }
@@ -244,9 +288,10 @@ impl Filed {
                 prefetch(self.arena.as_ptr().wrapping_add(first.start as usize));
             }
         }
-        for ((_, value), &o) in values.iter().zip(ordinals.iter()) {
+        for (t, &o) in items.iter().zip(ordinals.iter()) {
             if o != FREE {
-                self.file(o, 1, value, 1);
+                let (tag, bytes, rows) = key(t);
+                self.file(o, tag, bytes, rows);
             }
         }
     }
@@ -334,6 +379,13 @@ pub(super) fn together<S: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_filter_passes_its_words() {
+        let f = Filter::new(1 << 12, (0..300u64).map(|i| i * 7919));
+        assert!((0..300u64).all(|i| f.passes(i * 7919)));
+        assert!((0..10_000u64).filter(|i| f.passes(i * 104_729 + 1)).count() < 2_000);
+    }
 
     /// The filter only ever says "no" early: every candidate is found,
     /// whatever its bits (narrow test fingerprints, the empty word, a

@@ -10,6 +10,7 @@ use datafusion::prelude::SessionContext;
 use super::count;
 use super::encode;
 use super::found::Found;
+use super::hits;
 use super::key::Key;
 use super::pages;
 use super::retain;
@@ -18,7 +19,6 @@ use super::store::{self, LocalStore, Split};
 use super::tasks::threads;
 use super::together;
 use super::values::Values;
-use super::verify;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::KeyJob;
 
@@ -51,7 +51,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
             let tabled = Values::fits(text.rows) && crate::hooks::exact_values() != Some(0);
             tabled.then(|| {
                 (
-                    (verify::budget(ctx) / runs) as usize,
+                    (hits::budget(ctx) / runs) as usize,
                     text.rows,
                     runs as usize,
                 )

@@ -26,6 +26,7 @@ mod filed;
 mod filling;
 mod found;
 mod gave_up;
+mod hits;
 pub mod join;
 mod kept;
 mod key;
@@ -34,6 +35,7 @@ mod pages;
 mod retain;
 mod rowpages;
 mod slab;
+mod spilled;
 mod store;
 mod tasks;
 mod text;
@@ -359,9 +361,13 @@ async fn fingerprinted(
             ),
             false => String::new(),
         },
-        match exact.rounds {
-            1 => String::new(),
-            n => format!(", in {n} rounds"),
+        match (exact.rounds, exact.spilled) {
+            (1, None) => String::new(),
+            (n, None) => format!(", in {n} rounds"),
+            (n, Some(bytes)) => format!(
+                ", in {n} rounds of one read (its candidate rows written to disk by round: {} MB)",
+                bytes >> 20
+            ),
         },
         started.elapsed().as_secs_f64()
     ));
@@ -369,7 +375,7 @@ async fn fingerprinted(
     Ok(Found {
         duplicates: exact.duplicates,
         distinct,
-        spilled_bytes: spilled,
+        spilled_bytes: spilled + exact.spilled.unwrap_or(0),
         passes,
     })
 }

@@ -21,23 +21,26 @@
 //! [`super::pages`]).
 //!
 //! Memory: the filed keys of all candidates. When they would not fit the
-//! budget (a quarter of `--memory-limit`, or 1 GiB), the candidates are split
-//! by fingerprint into rounds, each of which goes over the rows again.
+//! budget (a quarter of `--memory-limit`, or 1 GiB), or when there are many
+//! of them, the candidates are split by fingerprint into rounds. Over a
+//! new read the rounds share one, whose candidate rows are written to disk
+//! by round ([`super::spilled`]); over kept columns, or where nothing can
+//! be written, each round goes over the rows again.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray as _, StringViewArray, UInt32Array};
-use datafusion::arrow::compute::{cast, take};
+use datafusion::arrow::array::{Array, ArrayRef, StringViewArray};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
-use datafusion::arrow::row::RowConverter;
-use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::prelude::SessionContext;
 
 use super::encode;
 use super::filed::{self, Candidates, Filed, MOST};
-use super::found::{converter, key_types, values_of, Tallied};
+use super::found::{key_types, Tallied};
+use super::hits::{budget, decoded_types, file_each, Form, Hits};
 use super::pages::{self, Visit};
 use super::retain::{key_bytes, Retainer};
+use super::spilled;
 use super::tasks::{scan, streams, threads};
 use crate::exec::Duplicates;
 use crate::exec::ExecError as Error;
@@ -65,10 +68,19 @@ pub(super) struct Exact {
     pub repeats: u64,
     /// Whether the pages' rows came by value (see [`Visit::by_value`]).
     pub by_value: bool,
+    /// Bytes the rounds' rows took on disk, when they were written there.
+    pub spilled: Option<u64>,
 }
 
-/// Budget for the filed keys when no memory limit is set.
-const DEFAULT_BUDGET: u64 = 1 << 30;
+/// The fewest candidates whose rows are written to disk by round even
+/// when their keys fit the budget.
+const SPILL: usize = 1 << 18;
+
+/// The most candidates of a round whose rows were written to disk.
+const ROUND_CANDIDATES: usize = 1 << 17;
+
+/// The most rounds.
+const MOST_ROUNDS: usize = 1024;
 
 /// Bytes a candidate costs once: its slots in [`Candidates`] (at most
 /// half full) and its filter bits.
@@ -89,7 +101,7 @@ pub(super) async fn verify(
     label: &str,
     source: Source,
 ) -> Result<Exact, Error> {
-    let rounds = rounds_for(ctx, input, job, repeated.len() as u64);
+    let mut rounds = rounds_for(ctx, input, job, repeated.len() as u64);
     // A single text key read again is hashed from its pages.
     let text = match (&source, job.keys.as_slice()) {
         (Source::Read, [k]) => pages::plan(input, k, threads(ctx)),
@@ -98,17 +110,45 @@ pub(super) async fn verify(
     let mut tallied = Tallied::default();
     let mut types = None;
     let (mut repeats, mut by_value) = (0, false);
+    // Rounds over a new read share one: it writes each round's rows to
+    // disk, and each round reads only its own back. So more rounds cost
+    // no more reads, and a round of at most ROUND_CANDIDATES keeps its
+    // tables within a core's cache; many candidates go so even when their
+    // keys would fit the budget. Where nothing can be written (no
+    // temporary directory, a full disk), each round reads the columns.
+    let spills = matches!(source, Source::Read)
+        && (rounds > 1 || repeated.len() >= crate::hooks::spill_candidates().unwrap_or(SPILL));
+    let spilled = match spills {
+        true => {
+            let more = rounds
+                .max(repeated.len().div_ceil(ROUND_CANDIDATES))
+                .min(MOST_ROUNDS);
+            let by = repeated.len() >= crate::hooks::by_value().unwrap_or(BY_VALUE);
+            let all = (repeated, more, bits, by);
+            match spilled::spill(ctx, input, job, all, text.as_ref(), label).await {
+                Ok(s) => {
+                    rounds = more;
+                    (repeats, by_value) = (s.repeats, by && text.is_some());
+                    types = Some(s.types.clone());
+                    Some(s)
+                }
+                Err(_) => None,
+            }
+        }
+        false => None,
+    };
+    let by_round = ByRound::new(repeated, rounds);
     for round in 0..rounds {
-        let mine = |w: &u64| rounds == 1 || (w % rounds as u64) as usize == round;
-        let candidates = Candidates::new(repeated.iter().map(|(w, _)| *w).filter(mine));
+        let candidates = Candidates::new(by_round.round(round).iter().copied());
         let shown = match rounds {
             1 => format!("{label}, verify"),
             n => format!("{label}, verify {}/{n}", round + 1),
         };
         let candidates = Arc::new(candidates);
-        let (filed, t) = match &source {
-            Source::Kept(kept) => file_kept(kept, job, &candidates, bits).await?,
-            Source::Read => match &text {
+        let (filed, t) = match (&spilled, &source) {
+            (Some(s), _) => (spilled::file(s, &candidates, round).await?, Vec::new()),
+            (None, Source::Kept(kept)) => file_kept(kept, job, &candidates, bits).await?,
+            (None, Source::Read) => match &text {
                 // Filed as text, whatever the table's text type.
                 Some(text) => {
                     let by = candidates.len() >= crate::hooks::by_value().unwrap_or(BY_VALUE);
@@ -145,15 +185,41 @@ pub(super) async fn verify(
         paged: text.is_some(),
         repeats,
         by_value,
+        spilled: spilled.map(|s| s.bytes()),
     })
 }
 
-/// The bytes the exact keys may take: a quarter of `--memory-limit` (at
-/// least 1 MiB), or [`DEFAULT_BUDGET`].
-pub(super) fn budget(ctx: &SessionContext) -> u64 {
-    match ctx.runtime_env().memory_pool.memory_limit() {
-        MemoryLimit::Finite(limit) => (limit as u64 / 4).max(1 << 20),
-        _ => DEFAULT_BUDGET,
+/// The candidates' fingerprints by round: round `w % rounds` of each.
+/// (Each round picking its own from all of them took a third of the CPU
+/// of a verification of 5M candidates in 32 rounds.)
+struct ByRound {
+    words: Vec<u64>,
+    /// Where each round's words start in `words`, and the end.
+    starts: Vec<usize>,
+}
+
+impl ByRound {
+    fn new(repeated: &[(u64, u64)], rounds: usize) -> ByRound {
+        let round = |w: u64| (w % rounds as u64) as usize;
+        let mut starts = vec![0usize; rounds + 1];
+        for (w, _) in repeated {
+            starts[round(*w) + 1] += 1;
+        }
+        for r in 0..rounds {
+            starts[r + 1] += starts[r];
+        }
+        let mut at = starts.clone();
+        let mut words = vec![0u64; repeated.len()];
+        for (w, _) in repeated {
+            let r = round(*w);
+            words[at[r]] = *w;
+            at[r] += 1;
+        }
+        ByRound { words, starts }
+    }
+
+    fn round(&self, r: usize) -> &[u64] {
+        &self.words[self.starts[r]..self.starts[r + 1]]
     }
 }
 
@@ -166,41 +232,9 @@ fn rounds_for(ctx: &SessionContext, input: &StagedInput, job: &KeyJob, candidate
     let need = candidates.saturating_mul(PER_CANDIDATE + runs * (key_bytes + PER_FILED));
     // Ordinals are u32s: at most MOST candidates a round.
     let fewest = candidates.div_ceil(MOST);
-    need.div_ceil(budget).max(fewest).clamp(1, 1024) as usize
-}
-
-/// How a row's exact key becomes bytes. Filed here, a key carries a tag
-/// byte before them: 0 for a null text value, 1 otherwise.
-pub(super) enum Form {
-    /// A single text column: the value's bytes.
-    Text,
-    /// Arrow's row format.
-    Rows(RowConverter),
-}
-
-impl Form {
-    /// The form of keys of `types`: text (in a dictionary too) as text,
-    /// anything else as rows of the types' values ([`values_of`]).
-    pub(super) fn of(types: &[DataType]) -> Result<Form, Error> {
-        Ok(match values_of(types).as_slice() {
-            [DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View] => Form::Text,
-            types => Form::Rows(converter(types)?),
-        })
-    }
-}
-
-/// `columns` at rows `hit`, each dictionary as its values.
-fn taken_values(columns: &[ArrayRef], hit: &[u32]) -> Result<Vec<ArrayRef>, Error> {
-    let idx = UInt32Array::from(hit.to_vec());
-    (columns.iter())
-        .map(|c| {
-            let taken = take(c.as_ref(), &idx, None)?;
-            Ok(match c.data_type() {
-                DataType::Dictionary(_, v) => cast(&taken, v)?,
-                _ => taken,
-            })
-        })
-        .collect()
+    need.div_ceil(budget)
+        .max(fewest)
+        .clamp(1, MOST_ROUNDS as u64) as usize
 }
 
 /// One read of the key columns: every counted row whose fingerprint is a
@@ -215,15 +249,7 @@ async fn file_keys(
     label: &str,
 ) -> Result<(Vec<Filed>, Vec<DataType>), Error> {
     let (streams, _bar) = streams(ctx, input, &job.keys, label).await?;
-    let types = match streams.first() {
-        Some(s) => s
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect(),
-        None => key_types(input, job)?,
-    };
+    let types = decoded_types(&streams, input, job)?;
     let form = Arc::new(Form::of(&types)?);
     let nulls_equal = job.nulls_equal;
     let filed = scan(
@@ -272,7 +298,7 @@ async fn file_pages(
 /// The fewest candidates for which a page's rows come by value (a
 /// dictionary's tallied, plain values in batches): past them the
 /// candidates' filter no longer fits a core's cache.
-const BY_VALUE: usize = 1 << 14;
+pub(super) const BY_VALUE: usize = 1 << 14;
 
 /// A run's filed candidates.
 struct Filing {
@@ -297,7 +323,13 @@ impl Visit for Filing {
     }
 
     fn batch(&mut self, values: &[(u64, &[u8])]) {
-        self.filed.batch(&self.candidates, self.mask, values);
+        let mask = self.mask;
+        self.filed.batch(
+            &self.candidates,
+            values,
+            |(h, _)| h & mask,
+            |(_, v)| (1, v, 1),
+        );
     }
 
     #[inline]
@@ -359,26 +391,6 @@ async fn file_kept(
     Ok((filed, types))
 }
 
-/// `file` of every scan task's kept rows, each in a blocking task of its
-/// own, merged in task order.
-async fn file_each(
-    kept: &[Arc<Retainer>],
-    file: impl Fn(&Retainer) -> Result<Filed, Error> + Send + Sync + 'static,
-) -> Result<Vec<Filed>, Error> {
-    let file = Arc::new(file);
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, r) in kept.iter().enumerate() {
-        let (r, file) = (r.clone(), file.clone());
-        tasks.spawn_blocking(move || Ok::<_, Error>((i, file(&r)?)));
-    }
-    let mut parts = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        parts.push(done.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
-    }
-    parts.sort_by_key(|(i, _)| *i);
-    Ok(parts.into_iter().map(|(_, f)| f).collect())
-}
-
 /// The rows every scan task kept compactly ([`super::compact`]) whose
 /// fingerprint is a candidate, filed: each task's in a blocking task. The
 /// kept 16 bits of a row's fingerprint pass it on to be fingerprinted
@@ -427,91 +439,18 @@ async fn file_kept_text(
     .await
 }
 
-/// A batch's candidate rows and their ordinals.
-#[derive(Default)]
-struct Hits {
-    rows: Vec<u32>,
-    ordinals: Vec<u32>,
-}
-
 /// Files the counted rows of one batch whose fingerprint (`hashes`) is a
 /// candidate.
 fn file_batch(
     filed: &mut Filed,
-    (columns, hashes): (&[ArrayRef], &[u64]),
+    batch: (&[ArrayRef], &[u64]),
     hits: &mut Hits,
     form: &Form,
     candidates: &Candidates,
     nulls_equal: bool,
 ) -> Result<(), Error> {
-    let counted = encode::counted_rows(columns, nulls_equal);
-    hits.rows.clear();
-    hits.ordinals.clear();
-    for (i, &w) in hashes.iter().enumerate() {
-        if !counted.as_ref().is_none_or(|v| v.is_valid(i)) {
-            continue;
-        }
-        if let Some(o) = candidates.index(w) {
-            hits.rows.push(i as u32);
-            hits.ordinals.push(o);
-        }
-    }
-    if hits.rows.is_empty() {
-        return Ok(());
-    }
-    match form {
-        Form::Text => file_text(filed, hits, &columns[0])?,
-        Form::Rows(conv) => file_rows(filed, hits, columns, conv)?,
-    }
-    Ok(())
-}
-
-fn file_text(filed: &mut Filed, hits: &Hits, column: &ArrayRef) -> Result<(), Error> {
-    let each = hits.rows.iter().map(|&i| i as usize).zip(&hits.ordinals);
-    if let DataType::Dictionary(..) = column.data_type() {
-        let taken = cast(
-            &taken_values(std::slice::from_ref(column), &hits.rows)?[0],
-            &DataType::Utf8View,
-        )?;
-        let a = taken.as_string_view();
-        for (j, &o) in hits.ordinals.iter().enumerate() {
-            filed.file_text(o, a.is_valid(j).then(|| a.value(j).as_bytes()));
-        }
-        return Ok(());
-    }
-    match column.data_type() {
-        DataType::Utf8View => {
-            let a = column.as_string_view();
-            each.for_each(|(i, &o)| {
-                filed.file_text(o, a.is_valid(i).then(|| a.value(i).as_bytes()))
-            });
-        }
-        DataType::LargeUtf8 => {
-            let a = column.as_string::<i64>();
-            each.for_each(|(i, &o)| {
-                filed.file_text(o, a.is_valid(i).then(|| a.value(i).as_bytes()))
-            });
-        }
-        _ => {
-            let a = column.as_string::<i32>();
-            each.for_each(|(i, &o)| {
-                filed.file_text(o, a.is_valid(i).then(|| a.value(i).as_bytes()))
-            });
-        }
-    }
-    Ok(())
-}
-
-fn file_rows(
-    filed: &mut Filed,
-    hits: &Hits,
-    columns: &[ArrayRef],
-    converter: &RowConverter,
-) -> Result<(), Error> {
-    let taken = taken_values(&encode::fold_zeros(columns), &hits.rows)?;
-    let rows = converter.convert_columns(&taken)?;
-    for (row, &o) in rows.iter().zip(&hits.ordinals) {
-        filed.file(o, 1, row.as_ref(), 1);
-    }
-    Ok(())
+    hits.pick(batch, nulls_equal, |w| candidates.index(w));
+    hits.keys(batch.0, form, |_, o, tag, bytes| {
+        filed.file(o, tag, bytes, 1)
+    })
 }

@@ -32,10 +32,10 @@ use super::keyset::KeySet;
 use super::partitioned::filter_bits;
 use super::probe::{each_passing, filter_spot};
 use crate::exec::keys::encode;
+use crate::exec::keys::hits::Form;
 use crate::exec::keys::key::Key;
 use crate::exec::keys::pages::{walk, TextPages, Visit};
 use crate::exec::keys::tasks::{scan, threads};
-use crate::exec::keys::verify::Form;
 use crate::exec::ExecError as Error;
 use crate::exec::SAMPLES;
 
