@@ -346,10 +346,10 @@ async fn fingerprinted(
         ),
         verify::Source::Read => "the key columns read again".to_string(),
     };
-    let exact = verify::verify(ctx, input, job, &counted.repeated, bits, label, source).await?;
+    let candidates = counted.repeated.len();
+    let exact = verify::verify(ctx, input, job, counted.repeated, bits, label, source).await?;
     passes.push(format!(
-        "verify {} repeated fingerprint(s) against the exact keys in {from}{}{}: {:.2} s",
-        counted.repeated.len(),
+        "verify {candidates} repeated fingerprint(s) against the exact keys in {from}{}{}: {:.2} s",
         match exact.paged {
             true => format!(
                 " page by page{}{}",
@@ -371,7 +371,7 @@ async fn fingerprinted(
         },
         started.elapsed().as_secs_f64()
     ));
-    let distinct = counted.distinct - counted.repeated.len() as u64 + exact.distinct;
+    let distinct = counted.distinct - candidates as u64 + exact.distinct;
     Ok(Found {
         duplicates: exact.duplicates,
         distinct,

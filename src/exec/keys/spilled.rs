@@ -16,7 +16,7 @@
 //! endian), a head (4 bytes: the key's length, its tag and whether a row
 //! count follows), the rows when more than one (8 bytes), then the key's
 //! bytes. Memory: the filter and the rounds' buffers, within a quarter of
-//! the budget each.
+//! the budget each (and the buffers at most [`CHUNK`] bytes each).
 
 use std::fs::File;
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
@@ -54,14 +54,15 @@ impl Spill {
 }
 
 /// Reads the key columns once for `rounds` rounds of the candidates
-/// `repeated` (fingerprinted with `bits`): a row whose fingerprint passes
-/// the filter of all candidates is written under its round. The pages of a
+/// `words` (fingerprinted with `bits`, in `candidate_rows` rows): a row
+/// whose fingerprint passes the filter of all candidates is written under
+/// its round. The pages of a
 /// single text key are walked where `text` says so (by value if `by`).
 pub(super) async fn spill(
     ctx: &SessionContext,
     input: &StagedInput,
     job: &KeyJob,
-    (repeated, rounds, bits, by): (&[(u64, u64)], usize, Option<u32>, bool),
+    (words, candidate_rows, rounds, bits, by): (&[u64], u64, usize, Option<u32>, bool),
     text: Option<&TextPages>,
     label: &str,
 ) -> Result<Spill, Error> {
@@ -69,13 +70,12 @@ pub(super) async fn spill(
     let quarter = (budget(ctx) / 4) as usize;
     // When candidates hold most rows, the filter would pass most of the
     // others too, at a cache miss a row: every row is written.
-    let candidate_rows: u64 = repeated.iter().map(|(_, n)| n).sum();
     let filter = (candidate_rows < input.row_count() / 2).then(|| {
-        let len = Filter::sized(repeated.len(), 16, quarter.saturating_mul(8));
-        Arc::new(Filter::new(len, repeated.iter().map(|(w, _)| *w)))
+        let len = Filter::sized(words.len(), 16, quarter.saturating_mul(8));
+        Arc::new(Filter::new(len, words.iter().copied()))
     });
     let runs = threads(ctx).max(1);
-    let chunk = (quarter / (rounds * runs)).clamp(4 << 10, 1 << 20);
+    let chunk = (quarter / (rounds * runs)).clamp(4 << 10, CHUNK);
     let runtime = ctx.runtime_env();
     let new = move || Spilled::new(runtime.clone(), rounds, chunk);
     let label = format!("{label}, verify: write the rows of {rounds} rounds");
@@ -220,6 +220,10 @@ pub(super) struct Spilled {
     /// Rows written.
     pub rows: u64,
 }
+
+/// The most bytes a round's buffer holds before it is written. (64 KiB
+/// measured 10-20% slower on 50M rows in 191 rounds.)
+const CHUNK: usize = 1 << 20;
 
 /// A key longer than this is refused: its length must fit the head.
 const LONGEST: usize = (1 << 30) - 1;

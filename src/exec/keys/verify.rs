@@ -96,12 +96,13 @@ pub(super) async fn verify(
     ctx: &SessionContext,
     input: &StagedInput,
     job: &KeyJob,
-    repeated: &[(u64, u64)],
+    repeated: Vec<(u64, u64)>,
     bits: Option<u32>,
     label: &str,
     source: Source,
 ) -> Result<Exact, Error> {
-    let mut rounds = rounds_for(ctx, input, job, repeated.len() as u64);
+    let n = repeated.len();
+    let mut rounds = rounds_for(ctx, input, job, n as u64);
     // A single text key read again is hashed from its pages.
     let text = match (&source, job.keys.as_slice()) {
         (Source::Read, [k]) => pages::plan(input, k, threads(ctx)),
@@ -117,14 +118,19 @@ pub(super) async fn verify(
     // keys would fit the budget. Where nothing can be written (no
     // temporary directory, a full disk), each round reads the columns.
     let spills = matches!(source, Source::Read)
-        && (rounds > 1 || repeated.len() >= crate::hooks::spill_candidates().unwrap_or(SPILL));
+        && (rounds > 1 || n >= crate::hooks::spill_candidates().unwrap_or(SPILL));
+    let more = match spills {
+        true => rounds.max(n.div_ceil(ROUND_CANDIDATES)).min(MOST_ROUNDS),
+        false => rounds,
+    };
+    // The candidates by round, without their rows (half the bytes).
+    let candidate_rows = repeated.iter().map(|(_, rows)| rows).sum();
+    let mut by_round = ByRound::new(repeated.iter().map(|(w, _)| *w), more);
+    drop(repeated);
     let spilled = match spills {
         true => {
-            let more = rounds
-                .max(repeated.len().div_ceil(ROUND_CANDIDATES))
-                .min(MOST_ROUNDS);
-            let by = repeated.len() >= crate::hooks::by_value().unwrap_or(BY_VALUE);
-            let all = (repeated, more, bits, by);
+            let by = n >= crate::hooks::by_value().unwrap_or(BY_VALUE);
+            let all = (&by_round.words[..], candidate_rows, more, bits, by);
             match spilled::spill(ctx, input, job, all, text.as_ref(), label).await {
                 Ok(s) => {
                     rounds = more;
@@ -132,12 +138,14 @@ pub(super) async fn verify(
                     types = Some(s.types.clone());
                     Some(s)
                 }
-                Err(_) => None,
+                Err(_) => {
+                    by_round = ByRound::new(by_round.words.iter().copied(), rounds);
+                    None
+                }
             }
         }
         false => None,
     };
-    let by_round = ByRound::new(repeated, rounds);
     for round in 0..rounds {
         let candidates = Candidates::new(by_round.round(round).iter().copied());
         let shown = match rounds {
@@ -199,23 +207,23 @@ struct ByRound {
 }
 
 impl ByRound {
-    fn new(repeated: &[(u64, u64)], rounds: usize) -> ByRound {
+    fn new(words: impl Iterator<Item = u64> + Clone, rounds: usize) -> ByRound {
         let round = |w: u64| (w % rounds as u64) as usize;
         let mut starts = vec![0usize; rounds + 1];
-        for (w, _) in repeated {
-            starts[round(*w) + 1] += 1;
+        for w in words.clone() {
+            starts[round(w) + 1] += 1;
         }
         for r in 0..rounds {
             starts[r + 1] += starts[r];
         }
         let mut at = starts.clone();
-        let mut words = vec![0u64; repeated.len()];
-        for (w, _) in repeated {
-            let r = round(*w);
-            words[at[r]] = *w;
+        let mut by = vec![0u64; starts[rounds]];
+        for w in words {
+            let r = round(w);
+            by[at[r]] = w;
             at[r] += 1;
         }
-        ByRound { words, starts }
+        ByRound { words: by, starts }
     }
 
     fn round(&self, r: usize) -> &[u64] {
@@ -453,4 +461,29 @@ fn file_batch(
     hits.keys(batch.0, form, |_, o, tag, bytes| {
         filed.file(o, tag, bytes, 1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn by_round_holds_each_word_once_in_its_round() {
+        for rounds in [1usize, 2, 7, 64] {
+            let words: Vec<u64> = (0..10_000u64)
+                .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (i % 3))
+                .collect();
+            let by = ByRound::new(words.iter().copied(), rounds);
+            let mut all = Vec::new();
+            for r in 0..rounds {
+                let mine = by.round(r);
+                assert!(mine.iter().all(|w| (w % rounds as u64) as usize == r));
+                all.extend_from_slice(mine);
+            }
+            let (mut want, mut got) = (words, all);
+            want.sort_unstable();
+            got.sort_unstable();
+            assert_eq!(got, want, "{rounds} rounds");
+        }
+    }
 }
