@@ -285,10 +285,14 @@ def timed(cmd, env=None):
     return float(wall), int(rss) / 1024, p.stdout, p.stderr
 
 
-def duckdb_cmd(python, sql, threads):
+def duckdb_cmd(python, sql, threads, memory_limit=None):
+    """DuckDB running `sql` on `threads` threads, under `memory_limit`
+    (dqgate's spelling, e.g. 256MiB) when given, spilling to its default
+    temporary directory."""
+    limit = f"c.execute(\"SET memory_limit = '{memory_limit}'\"); " if memory_limit else ""
     code = (
         "import duckdb, json; c = duckdb.connect(); "
-        f"c.execute('SET threads = {threads}'); c.execute('SET enable_progress_bar = false'); "
+        f"c.execute('SET threads = {threads}'); c.execute('SET enable_progress_bar = false'); {limit}"
         f"print(json.dumps(c.execute({sql!r}).fetchone()[0]))"
     )
     return [python, "-c", code]
@@ -389,7 +393,7 @@ def main():
         o = f"read_parquet('{orders}/*.parquet')" if orders else ""
         if table_args:
             o = f"read_parquet('{orders}/**/*.parquet')"
-        theirs = median_runs(duckdb_cmd(python, sql.format(t=t, o=o), a.threads), a.reps, a.warmup)
+        theirs = median_runs(duckdb_cmd(python, sql.format(t=t, o=o), a.threads, a.memory_limit), a.reps, a.warmup)
         verdict = json.loads(ours[2])
         value = verdict["checks"][0]["value"]
         want = json.loads(theirs[2])
