@@ -185,6 +185,63 @@ proptest! {
     }
 }
 
+/// Files of text keys in order of their bytes, with nulls anywhere: one
+/// order across the files (a key may span two), or (`overlapping`) each
+/// file in order on its own, their ranges overlapping.
+fn write_sorted(rng: &mut Rng, dir: &Path, layout: u8, overlapping: bool) {
+    fs::create_dir_all(dir).unwrap();
+    let files = 1 + rng.below(3) as usize;
+    let distinct = 500 + rng.below(20_000);
+    let nulls = rng.below(3) * 50;
+    let n = files * (20_000 + rng.below(20_000) as usize);
+    let mut keys: Vec<String> = (0..n).map(|_| value(rng.below(distinct))).collect();
+    let per = n.div_ceil(files);
+    match overlapping {
+        false => keys.sort_unstable(),
+        true => keys.chunks_mut(per).for_each(|c| c.sort_unstable()),
+    }
+    for (f, chunk) in keys.chunks(per).enumerate() {
+        let values: Vec<Option<String>> = (chunk.iter())
+            .map(|k| (rng.below(1000) >= nulls).then(|| k.clone()))
+            .collect();
+        let column = text_array(values, layout);
+        let field = Field::new("s", column.data_type().clone(), true);
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(vec![field])), vec![column]).unwrap();
+        let delta = |p: Builder| p.set_encoding(Encoding::DELTA_BYTE_ARRAY);
+        write_file(rng, &dir.join(format!("part-{f}.parquet")), &batch, delta);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// Keys in order are counted side by side in the first pass, with no
+    /// table and no verification; files each in order whose ranges overlap
+    /// are not, and are counted by fingerprint. Both give the grouped
+    /// verdict, samples included.
+    #[test]
+    fn text_keys_in_order_are_counted_side_by_side(seed in any::<u64>(), layout in 0..3u8, overlapping: bool) {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("k.dq"), RULES).unwrap();
+        let mut rng = Rng(seed);
+        write_sorted(&mut rng, &tmp.path().join("staged"), layout, overlapping);
+        let files = fs::read_dir(tmp.path().join("staged")).unwrap().count();
+        let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
+        for bits in [None, Some("6")] {
+            let mut env = vec![
+                ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
+                ("DQGATE_TEST_KEEP_BYTES", "0"),
+                ("DQGATE_TEST_EXACT_VALUES", "0"),
+            ];
+            env.extend(bits.map(|b| ("DQGATE_TEST_FINGERPRINT_BITS", b)));
+            let (got, stderr) = check(tmp.path(), &env, None);
+            let side_by_side = stderr.contains("the values in order: counted side by side");
+            prop_assert!(side_by_side == (!overlapping || files == 1), "{}", stderr);
+            prop_assert!(got == grouped, "bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+        }
+    }
+}
+
 /// A run that gives its table of exact values up pushes what it tabled as
 /// fingerprints, its null rows included: here all of them come before the
 /// point where it gives up (one row group, one run), and with nulls equal

@@ -17,6 +17,7 @@
 //! of keys occurring more than once, and the top samples (count descending,
 //! key ascending, in Arrow's row order).
 
+mod adjacent;
 mod compact;
 mod count;
 mod decode;

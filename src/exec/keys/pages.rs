@@ -449,6 +449,10 @@ impl Reader {
         let kind = self.kind;
         match encoding {
             Encoding::PLAIN if self.by_value => {
+                // The rows tallied so far (a chunk's dictionary pages
+                // before its writer fell back to plain ones) come first,
+                // so that values come in the order of their pages.
+                self.tallied(v);
                 let mut batch = [(0, &[][..]); BATCH];
                 let mut k = 0;
                 plain(kind, !self.unhashed, data, n, |h, x| {

@@ -1,0 +1,186 @@
+//! A single text key whose values come in order within each run of the
+//! first pass (files sorted by the key, as a sorted DuckDB or Spark write
+//! leaves them): equal values are side by side, so each run counts its
+//! keys as they close, keeping none but its first and its last.
+//!
+//! Each run checks its own order: a value below the one before stops its
+//! count, and the first pass's fingerprints answer instead (they are
+//! pushed all along). At the end the runs, taken by their first values,
+//! must follow one another: each run's first value at least the last value
+//! of the run before; a key at a run's end and the next run's start is
+//! one key, its rows summed. The keys between a run's first and last lie
+//! in no other run, so they are counted once.
+//!
+//! The order is that of the values' bytes. Rows that come by value (a
+//! dictionary page's rows tallied, [`super::pages::Visit::by_value`]) come
+//! in the dictionary's order; the count is exact whenever what arrives is
+//! in order, since every row of a value then arrives side by side.
+
+use std::cmp::Ordering;
+
+use super::found::Tallied;
+
+/// A key's bytes and its rows.
+type Key = (Vec<u8>, u64);
+
+/// A run's count of keys in order.
+pub(super) struct Adjacent {
+    /// Whether every value so far came in order.
+    ok: bool,
+    /// The run's first key, once a later key closed it.
+    first: Option<Key>,
+    /// The key now open (the last so far) and its rows (0: none yet).
+    open: Vec<u8>,
+    rows: u64,
+    /// The closed keys after the first.
+    tallied: Tallied,
+    /// Null rows.
+    nulls: u64,
+}
+
+impl Default for Adjacent {
+    fn default() -> Adjacent {
+        Adjacent {
+            ok: true,
+            first: None,
+            open: Vec::new(),
+            rows: 0,
+            tallied: Tallied::default(),
+            nulls: 0,
+        }
+    }
+}
+
+impl Adjacent {
+    /// `rows` rows of `value`, the next in the run.
+    #[inline]
+    pub(super) fn add(&mut self, value: &[u8], rows: u64) {
+        if !self.ok || rows == 0 {
+            return;
+        }
+        if self.rows == 0 {
+            self.open.extend_from_slice(value);
+            self.rows = rows;
+            return;
+        }
+        match value.cmp(&self.open) {
+            Ordering::Equal => self.rows += rows,
+            Ordering::Greater => {
+                match self.first {
+                    None => self.first = Some((self.open.clone(), self.rows)),
+                    Some(_) => self.tallied.key(1, &self.open, self.rows),
+                }
+                self.open.clear();
+                self.open.extend_from_slice(value);
+                self.rows = rows;
+            }
+            Ordering::Less => {
+                *self = Adjacent {
+                    ok: false,
+                    ..Adjacent::default()
+                }
+            }
+        }
+    }
+
+    /// `n` null rows.
+    pub(super) fn nulls(&mut self, n: u64) {
+        self.nulls += n;
+    }
+
+    /// The run's keys at its ends, first to last (none for a run of no
+    /// values, one for a run of one key).
+    fn ends(&mut self) -> Vec<Key> {
+        let last = (self.rows > 0).then(|| (std::mem::take(&mut self.open), self.rows));
+        self.first.take().into_iter().chain(last).collect()
+    }
+}
+
+/// The keys of `runs` counted together, null rows as one key when
+/// `nulls_equal`; `None` if some run's values did not come in order or the
+/// runs' ranges overlap.
+pub(super) fn together(runs: Vec<Adjacent>, nulls_equal: bool) -> Option<Tallied> {
+    if runs.iter().any(|r| !r.ok) {
+        return None;
+    }
+    let mut runs: Vec<(Vec<Key>, Adjacent)> = runs.into_iter().map(|mut r| (r.ends(), r)).collect();
+    runs.retain(|(ends, _)| !ends.is_empty());
+    runs.sort_by(|a, b| a.0[0].0.cmp(&b.0[0].0));
+    let mut total = Tallied::default();
+    let mut open: Option<Key> = None;
+    let mut nulls = 0;
+    for (ends, run) in runs {
+        for (key, rows) in ends {
+            open = match open {
+                None => Some((key, rows)),
+                Some((k, n)) => match k.cmp(&key) {
+                    Ordering::Equal => Some((k, n + rows)),
+                    Ordering::Less => {
+                        total.key(1, &k, n);
+                        Some((key, rows))
+                    }
+                    Ordering::Greater => return None,
+                },
+            };
+        }
+        nulls += run.nulls;
+        total.absorb(run.tallied);
+    }
+    if let Some((k, n)) = open {
+        total.key(1, &k, n);
+    }
+    if nulls_equal && nulls > 0 {
+        total.key(0, &[], nulls);
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(values: &[(&str, u64)]) -> Adjacent {
+        let mut a = Adjacent::default();
+        for (v, n) in values {
+            a.add(v.as_bytes(), *n);
+        }
+        a
+    }
+
+    #[test]
+    fn runs_that_touch_count_their_shared_key_once() {
+        // b ends the first run and starts the second; d fills a run alone
+        // and ends the second too.
+        let runs = vec![
+            run(&[("d", 1)]),
+            run(&[("a", 1), ("a", 1), ("b", 1)]),
+            run(&[("b", 2), ("c", 1), ("d", 1)]),
+            run(&[]),
+        ];
+        let t = together(runs, false).expect("in order");
+        assert_eq!((t.distinct, t.repeated), (4, 3));
+        let samples: Vec<(u8, &[u8], u64)> = t.samples();
+        assert_eq!(
+            samples,
+            vec![(1, &b"b"[..], 3), (1, &b"a"[..], 2), (1, &b"d"[..], 2)]
+        );
+    }
+
+    #[test]
+    fn a_value_out_of_order_or_runs_that_overlap_give_no_answer() {
+        assert!(together(vec![run(&[("b", 1), ("a", 1)])], false).is_none());
+        // The second run's c lies inside the first's range.
+        let overlapping = vec![run(&[("a", 1), ("b", 1), ("d", 1)]), run(&[("c", 1)])];
+        assert!(together(overlapping, false).is_none());
+    }
+
+    #[test]
+    fn null_rows_are_one_key_only_when_nulls_are_equal() {
+        let mut a = run(&[("x", 1)]);
+        a.nulls(3);
+        assert_eq!(together(vec![a], true).map(|t| t.distinct), Some(2));
+        let mut a = run(&[("x", 1)]);
+        a.nulls(3);
+        assert_eq!(together(vec![a], false).map(|t| t.distinct), Some(1));
+    }
+}
