@@ -82,6 +82,22 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         r => format!("scan (page by page){r},"),
     };
     let scanned = started.elapsed();
+    // Values that came in order in every run are counted without the
+    // fingerprints, or the tables (which cost a count of their own).
+    let adjacent: Option<Vec<Adjacent>> = filled.iter_mut().map(|f| f.adjacent.take()).collect();
+    if let Some(counted) = adjacent.and_then(|a| adjacent::together(a, job.nulls_equal)) {
+        let passes = vec![format!(
+            "{how} on {} run(s), the values in order: counted side by side: {:.2} s",
+            filled.len(),
+            scanned.as_secs_f64()
+        )];
+        return Ok(Scanned::Exact(Found {
+            distinct: counted.distinct,
+            duplicates: counted.duplicates(&job.keys, &[DataType::Utf8View])?,
+            spilled_bytes: 0,
+            passes,
+        }));
+    }
     let tables: Vec<Option<Values>> = filled.iter_mut().map(|f| f.values.take()).collect();
     let tables = match tabled.is_some() && tables.iter().all(Option::is_some) {
         true => {
@@ -114,22 +130,6 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         }
         false => tables,
     };
-    // Values that came in order in every run are counted without the
-    // fingerprints.
-    let adjacent: Option<Vec<Adjacent>> = filled.iter_mut().map(|f| f.adjacent.take()).collect();
-    if let Some(counted) = adjacent.and_then(|a| adjacent::together(a, job.nulls_equal)) {
-        let passes = vec![format!(
-            "{how} on {} run(s), the values in order: counted side by side: {:.2} s",
-            filled.len(),
-            scanned.as_secs_f64()
-        )];
-        return Ok(Scanned::Exact(Found {
-            distinct: counted.distinct,
-            duplicates: counted.duplicates(&job.keys, &[DataType::Utf8View])?,
-            spilled_bytes: 0,
-            passes,
-        }));
-    }
     // The tables given back go to the stores, as if each run had given its
     // own up at the end (any store will do: the stores are counted as one).
     for (f, t) in filled.iter_mut().zip(tables) {
