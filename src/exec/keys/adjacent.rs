@@ -3,9 +3,9 @@
 //! leaves them): equal values are side by side, so each run counts its
 //! keys as they close, keeping none but its first and its last.
 //!
-//! Each run checks its own order: a value below the one before stops its
-//! count, and the first pass's fingerprints answer instead (they are
-//! pushed all along). At the end the runs, taken by their first values,
+//! Each run checks its own order: a value below the one before ends its
+//! count (the run drops it), and the first pass's tables or fingerprints
+//! answer instead (they are filled all along). At the end the runs, taken by their first values,
 //! must follow one another: each run's first value at least the last value
 //! of the run before; a key at a run's end and the next run's start is
 //! one key, its rows summed. The keys between a run's first and last lie
@@ -24,9 +24,8 @@ use super::found::Tallied;
 type Key = (Vec<u8>, u64);
 
 /// A run's count of keys in order.
+#[derive(Default)]
 pub(super) struct Adjacent {
-    /// Whether every value so far came in order.
-    ok: bool,
     /// The run's first key, once a later key closed it.
     first: Option<Key>,
     /// The key now open (the last so far) and its rows (0: none yet).
@@ -38,30 +37,19 @@ pub(super) struct Adjacent {
     nulls: u64,
 }
 
-impl Default for Adjacent {
-    fn default() -> Adjacent {
-        Adjacent {
-            ok: true,
-            first: None,
-            open: Vec::new(),
-            rows: 0,
-            tallied: Tallied::default(),
-            nulls: 0,
-        }
-    }
-}
-
 impl Adjacent {
-    /// `rows` rows of `value`, the next in the run.
+    /// `rows` rows of `value`, the next in the run; `false` if it comes
+    /// out of order, when the count is no longer of use.
     #[inline]
-    pub(super) fn add(&mut self, value: &[u8], rows: u64) {
-        if !self.ok || rows == 0 {
-            return;
+    #[must_use]
+    pub(super) fn add(&mut self, value: &[u8], rows: u64) -> bool {
+        if rows == 0 {
+            return true;
         }
         if self.rows == 0 {
             self.open.extend_from_slice(value);
             self.rows = rows;
-            return;
+            return true;
         }
         match value.cmp(&self.open) {
             Ordering::Equal => self.rows += rows,
@@ -74,13 +62,9 @@ impl Adjacent {
                 self.open.extend_from_slice(value);
                 self.rows = rows;
             }
-            Ordering::Less => {
-                *self = Adjacent {
-                    ok: false,
-                    ..Adjacent::default()
-                }
-            }
+            Ordering::Less => return false,
         }
+        true
     }
 
     /// `n` null rows.
@@ -96,13 +80,9 @@ impl Adjacent {
     }
 }
 
-/// The keys of `runs` counted together, null rows as one key when
-/// `nulls_equal`; `None` if some run's values did not come in order or the
-/// runs' ranges overlap.
+/// The keys of `runs` (each in order) counted together, null rows as one
+/// key when `nulls_equal`; `None` if the runs' ranges overlap.
 pub(super) fn together(runs: Vec<Adjacent>, nulls_equal: bool) -> Option<Tallied> {
-    if runs.iter().any(|r| !r.ok) {
-        return None;
-    }
     let mut runs: Vec<(Vec<Key>, Adjacent)> = runs.into_iter().map(|mut r| (r.ends(), r)).collect();
     runs.retain(|(ends, _)| !ends.is_empty());
     runs.sort_by(|a, b| a.0[0].0.cmp(&b.0[0].0));
@@ -142,7 +122,7 @@ mod tests {
     fn run(values: &[(&str, u64)]) -> Adjacent {
         let mut a = Adjacent::default();
         for (v, n) in values {
-            a.add(v.as_bytes(), *n);
+            assert!(a.add(v.as_bytes(), *n), "{v} in order");
         }
         a
     }
@@ -168,7 +148,7 @@ mod tests {
 
     #[test]
     fn a_value_out_of_order_or_runs_that_overlap_give_no_answer() {
-        assert!(together(vec![run(&[("b", 1), ("a", 1)])], false).is_none());
+        assert!(!run(&[("b", 1)]).add(b"a", 1));
         // The second run's c lies inside the first's range.
         let overlapping = vec![run(&[("a", 1), ("b", 1), ("d", 1)]), run(&[("c", 1)])];
         assert!(together(overlapping, false).is_none());

@@ -213,7 +213,8 @@ struct Filling<R: Split<u64>> {
     values: Option<Values>,
     /// How many values the table held when the run gave it up.
     gave_up: Option<usize>,
-    /// A single text key's values counted in order ([`adjacent`]).
+    /// A single text key's values counted in order ([`adjacent`]), while
+    /// they come so.
     adjacent: Option<Adjacent>,
 }
 
@@ -244,6 +245,17 @@ impl<R: Split<u64>> Filling<R> {
     fn push_rows(&mut self, fingerprint: u64, rows: u64) {
         for _ in 0..rows.min(2) {
             self.push(fingerprint);
+        }
+    }
+
+    /// `rows` rows of `value` to the count in order, which the run drops
+    /// at the first value out of order.
+    #[inline]
+    fn in_order(&mut self, value: &[u8], rows: u64) {
+        if let Some(a) = &mut self.adjacent {
+            if !a.add(value, rows) {
+                self.adjacent = None;
+            }
         }
     }
 
@@ -280,9 +292,7 @@ impl<R: Split<u64>> pages::Visit for Filling<R> {
     }
 
     fn batch(&mut self, values: &[(u64, &[u8])]) {
-        if let Some(a) = &mut self.adjacent {
-            values.iter().for_each(|(_, v)| a.add(v, 1));
-        }
+        values.iter().for_each(|(_, v)| self.in_order(v, 1));
         let tabled = match &mut self.values {
             Some(t) => t.batch(values),
             None => 0,
@@ -297,9 +307,7 @@ impl<R: Split<u64>> pages::Visit for Filling<R> {
 
     #[inline]
     fn rows(&mut self, fingerprint: u64, value: &[u8], rows: u64) {
-        if let Some(a) = &mut self.adjacent {
-            a.add(value, rows);
-        }
+        self.in_order(value, rows);
         if let Some(t) = &mut self.values {
             if t.add(fingerprint, value, rows) {
                 return;

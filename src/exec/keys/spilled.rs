@@ -56,8 +56,8 @@ impl Spill {
 /// Reads the key columns once for `rounds` rounds of the candidates
 /// `words` (fingerprinted with `bits`, in `candidate_rows` rows): a row
 /// whose fingerprint passes the filter of all candidates is written under
-/// its round. The pages of a
-/// single text key are walked where `text` says so (by value if `by`).
+/// its round. The pages of a single text key are walked where `text` says
+/// so (by value if `by`).
 pub(super) async fn spill(
     ctx: &SessionContext,
     input: &StagedInput,

@@ -135,7 +135,6 @@ pub(super) async fn verify(
                 Ok(s) => {
                     rounds = more;
                     (repeats, by_value) = (s.repeats, by && text.is_some());
-                    types = Some(s.types.clone());
                     Some(s)
                 }
                 Err(_) => {
@@ -154,7 +153,7 @@ pub(super) async fn verify(
         };
         let candidates = Arc::new(candidates);
         let (filed, t) = match (&spilled, &source) {
-            (Some(s), _) => (spilled::file(s, &candidates, round).await?, Vec::new()),
+            (Some(s), _) => (spilled::file(s, &candidates, round).await?, s.types.clone()),
             (None, Source::Kept(kept)) => file_kept(kept, job, &candidates, bits).await?,
             (None, Source::Read) => match &text {
                 // Filed as text, whatever the table's text type.
