@@ -151,6 +151,14 @@ pub fn spill_candidates() -> Option<usize> {
     parsed!("DQGATE_TEST_SPILL_CANDIDATES")
 }
 
+/// `DQGATE_TEST_SORTED_KEYS`: the most keys a run of a text key's first
+/// pass keeps in its stretches in order before it gives them up (`0`: it
+/// keeps none), so that small files give them up at any point, or never
+/// keep them.
+pub fn sorted_keys() -> Option<usize> {
+    parsed!("DQGATE_TEST_SORTED_KEYS")
+}
+
 /// `DQGATE_TEST_EXACT_VALUES`: the most values a run of a text key's
 /// first pass tables before it gives its table up (`0`: no table), so
 /// that small files give it up at any point, or never take it.

@@ -213,6 +213,13 @@ PAIRS = [
      "SELECT count(*) FROM (SELECT k FROM {t} WHERE k IS NOT NULL GROUP BY k HAVING count(*) > 1)"),
 ]
 PAIRS_SCATTERED = [(w[0].replace("in key order", "scattered"),) + w[1:] for w in PAIRS]
+# Every key twice, in FILES files each sorted by the key on its own, each row
+# in a file drawn by hash (Spark's `repartition(FILES)` then
+# `sortWithinPartitions("k")`, a hash-partitioned sorted write): the files'
+# ranges overlap, so no one order runs across them.
+SORTED_FILES = [2, 16, 200]
+PAIRS_FILES = [(w[0].replace("in key order", f"{n} files each sorted"),) + w[1:] + (n,)
+               for n in SORTED_FILES for w in PAIRS]
 # A tenth of the keys twice, scattered (9/10 of SIZE keys, the first ninth
 # of them twice): too few rows repeat for a run to keep its table of exact
 # values, so the first pass counts fingerprints and the verification files
@@ -233,6 +240,20 @@ def pairs(python, data, size):
                    f"TO '{d}/part-0.parquet'")
             subprocess.run([python, "-c", f"import duckdb; duckdb.sql({sql!r})"], check=True)
     return dirs
+
+
+def sorted_files(python, data, size, files):
+    """DIR/pairs-SIZE-files-FILES for PAIRS_FILES, written once."""
+    rows = int(size[:-1]) * {"K": 1000, "M": 1000_000}[size[-1]]
+    d = os.path.join(data, f"pairs-{size}-files-{files}")
+    if not os.path.exists(os.path.join(d, f"part-{files - 1}.parquet")):
+        k = "'customer-' || lpad((i // 2)::VARCHAR, 8, '0') || '@example-mail.com'"
+        os.makedirs(d, exist_ok=True)
+        table = f"CREATE TABLE t AS SELECT {k} AS k, hash(i) % {files} AS p FROM range({rows}) t(i)"
+        copy = f"COPY (SELECT k FROM t WHERE p = {{p}} ORDER BY k) TO '{d}/part-{{p}}.parquet'"
+        code = f"import duckdb\nduckdb.sql({table!r})\nfor p in range({files}):\n    duckdb.sql({copy!r}.format(p=p))"
+        subprocess.run([python, "-c", code], check=True)
+    return d
 
 
 def tenth(python, data, size):
@@ -350,6 +371,9 @@ def main():
                 ordered, scattered = pairs(python, a.data, size)
                 jobs += [(size, w, ordered, None) for w in PAIRS]
                 jobs += [(size, w, scattered, None) for w in PAIRS_SCATTERED]
+            for w in PAIRS_FILES:
+                if not a.only or a.only in w[0]:
+                    jobs.append((size, w[:4], sorted_files(python, a.data, size, w[4]), None))
             if not a.only or any(a.only in w[0] for w in TENTH):
                 jobs += [(size, w, tenth(python, a.data, size), None) for w in TENTH]
         if a.across:

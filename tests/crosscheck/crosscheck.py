@@ -428,8 +428,31 @@ def crosscheck_repeated_text(binary, work):
         # Rounds whose rows are written to disk in one read.
         ("spilled", {"DQGATE_TEST_EXACT_VALUES": "0", "DQGATE_TEST_SPILL_CANDIDATES": "1"}, "rounds of one read"),
     ]
+    # The same rows in 3 files each sorted on its own (a hash-partitioned
+    # sorted write), by DuckDB and by pyarrow typed as a dictionary: each
+    # run keeps its keys in stretches in order, merged at the end; or gives
+    # them up full, or keeps none.
+    for name, typed in (("duckdb-sorted-files", False), ("dictionary-sorted-files", True)):
+        os.makedirs(f"{base}/{name}")
+        for p in range(3):
+            part = sorted((r for i, r in enumerate(rows) if (i * 7919) % 3 == p), key=lambda v: (v is None, v or ""))
+            if typed:
+                col = pa.array(part, pa.string()).dictionary_encode()
+                pq.write_table(pa.table({"k": col}), f"{base}/{name}/part-{p}.parquet", row_group_size=15_000)
+            else:
+                con = duckdb.connect()
+                con.register("s", pa.table({"k": pa.array(part, pa.string())}))
+                con.execute(f"COPY (SELECT k FROM s ORDER BY k NULLS LAST) TO '{base}/{name}/part-{p}.parquet' "
+                            "(ROW_GROUP_SIZE 15000)")
+    sorted_ways = [
+        ("merged", {}, "merge the stretches in order"),
+        ("given up full", {"DQGATE_TEST_SORTED_KEYS": "2000"}, "giving up their table"),
+        ("never kept", {"DQGATE_TEST_SORTED_KEYS": "0"}, "tabling the exact values"),
+    ]
     checked = failures = 0
-    for name in ("duckdb", "pyarrow", "dictionary-typed"):
+    layouts = [(n, ways) for n in ("duckdb", "pyarrow", "dictionary-typed")]
+    layouts += [(n, sorted_ways) for n in ("duckdb-sorted-files", "dictionary-sorted-files")]
+    for name, ways in layouts:
         theirs = duckdb_values(f"{base}/{name}", REPEATED_SQL)
         for way, extra, said in ways:
             env = dict(os.environ, DQGATE_TEST_KEY_STRATEGY="fingerprint", DQGATE_TEST_KEEP_BYTES="0", **extra)

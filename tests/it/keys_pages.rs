@@ -191,7 +191,7 @@ proptest! {
 fn write_sorted(rng: &mut Rng, dir: &Path, layout: u8, overlapping: bool) {
     fs::create_dir_all(dir).unwrap();
     let files = 1 + rng.below(3) as usize;
-    let distinct = 500 + rng.below(20_000);
+    let distinct = 2_000 + rng.below(20_000);
     let nulls = rng.below(3) * 50;
     let n = files * (20_000 + rng.below(20_000) as usize);
     let mut keys: Vec<String> = (0..n).map(|_| value(rng.below(distinct))).collect();
@@ -217,8 +217,10 @@ proptest! {
 
     /// Keys in order are counted side by side in the first pass, with no
     /// table and no verification; files each in order whose ranges overlap
-    /// are not, and are counted by fingerprint. Both give the grouped
-    /// verdict, samples included.
+    /// are kept in stretches and merged. Stretches given up at any point
+    /// (the test hook's most keys), or never kept, leave the tables or the
+    /// fingerprints to count them. Every way gives the grouped verdict,
+    /// samples included.
     #[test]
     fn text_keys_in_order_are_counted_side_by_side(seed in any::<u64>(), layout in 0..3u8, overlapping: bool) {
         let tmp = tempfile::tempdir().unwrap();
@@ -227,6 +229,7 @@ proptest! {
         write_sorted(&mut rng, &tmp.path().join("staged"), layout, overlapping);
         let files = fs::read_dir(tmp.path().join("staged")).unwrap().count();
         let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
+        let most = (1 + rng.below(1000)).to_string();
         for bits in [None, Some("6")] {
             let mut env = vec![
                 ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
@@ -237,7 +240,19 @@ proptest! {
             let (got, stderr) = check(tmp.path(), &env, None);
             let side_by_side = stderr.contains("the values in order: counted side by side");
             prop_assert!(side_by_side == (!overlapping || files == 1), "{}", stderr);
+            let merged = stderr.contains("merge the stretches in order");
+            prop_assert!(merged == (overlapping && files > 1), "{}", stderr);
             prop_assert!(got == grouped, "bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+            // Stretches given up full, with the tables off and on, or
+            // never kept.
+            for (sorted, tables) in [(most.as_str(), "0"), (most.as_str(), "1000000"), ("0", "0")] {
+                let mut env = env.clone();
+                env.push(("DQGATE_TEST_SORTED_KEYS", sorted));
+                env[2].1 = tables;
+                let (got, stderr) = check(tmp.path(), &env, None);
+                prop_assert!(!stderr.contains("merge the stretches"), "{}", stderr);
+                prop_assert!(got == grouped, "sorted {} tables {} bits {:?}:\n{}\n---\n{}", sorted, tables, bits, got, grouped);
+            }
         }
     }
 }

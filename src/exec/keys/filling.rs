@@ -10,13 +10,14 @@ use datafusion::prelude::SessionContext;
 use super::adjacent::{self, Adjacent};
 use super::count;
 use super::encode;
-use super::found::Found;
+use super::found::{Found, Tallied};
 use super::hits;
 use super::key::Key;
 use super::pages;
 use super::retain;
 use super::rowpages::{self, Paged};
 use super::store::{self, LocalStore, Split};
+use super::stretches::{self, Stop, Stretches};
 use super::tasks::threads;
 use super::together;
 use super::values::Values;
@@ -72,6 +73,15 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         }),
         gave_up: None,
         adjacent: matches!(paged, Paged::One(_)).then(Adjacent::default),
+        stretches: match paged {
+            Paged::One(text) => {
+                let runs = text.runs.len().max(1) as u64;
+                let most = hits::budget(ctx) / runs;
+                Stretches::new(most as usize, &runtime.memory_pool)
+                    .map(|s| s.for_rows(text.rows / runs))
+            }
+            Paged::Rows(_) => None,
+        },
     };
     let (mut filled, repeats) = match paged {
         Paged::One(text) => pages::walk(text, label, fill).await?,
@@ -91,12 +101,43 @@ pub(super) async fn partition_pages<R: Split<u64>>(
             filled.len(),
             scanned.as_secs_f64()
         )];
-        return Ok(Scanned::Exact(Found {
-            distinct: counted.distinct,
-            duplicates: counted.duplicates(&job.keys, &[DataType::Utf8View])?,
-            spilled_bytes: 0,
-            passes,
-        }));
+        return exact(counted, job, passes);
+    }
+    // Values in order in long stretches of every run (files each sorted
+    // on their own) are merged, not counted by table or fingerprint.
+    let kept: Vec<Option<Stretches>> = filled.iter_mut().map(|f| f.stretches.take()).collect();
+    if kept.iter().all(Option::is_some) {
+        let kept: Vec<Stretches> = kept.into_iter().flatten().collect();
+        if stretches::mergeable(&kept) {
+            let counting = Instant::now();
+            let count = kept.iter().map(Stretches::stretches).sum::<usize>();
+            let bytes: usize = kept.iter().map(Stretches::bytes).sum();
+            let (nulls_equal, threads) = (job.nulls_equal, threads(ctx));
+            let counted = blocking(move || stretches::merged(kept, nulls_equal, threads)).await?;
+            let passes = vec![
+                format!(
+                    "{how} on {} run(s), the values in order in {count} stretch(es) kept ({} MB): {:.2} s",
+                    filled.len(),
+                    bytes >> 20,
+                    scanned.as_secs_f64()
+                ),
+                format!(
+                    "merge the stretches in order on {threads} thread(s) ({} keys): {:.2} s",
+                    counted.distinct,
+                    counting.elapsed().as_secs_f64()
+                ),
+            ];
+            return exact(counted, job, passes);
+        }
+        for (f, s) in filled.iter_mut().zip(kept) {
+            f.replay(s, Stop::Disorder);
+        }
+    } else {
+        for (f, s) in filled.iter_mut().zip(kept) {
+            if let Some(s) = s {
+                f.replay(s, Stop::Disorder);
+            }
+        }
     }
     let tables: Vec<Option<Values>> = filled.iter_mut().map(|f| f.values.take()).collect();
     let tables = match tabled.is_some() && tables.iter().all(Option::is_some) {
@@ -105,9 +146,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
             let counting = Instant::now();
             let threads = threads(ctx);
             let bytes: usize = tables.iter().map(Values::bytes).sum();
-            let together = tokio::task::spawn_blocking(move || together::found(&tables, threads))
-                .await
-                .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
+            let together = blocking(move || together::found(&tables, threads)).await?;
             let passes = vec![
                 format!(
                     "{how} tabling the exact values on {} run(s): {:.2} s",
@@ -121,12 +160,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
                     counting.elapsed().as_secs_f64()
                 ),
             ];
-            return Ok(Scanned::Exact(Found {
-                distinct: together.distinct,
-                duplicates: together.duplicates(&job.keys, &[DataType::Utf8View])?,
-                spilled_bytes: 0,
-                passes,
-            }));
+            return exact(together, job, passes);
         }
         false => tables,
     };
@@ -158,6 +192,24 @@ pub(super) async fn partition_pages<R: Split<u64>>(
     Ok(Scanned::Counted(counted, spilled, passes, Vec::new()))
 }
 
+/// The exact keys of a single text key `counted` in the first pass, as
+/// the answer.
+fn exact(counted: Tallied, job: &KeyJob, passes: Vec<String>) -> Result<Scanned, Error> {
+    Ok(Scanned::Exact(Found {
+        distinct: counted.distinct,
+        duplicates: counted.duplicates(&job.keys, &[DataType::Utf8View])?,
+        spilled_bytes: 0,
+        passes,
+    }))
+}
+
+/// `f` in a blocking task.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Error> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))
+}
+
 /// Counts the partitions of `stores` (filled by `scan` since `started`),
 /// and says what each step cost.
 pub(super) async fn count_stores<K: Key, R: Split<K>>(
@@ -172,12 +224,11 @@ pub(super) async fn count_stores<K: Key, R: Split<K>>(
     let spilled: u64 = stores.iter().map(LocalStore::spilled_bytes).sum();
     let counting = Instant::now();
     let threads = threads(ctx);
-    let (counted, stores) = tokio::task::spawn_blocking(move || {
+    let (counted, stores) = blocking(move || {
         let counted = count::count(&stores, threads, |p, w| split.join(p, w));
         (counted, stores)
     })
-    .await
-    .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))?;
+    .await?;
     let counted = counted?;
     drop(stores);
     let mut passes = vec![format!(
@@ -216,6 +267,9 @@ struct Filling<R: Split<u64>> {
     /// A single text key's values counted in order ([`adjacent`]), while
     /// they come so.
     adjacent: Option<Adjacent>,
+    /// A single text key's values kept in stretches in order
+    /// ([`stretches`]), while they come so: neither tabled nor pushed.
+    stretches: Option<Stretches>,
 }
 
 impl<R: Split<u64>> Filling<R> {
@@ -259,6 +313,46 @@ impl<R: Split<u64>> Filling<R> {
         }
     }
 
+    /// `rows` rows of `value` to the stretches, if the run keeps them:
+    /// `false` when it does not, or gives them up at this value, which is
+    /// then for the table or the store.
+    #[inline]
+    fn keep(&mut self, fingerprint: u64, value: &[u8], rows: u64) -> bool {
+        let Some(s) = &mut self.stretches else {
+            return false;
+        };
+        let Err(stop) = s.add(fingerprint, value, rows) else {
+            return true;
+        };
+        if let Some(s) = self.stretches.take() {
+            self.replay(s, stop);
+        }
+        false
+    }
+
+    /// Hands what the stretches kept on: to the table or the store as the
+    /// walk would have, or (`Full`: they outgrew the budget, so the table
+    /// would too) with the table given up, straight to the store.
+    fn replay(&mut self, kept: Stretches, stop: Stop) {
+        if stop == Stop::Full {
+            self.give_up();
+        }
+        kept.into_each(|fingerprint, value, rows| self.count(fingerprint, value, rows));
+    }
+
+    /// `rows` rows of `value` to the table, or the store once the table is
+    /// given up.
+    #[inline]
+    fn count(&mut self, fingerprint: u64, value: &[u8], rows: u64) {
+        if let Some(t) = &mut self.values {
+            if t.add(fingerprint, value, rows) {
+                return;
+            }
+            self.give_up();
+        }
+        self.push_rows(fingerprint, rows);
+    }
+
     /// Gives the table up, if there is one: its values go to the store as
     /// the walk pushes them by value, a null row's fingerprint being 0.
     fn give_up(&mut self) {
@@ -293,6 +387,13 @@ impl<R: Split<u64>> pages::Visit for Filling<R> {
 
     fn batch(&mut self, values: &[(u64, &[u8])]) {
         values.iter().for_each(|(_, v)| self.in_order(v, 1));
+        let mut values = values;
+        if self.stretches.is_some() {
+            match values.iter().position(|(f, v)| !self.keep(*f, v, 1)) {
+                None => return,
+                Some(i) => values = &values[i..],
+            }
+        }
         let tabled = match &mut self.values {
             Some(t) => t.batch(values),
             None => 0,
@@ -308,19 +409,18 @@ impl<R: Split<u64>> pages::Visit for Filling<R> {
     #[inline]
     fn rows(&mut self, fingerprint: u64, value: &[u8], rows: u64) {
         self.in_order(value, rows);
-        if let Some(t) = &mut self.values {
-            if t.add(fingerprint, value, rows) {
-                return;
-            }
-            self.give_up();
+        if !self.keep(fingerprint, value, rows) {
+            self.count(fingerprint, value, rows);
         }
-        self.push_rows(fingerprint, rows);
     }
 
     /// A null row's fingerprint is 0, as `encode::fingerprints` leaves it.
     fn nulls(&mut self, n: u64) {
         if let Some(a) = &mut self.adjacent {
             a.nulls(n);
+        }
+        if let Some(s) = &mut self.stretches {
+            s.nulls(n);
         }
         if !self.nulls_equal {
             return;

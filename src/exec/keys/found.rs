@@ -177,6 +177,20 @@ impl Tallied {
         }
     }
 
+    /// [`Self::key`] for keys that come in ascending order of their tag
+    /// and bytes: once the samples are full, a key of no more rows than the
+    /// last of them comes after it, so it is not compared.
+    #[inline]
+    pub(super) fn key_ascending(&mut self, tag: u8, bytes: &[u8], rows: u64) {
+        match self.best.0.len() == SAMPLES && self.best.0.last().is_some_and(|b| rows <= b.1) {
+            true => {
+                self.distinct += 1;
+                self.repeated += u64::from(rows > 1);
+            }
+            false => self.key(tag, bytes, rows),
+        }
+    }
+
     /// Counts what `other` counted (keys it did not share with this one).
     pub(super) fn absorb(&mut self, other: Tallied) {
         self.distinct += other.distinct;

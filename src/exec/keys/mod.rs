@@ -38,6 +38,7 @@ mod rowpages;
 mod slab;
 mod spilled;
 mod store;
+mod stretches;
 mod tasks;
 mod text;
 mod together;

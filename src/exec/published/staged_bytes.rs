@@ -191,7 +191,7 @@ fn shared_len(a: &[u8], b: &[u8]) -> usize {
 
 /// The 16 bytes of `data` from `at`, zero-padded (a value that is a prefix
 /// of another sorts first), as a big-endian integer.
-fn window(data: &[u8], at: usize) -> u128 {
+pub(crate) fn window(data: &[u8], at: usize) -> u128 {
     let rest = data.get(at..).unwrap_or_default();
     let mut p = [0u8; 16];
     let k = rest.len().min(16);
