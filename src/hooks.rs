@@ -152,9 +152,9 @@ pub fn spill_candidates() -> Option<usize> {
 }
 
 /// `DQGATE_TEST_SORTED_KEYS`: the most keys a run of a text key's first
-/// pass keeps in its stretches in order before it gives them up (`0`: it
-/// keeps none), so that small files give them up at any point, or never
-/// keep them.
+/// pass keeps in memory in its stretches in order before it writes them to
+/// disk, or gives them up with no disk to write to (`0`: it keeps none),
+/// so that small files take those paths at any point, or never keep them.
 pub fn sorted_keys() -> Option<usize> {
     parsed!("DQGATE_TEST_SORTED_KEYS")
 }

@@ -430,8 +430,8 @@ def crosscheck_repeated_text(binary, work):
     ]
     # The same rows in 3 files each sorted on its own (a hash-partitioned
     # sorted write), by DuckDB and by pyarrow typed as a dictionary: each
-    # run keeps its keys in stretches in order, merged at the end; or gives
-    # them up full, or keeps none.
+    # run keeps its keys in stretches in order, merged at the end from
+    # memory or from disk; or gives them up full (no disk), or keeps none.
     for name, typed in (("duckdb-sorted-files", False), ("dictionary-sorted-files", True)):
         os.makedirs(f"{base}/{name}")
         for p in range(3):
@@ -446,7 +446,9 @@ def crosscheck_repeated_text(binary, work):
                             "(ROW_GROUP_SIZE 15000)")
     sorted_ways = [
         ("merged", {}, "merge the stretches in order"),
-        ("given up full", {"DQGATE_TEST_SORTED_KEYS": "2000"}, "giving up their table"),
+        ("to disk", {"DQGATE_TEST_SORTED_KEYS": "2000"}, "written to disk"),
+        ("given up full", {"DQGATE_TEST_SORTED_KEYS": "2000", "TMPDIR": os.path.join(base, "nowhere")},
+         "giving up their table"),
         ("never kept", {"DQGATE_TEST_SORTED_KEYS": "0"}, "tabling the exact values"),
     ]
     checked = failures = 0

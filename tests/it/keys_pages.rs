@@ -217,8 +217,9 @@ proptest! {
 
     /// Keys in order are counted side by side in the first pass, with no
     /// table and no verification; files each in order whose ranges overlap
-    /// are kept in stretches and merged. Stretches given up at any point
-    /// (the test hook's most keys), or never kept, leave the tables or the
+    /// are kept in stretches and merged, from memory or written to disk
+    /// past the test hook's most keys. Stretches given up at any point (no
+    /// disk to write to), or never kept, leave the tables or the
     /// fingerprints to count them. Every way gives the grouped verdict,
     /// samples included.
     #[test]
@@ -229,7 +230,7 @@ proptest! {
         write_sorted(&mut rng, &tmp.path().join("staged"), layout, overlapping);
         let files = fs::read_dir(tmp.path().join("staged")).unwrap().count();
         let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
-        let most = (1 + rng.below(1000)).to_string();
+        let most = (500 + rng.below(1000)).to_string();
         for bits in [None, Some("6")] {
             let mut env = vec![
                 ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
@@ -243,11 +244,21 @@ proptest! {
             let merged = stderr.contains("merge the stretches in order");
             prop_assert!(merged == (overlapping && files > 1), "{}", stderr);
             prop_assert!(got == grouped, "bits {:?}:\n{}\n---\n{}", bits, got, grouped);
-            // Stretches given up full, with the tables off and on, or
-            // never kept.
+            // Stretches written to disk past the test hook's most keys
+            // in memory, and merged from there.
+            let mut spilled = env.clone();
+            spilled.push(("DQGATE_TEST_SORTED_KEYS", most.as_str()));
+            let (got, stderr) = check(tmp.path(), &spilled, None);
+            prop_assert!(merged == stderr.contains("merge the stretches in order"), "{}", stderr);
+            prop_assert!(!merged || stderr.contains("written to disk"), "{}", stderr);
+            prop_assert!(got == grouped, "to disk, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+            // Given up full (no disk to write to), with the tables off and
+            // on, or never kept.
+            let nowhere = tmp.path().join("no-such-directory");
+            let nowhere = nowhere.to_str().unwrap();
             for (sorted, tables) in [(most.as_str(), "0"), (most.as_str(), "1000000"), ("0", "0")] {
                 let mut env = env.clone();
-                env.push(("DQGATE_TEST_SORTED_KEYS", sorted));
+                env.extend([("DQGATE_TEST_SORTED_KEYS", sorted), ("TMPDIR", nowhere)]);
                 env[2].1 = tables;
                 let (got, stderr) = check(tmp.path(), &env, None);
                 prop_assert!(!stderr.contains("merge the stretches"), "{}", stderr);

@@ -75,10 +75,11 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         adjacent: matches!(paged, Paged::One(_)).then(Adjacent::default),
         stretches: match paged {
             Paged::One(text) => {
+                // A quarter of a run's share of the budget: the stretches
+                // beyond it go to disk, and are read back once, in order.
                 let runs = text.runs.len().max(1) as u64;
-                let most = hits::budget(ctx) / runs;
-                Stretches::new(most as usize, &runtime.memory_pool)
-                    .map(|s| s.for_rows(text.rows / runs))
+                let most = hits::budget(ctx) / runs / 4;
+                Stretches::new(most as usize, &runtime)
             }
             Paged::Rows(_) => None,
         },
@@ -101,7 +102,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
             filled.len(),
             scanned.as_secs_f64()
         )];
-        return exact(counted, job, passes);
+        return exact(counted, job, passes, 0);
     }
     // Values in order in long stretches of every run (files each sorted
     // on their own) are merged, not counted by table or fingerprint.
@@ -113,12 +114,17 @@ pub(super) async fn partition_pages<R: Split<u64>>(
             let count = kept.iter().map(Stretches::stretches).sum::<usize>();
             let bytes: usize = kept.iter().map(Stretches::bytes).sum();
             let (nulls_equal, threads) = (job.nulls_equal, threads(ctx));
-            let counted = blocking(move || stretches::merged(kept, nulls_equal, threads)).await?;
+            let written: u64 = kept.iter().map(Stretches::written).sum();
+            let counted = blocking(move || stretches::merged(kept, nulls_equal, threads)).await??;
             let passes = vec![
                 format!(
-                    "{how} on {} run(s), the values in order in {count} stretch(es) kept ({} MB): {:.2} s",
+                    "{how} on {} run(s), the values in order in {count} stretch(es) kept ({} MB{}): {:.2} s",
                     filled.len(),
                     bytes >> 20,
+                    match written {
+                        0 => String::new(),
+                        w => format!(", {} MB of them written to disk", w >> 20),
+                    },
                     scanned.as_secs_f64()
                 ),
                 format!(
@@ -127,7 +133,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
                     counting.elapsed().as_secs_f64()
                 ),
             ];
-            return exact(counted, job, passes);
+            return exact(counted, job, passes, written);
         }
         for (f, s) in filled.iter_mut().zip(kept) {
             f.replay(s, Stop::Disorder);
@@ -138,6 +144,10 @@ pub(super) async fn partition_pages<R: Split<u64>>(
                 f.replay(s, Stop::Disorder);
             }
         }
+    }
+    // Stretches on disk that could not be read back leave a table short.
+    if let Some(e) = filled.iter_mut().find_map(|f| f.failed.take()) {
+        return Err(e.into());
     }
     let tables: Vec<Option<Values>> = filled.iter_mut().map(|f| f.values.take()).collect();
     let tables = match tabled.is_some() && tables.iter().all(Option::is_some) {
@@ -160,7 +170,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
                     counting.elapsed().as_secs_f64()
                 ),
             ];
-            return exact(together, job, passes);
+            return exact(together, job, passes, 0);
         }
         false => tables,
     };
@@ -194,11 +204,16 @@ pub(super) async fn partition_pages<R: Split<u64>>(
 
 /// The exact keys of a single text key `counted` in the first pass, as
 /// the answer.
-fn exact(counted: Tallied, job: &KeyJob, passes: Vec<String>) -> Result<Scanned, Error> {
+fn exact(
+    counted: Tallied,
+    job: &KeyJob,
+    passes: Vec<String>,
+    spilled_bytes: u64,
+) -> Result<Scanned, Error> {
     Ok(Scanned::Exact(Found {
         distinct: counted.distinct,
         duplicates: counted.duplicates(&job.keys, &[DataType::Utf8View])?,
-        spilled_bytes: 0,
+        spilled_bytes,
         passes,
     }))
 }
@@ -337,7 +352,10 @@ impl<R: Split<u64>> Filling<R> {
         if stop == Stop::Full {
             self.give_up();
         }
-        kept.into_each(|fingerprint, value, rows| self.count(fingerprint, value, rows));
+        let read = kept.into_each(|fingerprint, value, rows| self.count(fingerprint, value, rows));
+        if let Err(e) = read {
+            self.failed.get_or_insert(e);
+        }
     }
 
     /// `rows` rows of `value` to the table, or the store once the table is

@@ -14,18 +14,27 @@
 //! in order of their bytes and each key counted as it closes: exact, with
 //! no table, no fingerprint counted and no verification.
 //!
+//! Stretches that fill the run's share of the budget are written to a
+//! temporary file ([`disk`]), the stretch then filled cut in two there, and
+//! the merge reads them back a window at a time: an external merge of runs
+//! the writer already sorted.
+//!
 //! A run gives its stretches up ([`Stop`]) when its values stop coming in
 //! order (its stretches average fewer than [`STRETCH`] keys: unsorted
-//! values give them up at the third) or they outgrow the run's share of
-//! the memory pool. It then hands each key it kept, with its fingerprint
-//! and rows, to its table or its fingerprints ([`Stretches::into_each`]),
-//! and goes on as if it had never kept them.
+//! values give them up at the third), or they outgrow its budget with no
+//! disk to write them to. It then hands each key it kept, with its
+//! fingerprint and rows, to its table or its fingerprints
+//! ([`Stretches::into_each`]), and goes on as if it had never kept them.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::execution::runtime_env::RuntimeEnv;
 
+use super::store::StoreError;
+
+mod disk;
 mod merge;
 
 pub(super) use merge::{mergeable, merged};
@@ -46,7 +55,7 @@ const RESTART: usize = 128;
 pub(super) enum Stop {
     /// Its values do not come in long enough stretches in order.
     Disorder,
-    /// Its stretches outgrow its budget.
+    /// Its stretches outgrow its budget, and cannot be written to disk.
     Full,
 }
 
@@ -56,17 +65,25 @@ pub(super) struct Stretches {
     /// key before in the stretch and of the rest (varints), the rest, its
     /// fingerprint (8 bytes) and its rows (a varint).
     arena: Vec<u8>,
-    /// Each closed stretch: where it starts in `arena`, its keys, and
-    /// where its whole keys' offsets start in `restarts`.
+    /// Each closed stretch: where it starts in `arena` or on disk, its
+    /// keys, and where its whole keys' offsets start in `restarts`.
     closed: Vec<Stretch>,
     /// Where each stretch's every [`RESTART`]th key (kept whole) starts in
-    /// `arena`.
-    restarts: Vec<usize>,
+    /// `arena`, or on disk for those before `in_memory`.
+    restarts: Vec<u64>,
+    in_memory: usize,
+    /// How many of the closed stretches were cut in two by a write to disk
+    /// (not by the order of their values).
+    cut: usize,
+    /// The stretches written to disk, once there are any.
+    disk: Option<disk::Disk>,
+    runtime: Arc<RuntimeEnv>,
     /// Where the stretch now filled starts, and its keys so far.
     start: usize,
     keys: usize,
-    /// Keys in all stretches.
+    /// Keys in all stretches, and in the arena.
     total: usize,
+    arena_keys: usize,
     /// The key now open (the last so far), its fingerprint and its rows
     /// (0: none).
     open: Vec<u8>,
@@ -75,27 +92,30 @@ pub(super) struct Stretches {
     /// The last key written to the stretch now filled.
     last: Vec<u8>,
     nulls: u64,
-    /// The most bytes, and keys, the stretches may take.
+    /// The most bytes, and keys, the stretches may take in memory.
     most: usize,
     most_keys: usize,
-    /// Rows seen, of the run's `run_rows` (0: unknown).
-    seen: u64,
-    run_rows: u64,
     reservation: MemoryReservation,
 }
 
 impl Stretches {
-    /// Empty stretches taking at most `most` bytes of `pool`, or `None`
-    /// when the test hook keeps none.
-    pub(super) fn new(most: usize, pool: &Arc<dyn MemoryPool>) -> Option<Stretches> {
+    /// Empty stretches taking at most `most` bytes of `runtime`'s memory
+    /// pool (and writing to its disk beyond), or `None` when the test hook
+    /// keeps none.
+    pub(super) fn new(most: usize, runtime: &Arc<RuntimeEnv>) -> Option<Stretches> {
         let most_keys = crate::hooks::sorted_keys().unwrap_or(usize::MAX);
         (most_keys > 0).then(|| Stretches {
             arena: Vec::new(),
             closed: Vec::new(),
             restarts: Vec::new(),
+            in_memory: 0,
+            cut: 0,
+            disk: None,
+            runtime: runtime.clone(),
             start: 0,
             keys: 0,
             total: 0,
+            arena_keys: 0,
             open: Vec::new(),
             fingerprint: 0,
             rows: 0,
@@ -103,17 +123,8 @@ impl Stretches {
             nulls: 0,
             most,
             most_keys,
-            seen: 0,
-            run_rows: 0,
-            reservation: MemoryConsumer::new("dqgate sorted keys").register(pool),
+            reservation: MemoryConsumer::new("dqgate sorted keys").register(&runtime.memory_pool),
         })
-    }
-
-    /// The stretches of a run of `rows` rows, which give up as soon as
-    /// they would not fit at their rate so far (see [`Self::grow`]).
-    pub(super) fn for_rows(mut self, rows: u64) -> Stretches {
-        self.run_rows = rows;
-        self
     }
 
     /// `rows` rows of `value` (whose fingerprint is `fingerprint`), the
@@ -124,7 +135,6 @@ impl Stretches {
         if rows == 0 {
             return Ok(());
         }
-        self.seen += rows;
         if self.rows > 0 {
             match value.cmp(&self.open) {
                 Ordering::Equal => {
@@ -153,11 +163,9 @@ impl Stretches {
     /// Writes the open key to its stretch; on an error nothing changes.
     fn close(&mut self) -> Result<(), Stop> {
         let need = 3 * 10 + self.open.len() + 8;
-        if self.arena.len() + need > self.arena.capacity() {
-            self.grow(need)?;
-        }
-        if self.total >= self.most_keys {
-            return Err(Stop::Full);
+        let full = self.arena_keys >= self.most_keys;
+        if full || self.arena.len() + need > self.arena.capacity() {
+            self.grow(need, full)?;
         }
         self.write();
         Ok(())
@@ -167,7 +175,7 @@ impl Stretches {
     fn write(&mut self) {
         if self.keys.is_multiple_of(RESTART) {
             self.last.clear();
-            self.restarts.push(self.arena.len());
+            self.restarts.push(self.arena.len() as u64);
         }
         let shared = (self.last.iter().zip(&self.open))
             .take_while(|(a, b)| a == b)
@@ -183,34 +191,60 @@ impl Stretches {
         self.rows = 0;
         self.keys += 1;
         self.total += 1;
+        self.arena_keys += 1;
     }
 
-    /// Room for `need` more bytes, within the budget. Once a sixteenth
-    /// of the run's rows are seen, stretches that would outgrow the budget
-    /// at the rate their bytes grew so far give up then, not when full:
-    /// the bytes kept until then are written again as fingerprints.
-    fn grow(&mut self, need: usize) -> Result<(), Stop> {
-        let (seen, rows) = (self.seen as f64, self.run_rows as f64);
-        if seen >= rows / 16.0 && self.arena.len() as f64 * rows / seen.max(1.0) > self.most as f64
-        {
-            return Err(Stop::Full);
-        }
+    /// Room for `need` more bytes: within the budget (unless `full`), or
+    /// by writing the arena to disk.
+    fn grow(&mut self, need: usize, full: bool) -> Result<(), Stop> {
         let want = (self.arena.capacity() * 3 / 2).max(self.arena.len() + need + (64 << 10));
         let want = want.min(self.most.max(self.arena.len() + need));
-        if want > self.most || self.reservation.try_resize(want).is_err() {
-            return Err(Stop::Full);
+        if !full && want <= self.most && self.reservation.try_resize(want).is_ok() {
+            self.arena.reserve_exact(want - self.arena.len());
+            return Ok(());
         }
-        self.arena.reserve_exact(want - self.arena.len());
+        match !self.arena.is_empty() && self.write_to_disk().is_ok() {
+            true if need <= self.arena.capacity() => Ok(()),
+            _ => Err(Stop::Full),
+        }
+    }
+
+    /// Appends the arena to the disk file, the stretch now filled cut in
+    /// two there (the keys after start a stretch of their own), and empties
+    /// it.
+    fn write_to_disk(&mut self) -> Result<(), StoreError> {
+        if self.keys > 0 {
+            self.close_stretch();
+            self.cut += 1;
+        }
+        let disk = match &mut self.disk {
+            Some(d) => d,
+            None => self.disk.insert(disk::Disk::create(&self.runtime)?),
+        };
+        let base = disk.append(&self.arena)?;
+        for s in self.closed.iter_mut().filter(|s| !s.on_disk) {
+            (s.at, s.on_disk) = (s.at + base, true);
+        }
+        self.restarts[self.in_memory..]
+            .iter_mut()
+            .for_each(|r| *r += base);
+        self.in_memory = self.restarts.len();
+        self.arena.clear();
+        (self.start, self.arena_keys) = (0, 0);
         Ok(())
+    }
+
+    /// The bytes written to disk.
+    pub(super) fn written(&self) -> u64 {
+        self.disk.as_ref().map_or(0, disk::Disk::len)
     }
 
     /// Closes the stretch now filled and starts the next; an error when
     /// the stretches are too many for their keys.
     fn next_stretch(&mut self) -> Result<(), Stop> {
         self.close_stretch();
-        match self.closed.len() * STRETCH > self.total + STRETCH
-            || self.closed.len() >= MOST_STRETCHES
-        {
+        let stretches = self.closed.len() - self.cut;
+        match stretches * STRETCH > self.total + STRETCH || self.closed.len() >= MOST_STRETCHES {
             true => Err(Stop::Disorder),
             false => Ok(()),
         }
@@ -232,7 +266,8 @@ impl Stretches {
     fn close_stretch(&mut self) {
         let restarts = self.keys.div_ceil(RESTART);
         self.closed.push(Stretch {
-            at: self.start,
+            at: self.start as u64,
+            on_disk: false,
             keys: self.keys,
             restarts: self.restarts.len() - restarts,
             last: self.last.as_slice().into(),
@@ -243,14 +278,19 @@ impl Stretches {
 
     /// The stretches' keys, each with its fingerprint and rows; the null
     /// rows are not among them.
-    pub(super) fn into_each(mut self, mut f: impl FnMut(u64, &[u8], u64)) {
+    pub(super) fn into_each(
+        mut self,
+        mut f: impl FnMut(u64, &[u8], u64),
+    ) -> Result<(), StoreError> {
         self.finish();
         for stretch in &self.closed {
             let mut cursor = self.cursor(stretch, 0);
             while cursor.next() {
                 f(cursor.fingerprint, &cursor.key, cursor.rows);
             }
+            cursor.failed()?;
         }
+        Ok(())
     }
 
     /// A cursor of `stretch` from its `r`th whole key.
@@ -259,8 +299,13 @@ impl Stretches {
             0 => stretch.at,
             r => self.restarts[stretch.restarts + r],
         };
+        let source = match (stretch.on_disk, &self.disk) {
+            (true, Some(disk)) => Source::Disk(disk.reader(at)),
+            _ => Source::Memory(&self.arena[at as usize..]),
+        };
         Cursor {
-            buf: &self.arena[at..],
+            source,
+            failed: None,
             left: stretch.keys - r * RESTART,
             key: Vec::with_capacity(KEY_ROOM),
             fingerprint: 0,
@@ -274,12 +319,21 @@ impl Stretches {
     /// The cursor of `stretch` at its first key not below `from` (`None`:
     /// its first), or `None` when it has no such key. It starts at the
     /// last whole key below `from`, found by halving.
-    fn cursor_from(&self, stretch: &Stretch, from: Option<&[u8]>) -> Option<Cursor<'_>> {
+    fn cursor_from(
+        &self,
+        stretch: &Stretch,
+        from: Option<&[u8]>,
+    ) -> Result<Option<Cursor<'_>>, StoreError> {
         let Some(from) = from else {
             let mut c = self.cursor(stretch, 0);
-            return c.next().then_some(c);
+            return match c.next() {
+                true => Ok(Some(c)),
+                false => c.failed().map(|_| None),
+            };
         };
-        // The whole keys below `from` come first: `below` of them.
+        // The whole keys below `from` come first: `below` of them. (A key
+        // that cannot be read counts as not below: the cursor then starts
+        // earlier, and meets the failure itself.)
         let (mut below, mut above) = (0, stretch.keys.div_ceil(RESTART));
         while below < above {
             let mid = (below + above) / 2;
@@ -292,10 +346,10 @@ impl Stretches {
         let mut c = self.cursor(stretch, below.saturating_sub(1));
         while c.next() {
             if c.key.as_slice() >= from {
-                return Some(c);
+                return Ok(Some(c));
             }
         }
-        None
+        c.failed().map(|_| None)
     }
 
     /// How many stretches the run has kept, the one now filled included.
@@ -333,8 +387,9 @@ fn take_varint(buf: &[u8]) -> (u64, &[u8]) {
 
 /// A closed stretch.
 struct Stretch {
-    /// Where it starts in the arena.
-    at: usize,
+    /// Where it starts in the arena, or on disk.
+    at: u64,
+    on_disk: bool,
     keys: usize,
     /// Where its whole keys' offsets start in the restarts.
     restarts: usize,
@@ -350,7 +405,9 @@ const KEY_ROOM: usize = 256;
 /// threads merging side by side write none of the same lines.
 #[repr(align(128))]
 struct Cursor<'a> {
-    buf: &'a [u8],
+    source: Source<'a>,
+    /// Why a stretch on disk could not be read to its end.
+    failed: Option<StoreError>,
     left: usize,
     key: Vec<u8>,
     fingerprint: u64,
@@ -371,40 +428,103 @@ fn prefix(key: &[u8], skip: usize) -> u64 {
     (crate::exec::published::window(key, skip) >> 64) as u64
 }
 
+/// Where a cursor reads its stretch.
+enum Source<'a> {
+    Memory(&'a [u8]),
+    Disk(disk::Reader<'a>),
+}
+
+/// A key's two lengths take at most this many bytes, and its rows.
+const VARINTS: usize = 20;
+
 impl Cursor<'_> {
-    /// Steps to the next key; `false` past the last.
+    /// Steps to the next key; `false` past the last, or when a stretch
+    /// on disk cannot be read ([`Self::failed`]).
     #[inline]
     fn next(&mut self) -> bool {
         if self.left == 0 {
             return false;
         }
         self.left -= 1;
-        let (shared, buf) = take_varint(self.buf);
-        let (len, buf) = take_varint(buf);
-        let (rest, buf) = buf.split_at(len as usize);
-        self.key.truncate(shared as usize);
-        self.key.extend_from_slice(rest);
-        let (fingerprint, buf) = buf.split_at(8);
-        self.fingerprint = u64::from_le_bytes(fingerprint.try_into().unwrap_or_default());
-        let (rows, buf) = take_varint(buf);
-        self.rows = rows;
-        self.buf = buf;
+        let (fingerprint, rows) = match &mut self.source {
+            Source::Memory(buf) => {
+                let (fingerprint, rows, taken) = decode(buf, &mut self.key);
+                *buf = &buf[taken..];
+                (fingerprint, rows)
+            }
+            Source::Disk(reader) => match ahead(reader) {
+                Ok(buf) => {
+                    let (fingerprint, rows, taken) = decode(buf, &mut self.key);
+                    reader.take(taken);
+                    (fingerprint, rows)
+                }
+                Err(e) => {
+                    (self.left, self.failed) = (0, Some(e));
+                    return false;
+                }
+            },
+        };
+        (self.fingerprint, self.rows) = (fingerprint, rows);
         self.prefix = prefix(&self.key, self.skip);
         true
     }
+
+    /// Whether the stretch was read to its end.
+    fn failed(&mut self) -> Result<(), StoreError> {
+        self.failed.take().map_or(Ok(()), Err)
+    }
+}
+
+/// The key at the start of `buf` into `key` (which holds the one before):
+/// its fingerprint, its rows and the bytes it took.
+#[inline]
+fn decode(buf: &[u8], key: &mut Vec<u8>) -> (u64, u64, usize) {
+    let (shared, after) = take_varint(buf);
+    let (len, after) = take_varint(after);
+    let (rest, after) = after.split_at(len as usize);
+    key.truncate(shared as usize);
+    key.extend_from_slice(rest);
+    let (fingerprint, after) = after.split_at(8);
+    let fingerprint = u64::from_le_bytes(fingerprint.try_into().unwrap_or_default());
+    let (rows, after) = take_varint(after);
+    (fingerprint, rows, buf.len() - after.len())
+}
+
+/// The bytes ahead of `reader`, a whole key at least.
+fn ahead<'r>(reader: &'r mut disk::Reader<'_>) -> Result<&'r [u8], StoreError> {
+    let head = reader.ahead(VARINTS)?;
+    let (_, after) = take_varint(head);
+    let (len, after) = take_varint(after);
+    let whole = head.len() - after.len() + len as usize + 8 + VARINTS;
+    reader.ahead(whole)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::execution::memory_pool::{GreedyMemoryPool, UnboundedMemoryPool};
+    use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+    use datafusion::execution::memory_pool::GreedyMemoryPool;
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 
-    fn pool() -> Arc<dyn MemoryPool> {
-        Arc::new(UnboundedMemoryPool::default())
+    fn runtime() -> Arc<RuntimeEnv> {
+        Arc::new(RuntimeEnv::default())
+    }
+
+    /// A runtime of a 1 MiB memory pool, writing to disk if `disk`.
+    fn small(disk: bool) -> Arc<RuntimeEnv> {
+        let mode = match disk {
+            true => DiskManagerMode::OsTmpDirectory,
+            false => DiskManagerMode::Disabled,
+        };
+        (RuntimeEnvBuilder::new())
+            .with_memory_pool(Arc::new(GreedyMemoryPool::new(1 << 20)))
+            .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(mode))
+            .build_arc()
+            .unwrap()
     }
 
     fn run(values: &[&str]) -> Stretches {
-        let mut s = Stretches::new(usize::MAX, &pool()).unwrap();
+        let mut s = Stretches::new(usize::MAX, &runtime()).unwrap();
         for (i, v) in values.iter().enumerate() {
             s.add(i as u64, v.as_bytes(), 1).unwrap();
         }
@@ -421,7 +541,7 @@ mod tests {
         }
         assert_eq!(first.stretches(), 2);
         let second = run(&["b", "f"]);
-        let t = merged(vec![first, second], false, 1);
+        let t = merged(vec![first, second], false, 1).unwrap();
         assert_eq!((t.distinct, t.repeated), (6, 3));
         let samples: Vec<(u8, &[u8], u64)> = t.samples();
         assert_eq!(
@@ -443,7 +563,7 @@ mod tests {
         let mut want = std::collections::HashMap::new();
         let mut runs = Vec::new();
         for _ in 0..3 {
-            let mut s = Stretches::new(usize::MAX, &pool()).unwrap();
+            let mut s = Stretches::new(usize::MAX, &runtime()).unwrap();
             for _ in 0..3 {
                 let mut keys: Vec<String> = (0..5_000)
                     .map(|_| format!("k{:05}", next() % 20_000))
@@ -464,11 +584,11 @@ mod tests {
     #[test]
     fn a_merge_cut_into_ranges_counts_as_one() {
         let (runs, want) = drawn();
-        let one = merged(runs, false, 1);
+        let one = merged(runs, false, 1).unwrap();
         let repeated = want.values().filter(|&&n| n > 1).count() as u64;
         assert_eq!((one.distinct, one.repeated), (want.len() as u64, repeated));
         for threads in [2, 4, 7] {
-            let got = merged(drawn().0, false, threads);
+            let got = merged(drawn().0, false, threads).unwrap();
             assert_eq!((got.distinct, got.repeated), (one.distinct, one.repeated));
             assert_eq!(got.samples(), one.samples());
         }
@@ -497,7 +617,7 @@ mod tests {
             let mut want = std::collections::HashMap::new();
             let mut runs = Vec::new();
             for r in 0..2 {
-                let mut s = Stretches::new(usize::MAX, &pool()).unwrap();
+                let mut s = Stretches::new(usize::MAX, &runtime()).unwrap();
                 for t in 0..3u64 {
                     let mut part: Vec<&Vec<u8>> = (keys.iter().enumerate())
                         .filter(|(i, _)| (*i as u64 * 7 + seed + r * 3 + t) % 5 < 2)
@@ -514,7 +634,7 @@ mod tests {
             (runs, want)
         };
         let (runs, want) = runs_of(0);
-        let one = merged(runs, false, 1);
+        let one = merged(runs, false, 1).unwrap();
         let repeated = want.values().filter(|&&n| n > 1).count() as u64;
         assert_eq!((one.distinct, one.repeated), (want.len() as u64, repeated));
         let mut best: Vec<(&Vec<u8>, u64)> = want.iter().map(|(k, n)| (k, *n)).collect();
@@ -526,7 +646,7 @@ mod tests {
             .collect();
         assert_eq!(samples, top);
         for threads in [2, 3] {
-            let got = merged(runs_of(0).0, false, threads);
+            let got = merged(runs_of(0).0, false, threads).unwrap();
             assert_eq!((got.distinct, got.repeated), (one.distinct, one.repeated));
             assert_eq!(got.samples(), one.samples());
         }
@@ -538,7 +658,8 @@ mod tests {
         let mut s = run(&values);
         s.add(9, b"d", 4).unwrap();
         let mut back = Vec::new();
-        s.into_each(|f, k, n| back.push((f, String::from_utf8(k.to_vec()).unwrap(), n)));
+        s.into_each(|f, k, n| back.push((f, String::from_utf8(k.to_vec()).unwrap(), n)))
+            .unwrap();
         let want: Vec<(u64, String, u64)> = (values.iter().enumerate())
             .map(|(i, v)| (i as u64, v.to_string(), if *v == "d" { 5 } else { 1 }))
             .collect();
@@ -547,28 +668,62 @@ mod tests {
 
     #[test]
     fn values_out_of_order_give_the_stretches_up() {
-        let mut s = Stretches::new(usize::MAX, &pool()).unwrap();
+        let mut s = Stretches::new(usize::MAX, &runtime()).unwrap();
         let got: Vec<Result<(), Stop>> = (["m", "c", "x", "a"].iter())
             .map(|v| s.add(0, v.as_bytes(), 1))
             .collect();
         assert_eq!(got, vec![Ok(()), Ok(()), Ok(()), Err(Stop::Disorder)]);
         // What was kept before is whole: m, c and x (a was refused).
         let mut back = Vec::new();
-        s.into_each(|_, k, _| back.push(k.to_vec()));
+        s.into_each(|_, k, _| back.push(k.to_vec())).unwrap();
         assert_eq!(back, vec![b"m".to_vec(), b"c".to_vec(), b"x".to_vec()]);
     }
 
+    /// Sorted keys of `n` (`key-000000000000` on), in two stretches: the
+    /// even numbers, then the odd ones.
+    fn two_stretches(s: &mut Stretches, n: u64) -> Result<(), Stop> {
+        for i in (0..n).step_by(2).chain((1..n).step_by(2)) {
+            s.add(i, format!("key-{i:012}").as_bytes(), 1)?;
+        }
+        Ok(())
+    }
+
     #[test]
-    fn stretches_beyond_their_budget_stop_full() {
-        let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(1 << 20));
-        let mut s = Stretches::new(1 << 20, &pool).unwrap();
-        let stop = (0..1_000_000u64)
-            .map(|i| s.add(i, format!("key-{i:012}").as_bytes(), 1))
-            .find_map(Result::err);
-        assert_eq!(stop, Some(Stop::Full));
+    fn stretches_beyond_their_budget_go_to_disk_and_come_back_whole() {
+        let n = 200_000;
+        let mut s = Stretches::new(1 << 20, &small(true)).unwrap();
+        two_stretches(&mut s, n).unwrap();
+        assert!(s.bytes() <= 1 << 20);
+        assert!(s.written() > 1 << 20, "{}", s.written());
+        assert!(s.stretches() > 2);
+        let mut back = Vec::new();
+        s.into_each(|f, k, rows| back.push((f, k.to_vec(), rows)))
+            .unwrap();
+        let want: Vec<(u64, Vec<u8>, u64)> = (0..n)
+            .step_by(2)
+            .chain((1..n).step_by(2))
+            .map(|i| (i, format!("key-{i:012}").into_bytes(), 1))
+            .collect();
+        assert_eq!(back, want);
+        // Merged from disk, on one thread and on three.
+        for threads in [1, 3] {
+            let mut s = Stretches::new(1 << 20, &small(true)).unwrap();
+            two_stretches(&mut s, n).unwrap();
+            for i in 0..10 {
+                s.add(i, format!("key-{i:012}").as_bytes(), 1).unwrap();
+            }
+            let t = merged(vec![s], false, threads).unwrap();
+            assert_eq!((t.distinct, t.repeated), (n, 10));
+        }
+    }
+
+    #[test]
+    fn stretches_beyond_their_budget_with_no_disk_stop_full() {
+        let mut s = Stretches::new(1 << 20, &small(false)).unwrap();
+        assert_eq!(two_stretches(&mut s, 1_000_000), Err(Stop::Full));
         assert!(s.bytes() <= 1 << 20);
         let mut kept = 0;
-        s.into_each(|_, _, _| kept += 1);
+        s.into_each(|_, _, _| kept += 1).unwrap();
         assert!(kept > 1000, "{kept}");
     }
 }

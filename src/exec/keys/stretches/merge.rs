@@ -5,6 +5,7 @@
 
 use super::{prefix, Cursor, Stretches, KEY_ROOM, MOST_STRETCHES, RESTART};
 use crate::exec::keys::found::Tallied;
+use crate::exec::ExecError as Error;
 
 /// Whether every run's stretches together are few enough to merge.
 pub(in crate::exec::keys) fn mergeable(runs: &[Stretches]) -> bool {
@@ -19,7 +20,7 @@ pub(in crate::exec::keys) fn merged(
     mut runs: Vec<Stretches>,
     nulls_equal: bool,
     threads: usize,
-) -> Tallied {
+) -> Result<Tallied, Error> {
     runs.iter_mut().for_each(Stretches::finish);
     let cuts = cuts(&runs, threads);
     let ranges: Vec<Range> = (0..=cuts.len())
@@ -35,15 +36,17 @@ pub(in crate::exec::keys) fn merged(
             .collect();
         let mut total = Tallied::default();
         for m in merging {
-            total.absorb(m.join().unwrap_or_default());
+            let merged =
+                (m.join()).map_err(|_| Error::Audit("merging the sorted keys stopped".into()))?;
+            total.absorb(merged?);
         }
-        total
-    });
+        Ok::<_, Error>(total)
+    })?;
     let nulls: u64 = runs.iter().map(|r| r.nulls).sum();
     if nulls_equal && nulls > 0 {
         total.key(0, &[], nulls);
     }
-    total
+    Ok(total)
 }
 
 /// Keys from one (`None`: the least) to before another (`None`: past the
@@ -95,10 +98,13 @@ fn common(runs: &[Stretches]) -> usize {
 
 /// The keys in `[from, to)` of every run's stretches (`None`: unbounded),
 /// merged and counted; every key starts with `skip` shared bytes.
-fn merge_range(runs: &[Stretches], (from, to): Range, skip: usize) -> Tallied {
-    let mut cursors: Vec<Cursor> = (runs.iter())
-        .flat_map(|r| r.closed.iter().filter_map(move |s| r.cursor_from(s, from)))
-        .collect();
+fn merge_range(runs: &[Stretches], (from, to): Range, skip: usize) -> Result<Tallied, Error> {
+    let mut cursors = Vec::new();
+    for r in runs {
+        for s in &r.closed {
+            cursors.extend(r.cursor_from(s, from)?);
+        }
+    }
     for c in &mut cursors {
         c.skip = skip;
         c.prefix = prefix(&c.key, skip);
@@ -127,7 +133,10 @@ fn merge_range(runs: &[Stretches], (from, to): Range, skip: usize) -> Tallied {
     if rows > 0 {
         total.key_ascending(1, &key, rows);
     }
-    total
+    for c in &mut cursors {
+        c.failed()?;
+    }
+    Ok(total)
 }
 
 /// A cursor's place in a [`Tree`]: its order but for keys of equal

@@ -1,0 +1,126 @@
+//! Stretches written to disk ([`super`]): when a run's stretches fill its
+//! budget, its arena is appended to a temporary file (DataFusion's disk
+//! manager) and the run goes on with the arena empty. A cursor of a
+//! stretch on disk reads it a window at a time.
+
+use std::fs::File;
+use std::io::Write as _;
+use std::os::unix::fs::FileExt as _;
+use std::sync::Arc;
+
+use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::execution::spill_file::SpillFile;
+
+use crate::exec::keys::store::StoreError;
+
+/// Bytes a cursor of a stretch on disk reads at a time (more for a longer
+/// key).
+const WINDOW: usize = 64 << 10;
+
+/// A run's temporary file of stretches.
+pub(super) struct Disk {
+    /// Kept so that the file lives as long as the stretches.
+    _spill: Arc<dyn SpillFile>,
+    file: File,
+    len: u64,
+}
+
+impl Disk {
+    pub(super) fn create(runtime: &RuntimeEnv) -> Result<Disk, StoreError> {
+        let spill = (runtime.disk_manager)
+            .create_tmp_file("dqgate sorted keys")
+            .map_err(StoreError::Create)?;
+        let path = spill.path().ok_or(StoreError::NoTempDir)?;
+        let file = (File::options().read(true).append(true))
+            .open(path)
+            .map_err(StoreError::Open)?;
+        Ok(Disk {
+            _spill: spill,
+            file,
+            len: 0,
+        })
+    }
+
+    /// Appends `bytes`; where they start in the file.
+    pub(super) fn append(&mut self, bytes: &[u8]) -> Result<u64, StoreError> {
+        self.file.write_all(bytes).map_err(StoreError::Write)?;
+        let at = self.len;
+        self.len += bytes.len() as u64;
+        Ok(at)
+    }
+
+    /// The bytes written.
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// A reader of the file from `at`.
+    pub(super) fn reader(&self, at: u64) -> Reader<'_> {
+        Reader {
+            file: &self.file,
+            at,
+            end: self.len,
+            window: Vec::new(),
+            pos: 0,
+        }
+    }
+}
+
+/// The bytes of a file from some offset on, read a window at a time.
+pub(super) struct Reader<'a> {
+    file: &'a File,
+    /// Where in the file the window ends.
+    at: u64,
+    end: u64,
+    window: Vec<u8>,
+    /// Where in the window the bytes not yet taken start.
+    pos: usize,
+}
+
+impl Reader<'_> {
+    /// The bytes not yet taken, at least `n` of them unless the file ends
+    /// first.
+    pub(super) fn ahead(&mut self, n: usize) -> Result<&[u8], StoreError> {
+        if self.window.len() - self.pos < n && self.at < self.end {
+            self.window.drain(..self.pos);
+            self.pos = 0;
+            let have = self.window.len();
+            let want = (n.max(WINDOW) - have).min((self.end - self.at) as usize);
+            self.window.resize(have + want, 0);
+            (self.file.read_exact_at(&mut self.window[have..], self.at))
+                .map_err(StoreError::Read)?;
+            self.at += want as u64;
+        }
+        Ok(&self.window[self.pos..])
+    }
+
+    /// Takes `n` bytes of those ahead.
+    pub(super) fn take(&mut self, n: usize) {
+        self.pos += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_gives_the_bytes_appended_in_windows_of_any_size() {
+        let runtime = RuntimeEnv::default();
+        let mut disk = Disk::create(&runtime).unwrap();
+        let bytes: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        assert_eq!(disk.append(&bytes[..1000]).unwrap(), 0);
+        assert_eq!(disk.append(&bytes[1000..]).unwrap(), 1000);
+        assert_eq!(disk.len(), bytes.len() as u64);
+        let mut r = disk.reader(17);
+        let mut got = Vec::new();
+        for n in [1, 5, 70_000, 3, 200_000, 1 << 20] {
+            let ahead = r.ahead(n).unwrap();
+            let k = n.min(ahead.len());
+            got.extend_from_slice(&ahead[..k]);
+            r.take(k);
+        }
+        assert_eq!(got, bytes[17..]);
+        assert!(r.ahead(1).unwrap().is_empty());
+    }
+}
