@@ -27,6 +27,7 @@
 //! ([`Stretches::into_each`]), and goes on as if it had never kept them.
 
 use std::cmp::Ordering;
+use std::io::ErrorKind;
 use std::sync::Arc;
 
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
@@ -446,23 +447,20 @@ impl Cursor<'_> {
             return false;
         }
         self.left -= 1;
-        let (fingerprint, rows) = match &mut self.source {
-            Source::Memory(buf) => {
-                let (fingerprint, rows, taken) = decode(buf, &mut self.key);
-                *buf = &buf[taken..];
-                (fingerprint, rows)
-            }
+        let decoded = match &mut self.source {
+            Source::Memory(buf) => decode(buf, &mut self.key).inspect(|d| *buf = &buf[d.2..]),
             Source::Disk(reader) => match ahead(reader) {
-                Ok(buf) => {
-                    let (fingerprint, rows, taken) = decode(buf, &mut self.key);
-                    reader.take(taken);
-                    (fingerprint, rows)
-                }
+                Ok(buf) => decode(buf, &mut self.key).inspect(|d| reader.take(d.2)),
                 Err(e) => {
                     (self.left, self.failed) = (0, Some(e));
                     return false;
                 }
             },
+        };
+        let Some((fingerprint, rows, _)) = decoded else {
+            let cut = std::io::Error::new(ErrorKind::UnexpectedEof, "a sorted key ends early");
+            (self.left, self.failed) = (0, Some(StoreError::Read(cut)));
+            return false;
         };
         (self.fingerprint, self.rows) = (fingerprint, rows);
         self.prefix = prefix(&self.key, self.skip);
@@ -476,18 +474,22 @@ impl Cursor<'_> {
 }
 
 /// The key at the start of `buf` into `key` (which holds the one before):
-/// its fingerprint, its rows and the bytes it took.
+/// its fingerprint, its rows and the bytes it took; `None` when `buf` ends
+/// inside it (a file cut short under the run).
 #[inline]
-fn decode(buf: &[u8], key: &mut Vec<u8>) -> (u64, u64, usize) {
+fn decode(buf: &[u8], key: &mut Vec<u8>) -> Option<(u64, u64, usize)> {
     let (shared, after) = take_varint(buf);
     let (len, after) = take_varint(after);
-    let (rest, after) = after.split_at(len as usize);
+    let rest = after.get(..usize::try_from(len).ok()?)?;
+    let fingerprint = after.get(rest.len()..rest.len() + 8)?;
+    let (rows, end) = take_varint(&after[rest.len() + 8..]);
+    if usize::try_from(shared).ok()? > key.len() || end.len() == after.len() - rest.len() - 8 {
+        return None;
+    }
     key.truncate(shared as usize);
     key.extend_from_slice(rest);
-    let (fingerprint, after) = after.split_at(8);
-    let fingerprint = u64::from_le_bytes(fingerprint.try_into().unwrap_or_default());
-    let (rows, after) = take_varint(after);
-    (fingerprint, rows, buf.len() - after.len())
+    let fingerprint = u64::from_le_bytes(fingerprint.try_into().ok()?);
+    Some((fingerprint, rows, buf.len() - end.len()))
 }
 
 /// The bytes ahead of `reader`, a whole key at least.
@@ -650,6 +652,26 @@ mod tests {
             assert_eq!((got.distinct, got.repeated), (one.distinct, one.repeated));
             assert_eq!(got.samples(), one.samples());
         }
+    }
+
+    /// A key cut anywhere short (a spill file cut under the run) is no
+    /// key, never a panic or a key of other bytes.
+    #[test]
+    fn a_key_cut_short_is_none() {
+        let mut s = run(&["customer-0001@x", "customer-0002@x"]);
+        s.finish();
+        let mut key = Vec::new();
+        let (_, _, first) = decode(&s.arena, &mut key).unwrap();
+        let whole = &s.arena[first..];
+        let mut key = b"customer-0001@x".to_vec();
+        assert_eq!(decode(whole, &mut key).map(|d| d.2), Some(whole.len()));
+        assert_eq!(key, b"customer-0002@x");
+        for cut in 0..whole.len() {
+            let mut key = b"customer-0001@x".to_vec();
+            assert_eq!(decode(&whole[..cut], &mut key), None, "cut at {cut}");
+        }
+        // Sharing more bytes than the key before holds.
+        assert_eq!(decode(whole, &mut Vec::new()), None);
     }
 
     #[test]
