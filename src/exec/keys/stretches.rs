@@ -76,8 +76,10 @@ pub(super) struct Stretches {
     /// How many of the closed stretches were cut in two by a write to disk
     /// (not by the order of their values).
     cut: usize,
-    /// The stretches written to disk, once there are any.
+    /// The stretches written to disk, once there are any, and how many
+    /// bytes their cursors read at a time.
     disk: Option<disk::Disk>,
+    window: usize,
     runtime: Arc<RuntimeEnv>,
     /// Where the stretch now filled starts, and its keys so far.
     start: usize,
@@ -112,6 +114,7 @@ impl Stretches {
             in_memory: 0,
             cut: 0,
             disk: None,
+            window: disk::WINDOW,
             runtime: runtime.clone(),
             start: 0,
             keys: 0,
@@ -301,7 +304,7 @@ impl Stretches {
             r => self.restarts[stretch.restarts + r],
         };
         let source = match (stretch.on_disk, &self.disk) {
-            (true, Some(disk)) => Source::Disk(disk.reader(at)),
+            (true, Some(disk)) => Source::Disk(disk.reader(at, self.window)),
             _ => Source::Memory(&self.arena[at as usize..]),
         };
         Cursor {

@@ -14,8 +14,18 @@ use datafusion::execution::spill_file::SpillFile;
 use crate::exec::keys::store::StoreError;
 
 /// Bytes a cursor of a stretch on disk reads at a time (more for a longer
-/// key).
-const WINDOW: usize = 64 << 10;
+/// key), when it is the only one reading.
+pub(super) const WINDOW: usize = 64 << 10;
+
+/// Bytes the cursors of one merging thread read ahead together, at most:
+/// with many stretches on disk each reads less at a time ([`window`]).
+const AHEAD: usize = 16 << 20;
+
+/// The window of each of `cursors` cursors reading side by side: at most
+/// [`WINDOW`], at least 4 KiB.
+pub(super) fn window(cursors: usize) -> usize {
+    (AHEAD / cursors.max(1)).clamp(4 << 10, WINDOW)
+}
 
 /// A run's temporary file of stretches.
 pub(super) struct Disk {
@@ -54,14 +64,15 @@ impl Disk {
         self.len
     }
 
-    /// A reader of the file from `at`.
-    pub(super) fn reader(&self, at: u64) -> Reader<'_> {
+    /// A reader of the file from `at`, `window` bytes at a time.
+    pub(super) fn reader(&self, at: u64, window: usize) -> Reader<'_> {
         Reader {
             file: &self.file,
             at,
             end: self.len,
             window: Vec::new(),
             pos: 0,
+            size: window,
         }
     }
 }
@@ -75,6 +86,8 @@ pub(super) struct Reader<'a> {
     window: Vec<u8>,
     /// Where in the window the bytes not yet taken start.
     pos: usize,
+    /// How many bytes a read takes, at least.
+    size: usize,
 }
 
 impl Reader<'_> {
@@ -85,7 +98,7 @@ impl Reader<'_> {
             self.window.drain(..self.pos);
             self.pos = 0;
             let have = self.window.len();
-            let want = (n.max(WINDOW) - have).min((self.end - self.at) as usize);
+            let want = (n.max(self.size) - have).min((self.end - self.at) as usize);
             self.window.resize(have + want, 0);
             (self.file.read_exact_at(&mut self.window[have..], self.at))
                 .map_err(StoreError::Read)?;
@@ -105,6 +118,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn many_cursors_read_less_each_at_a_time() {
+        assert_eq!(window(0), WINDOW);
+        assert_eq!(window(256), WINDOW);
+        assert_eq!(window(1024), 16 << 10);
+        assert_eq!(window(1 << 20), 4 << 10);
+    }
+
+    #[test]
     fn a_reader_gives_the_bytes_appended_in_windows_of_any_size() {
         let runtime = RuntimeEnv::default();
         let mut disk = Disk::create(&runtime).unwrap();
@@ -112,7 +133,7 @@ mod tests {
         assert_eq!(disk.append(&bytes[..1000]).unwrap(), 0);
         assert_eq!(disk.append(&bytes[1000..]).unwrap(), 1000);
         assert_eq!(disk.len(), bytes.len() as u64);
-        let mut r = disk.reader(17);
+        let mut r = disk.reader(17, WINDOW);
         let mut got = Vec::new();
         for n in [1, 5, 70_000, 3, 200_000, 1 << 20] {
             let ahead = r.ahead(n).unwrap();

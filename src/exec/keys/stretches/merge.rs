@@ -22,6 +22,13 @@ pub(in crate::exec::keys) fn merged(
     threads: usize,
 ) -> Result<Tallied, Error> {
     runs.iter_mut().for_each(Stretches::finish);
+    // Each thread reads every stretch on disk side by side.
+    let on_disk = (runs.iter())
+        .flat_map(|r| &r.closed)
+        .filter(|s| s.on_disk)
+        .count();
+    runs.iter_mut()
+        .for_each(|r| r.window = super::disk::window(on_disk));
     let cuts = cuts(&runs, threads);
     let ranges: Vec<Range> = (0..=cuts.len())
         .map(|i| {
