@@ -107,42 +107,37 @@ pub(super) async fn partition_pages<R: Split<u64>>(
     // Values in order in long stretches of every run (files each sorted
     // on their own) are merged, not counted by table or fingerprint.
     let kept: Vec<Option<Stretches>> = filled.iter_mut().map(|f| f.stretches.take()).collect();
-    if kept.iter().all(Option::is_some) {
+    let count: usize = kept.iter().flatten().map(Stretches::stretches).sum();
+    if kept.iter().all(Option::is_some) && stretches::mergeable(count) {
         let kept: Vec<Stretches> = kept.into_iter().flatten().collect();
-        if stretches::mergeable(&kept) {
-            let counting = Instant::now();
-            let count = kept.iter().map(Stretches::stretches).sum::<usize>();
-            let bytes: usize = kept.iter().map(Stretches::bytes).sum();
-            let (nulls_equal, threads) = (job.nulls_equal, threads(ctx));
-            let written: u64 = kept.iter().map(Stretches::written).sum();
-            let counted = blocking(move || stretches::merged(kept, nulls_equal, threads)).await??;
-            let passes = vec![
-                format!(
-                    "{how} on {} run(s), the values in order in {count} stretch(es) kept ({} MB{}): {:.2} s",
-                    filled.len(),
-                    bytes >> 20,
-                    match written {
-                        0 => String::new(),
-                        w => format!(", {} MB of them written to disk", w >> 20),
-                    },
-                    scanned.as_secs_f64()
-                ),
-                format!(
-                    "merge the stretches in order on {threads} thread(s) ({} keys): {:.2} s",
-                    counted.distinct,
-                    counting.elapsed().as_secs_f64()
-                ),
-            ];
-            return exact(counted, job, passes, written);
-        }
-        for (f, s) in filled.iter_mut().zip(kept) {
+        let counting = Instant::now();
+        let bytes: usize = kept.iter().map(Stretches::bytes).sum();
+        let (nulls_equal, threads) = (job.nulls_equal, threads(ctx));
+        let written: u64 = kept.iter().map(Stretches::written).sum();
+        let counted = blocking(move || stretches::merged(kept, nulls_equal, threads)).await??;
+        let passes = vec![
+            format!(
+                "{how} on {} run(s), the values in order in {count} stretch(es) kept ({} MB{}): {:.2} s",
+                filled.len(),
+                bytes >> 20,
+                match written {
+                    0 => String::new(),
+                    w => format!(", {} MB of them written to disk", w >> 20),
+                },
+                scanned.as_secs_f64()
+            ),
+            format!(
+                "merge the stretches in order on {threads} thread(s) ({} keys): {:.2} s",
+                counted.distinct,
+                counting.elapsed().as_secs_f64()
+            ),
+        ];
+        return exact(counted, job, passes, written);
+    }
+    // Else what any run kept goes to its table or its store.
+    for (f, s) in filled.iter_mut().zip(kept) {
+        if let Some(s) = s {
             f.replay(s, Stop::Disorder);
-        }
-    } else {
-        for (f, s) in filled.iter_mut().zip(kept) {
-            if let Some(s) = s {
-                f.replay(s, Stop::Disorder);
-            }
         }
     }
     // Stretches on disk that could not be read back leave a table short.

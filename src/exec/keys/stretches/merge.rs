@@ -7,9 +7,9 @@ use super::{prefix, Cursor, Stretches, KEY_ROOM, MOST_STRETCHES, RESTART};
 use crate::exec::keys::found::Tallied;
 use crate::exec::ExecError as Error;
 
-/// Whether every run's stretches together are few enough to merge.
-pub(in crate::exec::keys) fn mergeable(runs: &[Stretches]) -> bool {
-    runs.iter().map(Stretches::stretches).sum::<usize>() <= MOST_STRETCHES
+/// Whether `stretches` (every run's together) are few enough to merge.
+pub(in crate::exec::keys) fn mergeable(stretches: usize) -> bool {
+    stretches <= MOST_STRETCHES
 }
 
 /// The keys of every run's stretches merged in order of their bytes and
