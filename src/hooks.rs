@@ -166,6 +166,13 @@ pub fn exact_values() -> Option<usize> {
     parsed!("DQGATE_TEST_EXACT_VALUES")
 }
 
+/// `DQGATE_TEST_BIN_VALUES`: the values a run of a text key's first pass
+/// tables before it bins them instead, whatever its estimates (`0`: it
+/// never bins them), so that small files take the bins at any point.
+pub fn bin_values() -> Option<usize> {
+    parsed!("DQGATE_TEST_BIN_VALUES")
+}
+
 /// `DQGATE_TEST_SAMPLE_ROWS`: how many staged keys `across published`
 /// compares with the published footers first, so that small files take
 /// that sample too (from 16 times as many staged rows).

@@ -12,8 +12,10 @@
 //!   a row; hashes seen more than once are candidates, and one verification
 //!   pass counts the exact keys behind them. No candidates, no second pass.
 //!   A single text key read from its pages also tables its exact values in
-//!   the first pass while enough of them repeat, and when they fit, they are
-//!   the answer: no second pass either.
+//!   the first pass while enough of them repeat (or bins them by hash, to
+//!   be tabled a bin at a time at its end, when the table would outgrow
+//!   the caches), and when they fit, they are the answer: no second pass
+//!   either.
 //! - **text**: a single text key whose footer bounds look like hex digits
 //!   of one length (md5, sha ids), UUIDs, or short codes (at most 15 bytes). Every
 //!   value then packs exactly and in order into a 64- or 128-bit word, so it
@@ -528,7 +530,7 @@ impl fmt::Display for KeyStrategy {
             }
             KeyStrategy::Fingerprint { .. } => write!(
                 f,
-                "fingerprint: a hash a row of 32 bits more than the partition bits (4 bytes a row kept; the whole 64 bits, 8 bytes, past about 600M rows), radix-partitioned; repeated hashes are verified against the exact keys, only when there are any, in a second read of the key columns (a single text key of local files, dictionary-typed text included, hashed straight from its Parquet pages in both reads, its exact values tabled in the first while enough of them repeat and they fit, which then need no second read; a composite of text and integer parts in the first; or, for small or remote files, in the key columns the scan kept)"
+                "fingerprint: a hash a row of 32 bits more than the partition bits (4 bytes a row kept; the whole 64 bits, 8 bytes, past about 600M rows), radix-partitioned; repeated hashes are verified against the exact keys, only when there are any, in a second read of the key columns (a single text key of local files, dictionary-typed text included, hashed straight from its Parquet pages in both reads, its exact values tabled in the first while enough of them repeat and they fit, or binned by hash and tabled a bin at a time at its end when the table would outgrow the caches and the rows take no more room than it would, which then need no second read; a composite of text and integer parts in the first; or, for small or remote files, in the key columns the scan kept)"
             ),
             KeyStrategy::Ordered {
                 leading,

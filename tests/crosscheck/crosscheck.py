@@ -399,8 +399,9 @@ REPEATED_SQL = [
 def crosscheck_repeated_text(binary, work):
     """Text keys whose values repeat (30,000 values of every alphabet in
     120,000 rows, 4% null), written by DuckDB, by pyarrow with dictionary
-    pages, and typed as a dictionary. Three ways: the first pass tables the
-    exact values and they are the answer (read once); the tables are given
+    pages, and typed as a dictionary. Four ways: the first pass tables the
+    exact values and they are the answer (read once); they turn to bins at
+    3,000 values, tabled a bin at a time at the end; the tables are given
     up at 5,000 values and what they held counted as fingerprints; no
     table, so that more than 16,384 fingerprints repeat and the
     verification, reading the key again page by page, takes the rows by
@@ -424,6 +425,8 @@ def crosscheck_repeated_text(binary, work):
     ways = [
         ("tabled", {}, "tabling the exact values"),
         ("given up", {"DQGATE_TEST_EXACT_VALUES": "5000"}, "giving up their table"),
+        # Binned from 3,000 values on, tabled a bin at a time at the end.
+        ("binned", {"DQGATE_TEST_BIN_VALUES": "3000"}, "binning the exact values"),
         ("verified", {"DQGATE_TEST_EXACT_VALUES": "0"}, "page by page by value"),
         # Rounds whose rows are written to disk in one read.
         ("spilled", {"DQGATE_TEST_EXACT_VALUES": "0", "DQGATE_TEST_SPILL_CANDIDATES": "1"}, "rounds of one read"),

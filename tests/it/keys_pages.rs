@@ -13,7 +13,9 @@
 //! a single key's rows by value (tallied by dictionary index, plain values
 //! in batches), as it does for many candidates. And the first pass tables
 //! a single key's exact values, the answer when every run keeps its table,
-//! and counted as fingerprints from wherever a run gives it up.
+//! and counted as fingerprints from wherever a run gives it up; or bins
+//! them from any point, tabled a bin at a time at the end, or given up as
+//! fingerprints when the bins are full.
 
 use std::fs;
 use std::path::Path;
@@ -169,6 +171,18 @@ proptest! {
             prop_assert!(stderr.contains("tabling the exact values"), "{}", stderr);
             prop_assert!(!stderr.contains("repeated fingerprint"), "{}", stderr);
             prop_assert!(got == grouped, "tabled, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+            // Binned from any point: every run's bins, tabled a bin at a
+            // time at the end, are the answer; or, full under a small
+            // limit, given up as fingerprints, and verified.
+            env.push(("DQGATE_TEST_BIN_VALUES", &give_up));
+            let (got, stderr) = check(tmp.path(), &env, None);
+            prop_assert!(stderr.contains("binning the exact values"), "{}", stderr);
+            prop_assert!(!stderr.contains("repeated fingerprint"), "{}", stderr);
+            prop_assert!(got == grouped, "binned at {}, bits {:?}:\n{}\n---\n{}", give_up, bits, got, grouped);
+            let (got, stderr) = check(tmp.path(), &env, Some("512KiB"));
+            prop_assert!(stderr.contains("then their bins"), "{}", stderr);
+            prop_assert!(got == grouped, "bins full at {}, bits {:?}:\n{}\n---\n{}", give_up, bits, got, grouped);
+            env.pop();
             // Given up at any point: the values tabled so far counted as
             // fingerprints, and verified.
             env.push(("DQGATE_TEST_EXACT_VALUES", &give_up));

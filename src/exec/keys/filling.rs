@@ -2,12 +2,15 @@
 //! page by page ([`super::pages`], [`super::rowpages`]) pushed into them,
 //! or a single text key's exact values tabled instead ([`super::values`]).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use datafusion::arrow::datatypes::DataType;
+use datafusion::execution::memory_pool::MemoryPool;
 use datafusion::prelude::SessionContext;
 
 use super::adjacent::{self, Adjacent};
+use super::binned::{self, Binned};
 use super::count;
 use super::encode;
 use super::found::{Found, Tallied};
@@ -71,7 +74,11 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         values: tabled.and_then(|(most, rows, runs)| {
             Values::new(mask, most, &runtime.memory_pool).map(|v| v.for_input(rows, runs))
         }),
+        binned: None,
+        bins: tabled.map_or(0, |(_, rows, _)| binned::bins_for(rows)),
+        pool: runtime.memory_pool.clone(),
         gave_up: None,
+        gave_up_bins: false,
         adjacent: matches!(paged, Paged::One(_)).then(Adjacent::default),
         stretches: match paged {
             Paged::One(text) => {
@@ -144,6 +151,30 @@ pub(super) async fn partition_pages<R: Split<u64>>(
     if let Some(e) = filled.iter_mut().find_map(|f| f.failed.take()) {
         return Err(e.into());
     }
+    // Runs that turned their tables to bins: the others' tables turn too
+    // (if they fit), and the bins are the answer.
+    if filled.iter().any(|f| f.binned.is_some()) && to_bins(&mut filled) {
+        let runs: Vec<Binned> = filled.iter_mut().filter_map(|f| f.binned.take()).collect();
+        let counting = Instant::now();
+        let threads = threads(ctx);
+        let bytes: usize = runs.iter().map(Binned::bytes).sum();
+        let bins = runs.first().map_or(0, Binned::bins);
+        let found = blocking(move || binned::found(&runs, threads)).await?;
+        let passes = vec![
+            format!(
+                "{how} binning the exact values on {} run(s) ({bins} bins, {} MB): {:.2} s",
+                filled.len(),
+                bytes >> 20,
+                scanned.as_secs_f64()
+            ),
+            format!(
+                "table the bins on {threads} thread(s) ({} values): {:.2} s",
+                found.distinct,
+                counting.elapsed().as_secs_f64()
+            ),
+        ];
+        return exact(found, job, passes, 0);
+    }
     let tables: Vec<Option<Values>> = filled.iter_mut().map(|f| f.values.take()).collect();
     let tables = match tabled.is_some() && tables.iter().all(Option::is_some) {
         true => {
@@ -174,10 +205,13 @@ pub(super) async fn partition_pages<R: Split<u64>>(
     for (f, t) in filled.iter_mut().zip(tables) {
         f.values = t;
         f.give_up();
+        f.give_up_bins();
     }
     let mut stores = Vec::new();
     let mut gave_up = Vec::new();
+    let mut bins = false;
     for mut f in filled {
+        bins |= f.gave_up_bins;
         f.flush();
         if let Some(e) = f.failed {
             return Err(e.into());
@@ -187,14 +221,51 @@ pub(super) async fn partition_pages<R: Split<u64>>(
     }
     let how = match gave_up.iter().max() {
         Some(most) => format!(
-            "{how} {} run(s) giving up their table of exact values (at most {most} values),",
-            gave_up.len()
+            "{how} {} run(s) giving up their table of exact values (at most {most} values{}),",
+            gave_up.len(),
+            if bins { ", then their bins" } else { "" }
         ),
         None => how,
     };
     let (counted, spilled, passes) =
         count_stores(ctx, stores, (partitions, split), &how, started).await?;
     Ok(Scanned::Counted(counted, spilled, passes, Vec::new()))
+}
+
+/// Whether every run of `filled` holds bins, the tables of those that do
+/// not turned to bins: false (their tables kept) when a run holds neither,
+/// or a table's bins do not fit.
+fn to_bins<R: Split<u64>>(filled: &mut [Filling<R>]) -> bool {
+    for f in filled.iter_mut() {
+        if f.binned.is_some() {
+            continue;
+        }
+        let Some(values) = &f.values else {
+            return false;
+        };
+        let Some(b) = binned_of(values, f.bins, values.as_bins(), &f.pool) else {
+            return false;
+        };
+        f.binned = Some(b);
+        f.values = None;
+    }
+    true
+}
+
+/// The bins of `values` (a run's table: its values and null rows), with
+/// `room` (the bytes they would take by the run's end, and the most they
+/// may take) in `bins` bins of `pool`, if they fit.
+fn binned_of(
+    values: &Values,
+    bins: usize,
+    room: (usize, usize),
+    pool: &Arc<dyn MemoryPool>,
+) -> Option<Binned> {
+    let mut binned = Binned::new(bins, values.mask(), room, pool)?;
+    let mut fits = true;
+    values.each(|w, value, rows| fits = fits && binned.add(w, value, rows));
+    binned.nulls(values.null_rows());
+    fits.then_some(binned)
 }
 
 /// The exact keys of a single text key `counted` in the first pass, as
@@ -272,8 +343,15 @@ struct Filling<R: Split<u64>> {
     nulls_equal: bool,
     failed: Option<store::StoreError>,
     values: Option<Values>,
-    /// How many values the table held when the run gave it up.
+    /// The values binned instead of tabled ([`binned`]), once the table
+    /// turned to bins: how many bins, and the pool they take.
+    binned: Option<Binned>,
+    bins: usize,
+    pool: Arc<dyn MemoryPool>,
+    /// How many values the table held when the run gave it up, and
+    /// whether it gave up bins.
     gave_up: Option<usize>,
+    gave_up_bins: bool,
     /// A single text key's values counted in order ([`adjacent`]), while
     /// they come so.
     adjacent: Option<Adjacent>,
@@ -363,16 +441,46 @@ impl<R: Split<u64>> Filling<R> {
             }
             self.give_up();
         }
+        self.untabled(fingerprint, value, rows);
+    }
+
+    /// `rows` rows of `value` to the bins, or the store once they are
+    /// given up (or there are none).
+    #[inline]
+    fn untabled(&mut self, fingerprint: u64, value: &[u8], rows: u64) {
+        if let Some(b) = &mut self.binned {
+            if b.add(fingerprint, value, rows) {
+                return;
+            }
+            self.give_up_bins();
+        }
         self.push_rows(fingerprint, rows);
     }
 
-    /// Gives the table up, if there is one: its values go to the store as
-    /// the walk pushes them by value, a null row's fingerprint being 0.
+    /// Gives the table up, if there is one: to bins when it turned to them
+    /// and they fit, else its values go to the store as the walk pushes
+    /// them by value, a null row's fingerprint being 0.
     fn give_up(&mut self) {
-        if let Some(values) = self.values.take() {
-            self.gave_up = Some(values.len());
-            values.each(|w, _, rows| self.push_rows(w, rows));
-            self.push_rows(0, values.null_rows());
+        let Some(values) = self.values.take() else {
+            return;
+        };
+        self.gave_up = Some(values.len());
+        let room = values.to_bins();
+        if let Some(b) = room.and_then(|room| binned_of(&values, self.bins, room, &self.pool)) {
+            self.binned = Some(b);
+            return;
+        }
+        values.each(|w, _, rows| self.push_rows(w, rows));
+        self.push_rows(0, values.null_rows());
+    }
+
+    /// Gives the bins up, if there are: every entry goes to the store, as
+    /// the table's values would.
+    fn give_up_bins(&mut self) {
+        if let Some(b) = self.binned.take() {
+            self.gave_up_bins = true;
+            let nulls = b.each(|w, _, rows| self.push_rows(w, rows));
+            self.push_rows(0, nulls);
         }
     }
 }
@@ -413,8 +521,14 @@ impl<R: Split<u64>> pages::Visit for Filling<R> {
         };
         if tabled < values.len() {
             self.give_up();
-            for (fingerprint, _) in &values[tabled..] {
-                self.push(*fingerprint);
+            let values = &values[tabled..];
+            let binned = match &mut self.binned {
+                Some(b) => b.batch(values),
+                None => 0,
+            };
+            if binned < values.len() {
+                self.give_up_bins();
+                values[binned..].iter().for_each(|(f, _)| self.push(*f));
             }
         }
     }
@@ -438,9 +552,10 @@ impl<R: Split<u64>> pages::Visit for Filling<R> {
         if !self.nulls_equal {
             return;
         }
-        match &mut self.values {
-            Some(t) => t.nulls(n),
-            None => self.push_rows(0, n),
+        match (&mut self.values, &mut self.binned) {
+            (Some(t), _) => t.nulls(n),
+            (None, Some(b)) => b.nulls(n),
+            (None, None) => self.push_rows(0, n),
         }
     }
 }

@@ -18,6 +18,7 @@
 //! key ascending, in Arrow's row order).
 
 mod adjacent;
+mod binned;
 mod compact;
 mod count;
 mod decode;
@@ -40,6 +41,8 @@ mod spilled;
 mod store;
 mod stretches;
 mod tasks;
+#[cfg(test)]
+mod testing;
 mod text;
 mod together;
 mod values;

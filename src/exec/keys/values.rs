@@ -60,6 +60,10 @@ pub(super) const REPEATING: f64 = 0.25;
 /// (Small in unit tests, which cross their ends.)
 pub(super) const CHUNK: usize = if cfg!(test) { 1 << 6 } else { 1 << 14 };
 
+/// The bytes above which a run's table would no longer stay in cache by
+/// its end, so that it may bin its values instead ([`super::binned`]).
+const CACHED: f64 = (32 << 20) as f64;
+
 /// Slots of a new table.
 const FIRST_SLOTS: usize = 1 << 10;
 
@@ -95,6 +99,10 @@ pub(super) struct Values {
     run_rows: u64,
     /// The values and rows when the slots last grew.
     grown: (usize, u64),
+    /// The values from which the run bins them instead (a test hook's),
+    /// and whether it gave the table up to do so ([`super::binned`]).
+    bin_from: Option<usize>,
+    to_bins: bool,
     reservation: MemoryReservation,
 }
 
@@ -155,6 +163,8 @@ impl Values {
             input_rows: 0,
             run_rows: 0,
             grown: (0, 0),
+            bin_from: crate::hooks::bin_values(),
+            to_bins: false,
             reservation: MemoryConsumer::new("dqgate key values").register(pool),
         };
         v.resize(FIRST_SLOTS, 0).then_some(v)
@@ -166,6 +176,40 @@ impl Values {
         self.most_values = most;
         self.keep = true;
         self
+    }
+
+    /// What the table keeps of a fingerprint.
+    pub(super) fn mask(&self) -> u64 {
+        self.mask
+    }
+
+    /// Whether the run gave the table up to bin its values instead, and
+    /// the bytes and the most bytes its bins would take by its end
+    /// ([`super::binned`]).
+    /// (Turned to bins by the test hook, they start with room for the
+    /// table's values only, so that they grow, and may fill, as they go.)
+    pub(super) fn to_bins(&self) -> Option<(usize, usize)> {
+        match self.bin_from.is_some_and(|n| n > 0) {
+            _ if !self.to_bins => None,
+            true => Some(self.as_bins()),
+            false => Some((self.bins_end(), self.most)),
+        }
+    }
+
+    /// The bytes the table's values take as entries of bins, and the most
+    /// the bins may take ([`super::binned`]).
+    pub(super) fn as_bins(&self) -> (usize, usize) {
+        let entries = self.arena.len() + self.len * (super::binned::HEAD - HEAD);
+        (entries, self.most)
+    }
+
+    /// The bytes of the run's rows as entries of bins by its end: those
+    /// left as rows, those seen as values, each of the values' mean length.
+    fn bins_end(&self) -> usize {
+        let len = self.len.max(1);
+        let mean = (self.arena.len() / len).saturating_sub(HEAD);
+        let left = self.run_rows.saturating_sub(self.rows) as usize;
+        (self.len + left).saturating_mul(super::binned::HEAD + mean)
     }
 
     /// How many values are tabled.
@@ -191,8 +235,10 @@ impl Values {
         self
     }
 
-    /// Whether the table still pays and will fit (see the module's doc).
-    fn pays(&self) -> bool {
+    /// Whether the table still pays and will fit (see the module's doc);
+    /// false too when the run should bin its values instead
+    /// ([`Self::to_bins`]).
+    fn pays(&mut self) -> bool {
         let seen = self.rows.max(1) as f64;
         let input = (self.input_rows as f64).max(seen);
         let repeating = 2.0 * input * self.repeated as f64 / (seen * seen);
@@ -214,7 +260,17 @@ impl Values {
         let all = self.len as f64 + once * once / (2 * self.twice.max(1)) as f64;
         let end = (self.len as f64 + rate * left).min(all);
         let per_value = self.bytes() as f64 / self.len.max(1) as f64;
-        end * per_value <= self.most as f64
+        let table_end = end * per_value;
+        // A table beyond the caches, whose rows would take no more room
+        // as entries of bins, is given up for them.
+        if self.bin_from != Some(0) && table_end > CACHED {
+            let bins = self.bins_end() as f64;
+            if bins <= self.most as f64 && bins <= table_end {
+                self.to_bins = true;
+                return false;
+            }
+        }
+        table_end <= self.most as f64
     }
 
     /// Takes `slots` slots (rehashing every value) and room for `arena`
@@ -255,6 +311,10 @@ impl Values {
         }
         let mut slots = self.slots.len();
         if (self.len + 1) * 4 > slots * 3 {
+            if !self.keep && self.bin_from.is_some_and(|n| n > 0 && self.len >= n) {
+                self.to_bins = true;
+                return false;
+            }
             if !self.keep && self.len >= CHECK_FROM && !self.pays() {
                 return false;
             }
@@ -467,16 +527,10 @@ mod tests {
 
     use datafusion::execution::memory_pool::{GreedyMemoryPool, UnboundedMemoryPool};
 
+    use super::super::testing::{next, ranked};
     use super::super::together;
     use super::*;
     use crate::exec::SAMPLES;
-
-    fn next(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
-    }
 
     /// Tabled against a map of every value: whatever the fingerprints'
     /// collisions (cut to 4 bits here), the empty value included, in
@@ -534,12 +588,7 @@ mod tests {
             assert_eq!(each, t.len());
         }
         // Every repeated key (a null one as tag 0), ranked.
-        let mut ranked: Vec<(u8, &[u8], u64)> = (want.iter())
-            .filter(|(_, n)| **n > 1)
-            .map(|(v, n)| (1, v.as_slice(), *n))
-            .chain((nulls > 1).then_some((0, &[][..], nulls)))
-            .collect();
-        ranked.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (a.0, a.1).cmp(&(b.0, b.1))));
+        let ranked = ranked(&want, nulls);
         for threads in [1, 2, 3] {
             let got = together::found(&tables, threads);
             assert_eq!(got.distinct, (want.len() + usize::from(nulls > 0)) as u64);

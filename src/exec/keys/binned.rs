@@ -1,0 +1,387 @@
+//! A single text key's exact values binned by fingerprint as the first
+//! pass reads them, and tabled a bin at a time at its end.
+//!
+//! A run's table of exact values ([`super::values`]) looks each row up
+//! among every value it has seen. When that table outgrows the caches
+//! (every key twice, scattered: 3.75M values a run at 10M rows, 280 MB),
+//! each row waits on memory for its slot and for its entry. A run whose
+//! table would grow that large, and whose rows would take no more room as
+//! entries of their own than its values would in the table (few rows a
+//! value), bins them instead: each row's value is appended to one of the
+//! bins, picked by its fingerprint, as it comes. At the end of the pass the
+//! same bin of every run is tabled at once, in a table that stays in cache
+//! (a few thousand values), the bins shared out over the threads. A value
+//! falls in the same bin in every run, so a bin's table counts it whole,
+//! and no value is looked up twice.
+//!
+//! An entry is the value's cut fingerprint (8 bytes, so that the bins can
+//! be given up to the store), its length and rows (`u32`s, little-endian),
+//! then its bytes. A value is found in a bin's table by its fingerprint
+//! and compared byte for byte, so the count is exact whatever the hash.
+//!
+//! The bins take at most the run's share of the budget, as its table
+//! would; past it, or when the memory pool refuses them, the run gives them
+//! up: each entry goes to the run's store as the table's values would, and
+//! the verification answers.
+
+use std::sync::Arc;
+
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
+
+use super::count::share;
+use super::filed::prefetch;
+use super::found::Tallied;
+use super::key::Key as _;
+use super::pages::BATCH;
+
+/// Rows of the input a bin holds at most, about (the bins of a run are a
+/// power of two): a bin of every run then takes some hundreds of KiB, and
+/// its table as much again, which a core's cache holds.
+const ROWS_PER_BIN: u64 = 4096;
+
+/// The fewest and the most bins.
+const FEWEST_BINS: usize = 16;
+const MOST_BINS: usize = 1 << 13;
+
+/// Bytes of an entry before its value's.
+pub(super) const HEAD: usize = 16;
+
+/// The bins of an input of `rows` rows, the same in every run.
+pub(super) fn bins_for(rows: u64) -> usize {
+    let bins = (rows / ROWS_PER_BIN).max(1) as usize;
+    bins.next_power_of_two().clamp(FEWEST_BINS, MOST_BINS)
+}
+
+/// A run's values, binned.
+pub(super) struct Binned {
+    bins: Vec<Vec<u8>>,
+    /// Entries in each bin.
+    counts: Vec<u32>,
+    /// A value's bin is its fingerprint's mix shifted down by this.
+    shift: u32,
+    /// What the run keeps of a fingerprint.
+    mask: u64,
+    /// Null rows.
+    nulls: u64,
+    /// The most bytes the bins may take, and those they take.
+    most: usize,
+    held: usize,
+    reservation: MemoryReservation,
+}
+
+impl Binned {
+    /// `bins` (a power of two) empty bins keeping `mask` of a fingerprint,
+    /// with room for `expected` bytes of entries in all, taking at most
+    /// `most` bytes of `pool`; `None` when that room does not fit.
+    pub(super) fn new(
+        bins: usize,
+        mask: u64,
+        (expected, most): (usize, usize),
+        pool: &Arc<dyn MemoryPool>,
+    ) -> Option<Binned> {
+        // A sixteenth more than the mean, for the bins above it.
+        let mean = expected / bins;
+        let each = (mean + mean / 16).next_multiple_of(64);
+        let held = each.checked_mul(bins)?;
+        let reservation = MemoryConsumer::new("dqgate key bins").register(pool);
+        if held > most || reservation.try_grow(held).is_err() {
+            return None;
+        }
+        Some(Binned {
+            bins: (0..bins).map(|_| Vec::with_capacity(each)).collect(),
+            counts: vec![0; bins],
+            shift: 64 - bins.trailing_zeros(),
+            mask,
+            nulls: 0,
+            most,
+            held,
+            reservation,
+        })
+    }
+
+    /// The bin of cut fingerprint `w`.
+    #[inline]
+    fn bin(&self, w: u64) -> usize {
+        (w.mix() >> self.shift) as usize
+    }
+
+    /// Adds `rows` rows of `value` (of fingerprint `fingerprint`); false,
+    /// adding nothing, when the bins are full (see the module's doc).
+    #[inline]
+    pub(super) fn add(&mut self, fingerprint: u64, value: &[u8], rows: u64) -> bool {
+        let w = fingerprint & self.mask;
+        if rows == 0 {
+            return true;
+        }
+        let (Ok(rows), Ok(len)) = (u32::try_from(rows), u32::try_from(value.len())) else {
+            return false;
+        };
+        let b = self.bin(w);
+        let need = HEAD + value.len();
+        if self.bins[b].capacity() - self.bins[b].len() < need && !self.grow(b, need) {
+            return false;
+        }
+        let bin = &mut self.bins[b];
+        bin.extend_from_slice(&w.to_le_bytes());
+        bin.extend_from_slice(&len.to_le_bytes());
+        bin.extend_from_slice(&rows.to_le_bytes());
+        bin.extend_from_slice(value);
+        self.counts[b] += 1;
+        true
+    }
+
+    /// Adds a row of each of `values`, the ends of their bins asked of the
+    /// cache first, so that the rows' misses overlap (each row starts a
+    /// cache line of its bin, more often than not). Returns how many were
+    /// added: all, or those before the one at which the bins were full.
+    pub(super) fn batch(&mut self, values: &[(u64, &[u8])]) -> usize {
+        let mut bins = [0u32; BATCH];
+        for ((w, value), b) in values.iter().zip(&mut bins) {
+            *b = self.bin(w & self.mask) as u32;
+            let bin = &self.bins[*b as usize];
+            let end = bin.as_ptr().wrapping_add(bin.len());
+            prefetch(end);
+            prefetch(end.wrapping_add(HEAD + value.len() - 1));
+        }
+        for (k, (w, value)) in values.iter().enumerate() {
+            if !self.add(*w, value, 1) {
+                return k;
+            }
+        }
+        values.len()
+    }
+
+    /// Room for `need` more bytes in bin `b`, if the budget and the pool
+    /// allow it.
+    fn grow(&mut self, b: usize, need: usize) -> bool {
+        let bin = &mut self.bins[b];
+        let had = bin.capacity();
+        let want = (had + had / 4).max(bin.len() + need).max(256);
+        let more = want - had;
+        if self.held + more > self.most || self.reservation.try_grow(more).is_err() {
+            return false;
+        }
+        bin.reserve_exact(want - bin.len());
+        self.held += more;
+        true
+    }
+
+    /// Adds `n` null rows.
+    pub(super) fn nulls(&mut self, n: u64) {
+        self.nulls += n;
+    }
+
+    /// How many bins.
+    pub(super) fn bins(&self) -> usize {
+        self.bins.len()
+    }
+
+    /// The bytes the bins take.
+    pub(super) fn bytes(&self) -> usize {
+        self.held
+    }
+
+    /// Every entry, with its cut fingerprint and rows, bin by bin; then the
+    /// null rows.
+    pub(super) fn each(&self, mut f: impl FnMut(u64, &[u8], u64)) -> u64 {
+        for bin in &self.bins {
+            let mut at = 0;
+            while at < bin.len() {
+                let (w, value, rows) = entry(bin, at);
+                f(w, value, rows);
+                at += HEAD + value.len();
+            }
+        }
+        self.nulls
+    }
+}
+
+/// The entry at `at` of `bin`: its cut fingerprint, bytes and rows.
+#[inline]
+fn entry(bin: &[u8], at: usize) -> (u64, &[u8], u64) {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&bin[at..at + 8]);
+    let mut n = [0u8; 4];
+    n.copy_from_slice(&bin[at + 8..at + 12]);
+    let len = u32::from_le_bytes(n) as usize;
+    n.copy_from_slice(&bin[at + 12..at + 16]);
+    let rows = u64::from(u32::from_le_bytes(n));
+    (
+        u64::from_le_bytes(w),
+        &bin[at + HEAD..at + HEAD + len],
+        rows,
+    )
+}
+
+/// A slot of a bin's table: the low half of the value's mix, the run and
+/// place of its first entry, and its rows in every run.
+#[derive(Clone, Copy)]
+struct Slot {
+    tag: u32,
+    run: u32,
+    at: u64,
+    rows: u64,
+}
+
+const FREE: u32 = u32::MAX;
+
+/// What `runs` (every run's bins, alike) found together, counted on
+/// `threads` threads: every value and the null rows (counted only when
+/// nulls are equal, as the runs took them) a distinct key, those of more
+/// than one row repeated, and the top samples, as
+/// [`super::together::found`] counts the runs' tables.
+pub(super) fn found(runs: &[Binned], threads: usize) -> Tallied {
+    let bins = runs.first().map_or(0, |r| r.bins.len());
+    let init = || (Tallied::default(), Vec::new());
+    let tallies = share(bins, threads, init, |(tally, slots), b| {
+        table(runs, b, slots, tally);
+    });
+    let mut all = Tallied::default();
+    for (t, _) in tallies {
+        all.absorb(t);
+    }
+    let nulls: u64 = runs.iter().map(|r| r.nulls).sum();
+    if nulls > 0 {
+        all.key(0, &[], nulls);
+    }
+    all
+}
+
+/// Tables bin `b` of every run of `runs` in `slots` and counts its values
+/// into `tally`.
+fn table(runs: &[Binned], b: usize, slots: &mut Vec<Slot>, tally: &mut Tallied) {
+    let entries: usize = runs.iter().map(|r| r.counts[b] as usize).sum();
+    let size = (entries + entries / 3 + 1).next_power_of_two().max(16);
+    let free = Slot {
+        tag: 0,
+        run: FREE,
+        at: 0,
+        rows: 0,
+    };
+    slots.clear();
+    slots.resize(size, free);
+    for (r, run) in runs.iter().enumerate() {
+        let bin = &run.bins[b];
+        let mut at = 0;
+        while at < bin.len() {
+            let (w, value, rows) = entry(bin, at);
+            let tag = w.mix() as u32;
+            let mut i = tag as usize & (size - 1);
+            loop {
+                let s = &mut slots[i];
+                if s.run == FREE {
+                    *s = Slot {
+                        tag,
+                        run: r as u32,
+                        at: at as u64,
+                        rows,
+                    };
+                    break;
+                }
+                if s.tag == tag && entry(&runs[s.run as usize].bins[b], s.at as usize).1 == value {
+                    s.rows += rows;
+                    break;
+                }
+                i = (i + 1) & (size - 1);
+            }
+            at += HEAD + value.len();
+        }
+    }
+    for s in slots.iter().filter(|s| s.run != FREE) {
+        let (_, value, _) = entry(&runs[s.run as usize].bins[b], s.at as usize);
+        tally.key(1, value, s.rows);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use datafusion::execution::memory_pool::{GreedyMemoryPool, UnboundedMemoryPool};
+
+    use super::super::testing::{next, ranked};
+    use super::*;
+    use crate::exec::SAMPLES;
+
+    /// Binned against a map of every value, over several runs, rows one
+    /// at a time, in batches and several at once: whatever the
+    /// fingerprints' collisions (cut to 4 bits here), the empty value and
+    /// values that are prefixes of others included, on 1 to 3 threads.
+    #[test]
+    fn binned_values_match_a_map() {
+        let pool: Arc<dyn MemoryPool> = Arc::new(UnboundedMemoryPool::default());
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        for bins in [16, 64] {
+            let mut want: HashMap<Vec<u8>, u64> = HashMap::new();
+            let mut nulls = 0;
+            let mut runs = Vec::new();
+            for _ in 0..3 {
+                let mut binned = Binned::new(bins, 0xF, (1000, usize::MAX), &pool).unwrap();
+                for i in 0..2000 {
+                    let v = next(&mut state) % 900;
+                    let value = match v % 11 {
+                        0 => Vec::new(),
+                        1 => format!("v{}", v / 100).into_bytes(),
+                        _ => format!("v{v}").into_bytes(),
+                    };
+                    let h = (value.iter()).fold(7u64, |h, b| h.wrapping_mul(31) ^ u64::from(*b));
+                    // Rows one at a time, in batches, and several at once
+                    // (a table's values turned to bins).
+                    let rows = match i % 3 {
+                        0 => 1 + next(&mut state) % 3,
+                        1 => {
+                            assert_eq!(binned.batch(&[(h, &value[..]), (h, &value[..])]), 2);
+                            2
+                        }
+                        _ => 1,
+                    };
+                    if i % 3 != 1 {
+                        assert!(binned.add(h, &value, rows));
+                    }
+                    *want.entry(value).or_default() += rows;
+                    if i % 97 == 0 {
+                        binned.nulls(3);
+                        nulls += 3;
+                    }
+                }
+                runs.push(binned);
+            }
+            // Every repeated key (a null one as tag 0), ranked.
+            let ranked = ranked(&want, nulls);
+            for threads in [1, 2, 3] {
+                let got = found(&runs, threads);
+                assert_eq!(got.distinct, (want.len() + usize::from(nulls > 0)) as u64);
+                assert_eq!(got.repeated, ranked.len() as u64);
+                assert_eq!(got.samples(), ranked[..ranked.len().min(SAMPLES)]);
+            }
+        }
+    }
+
+    /// Bins past their budget, or refused by the pool, add nothing more,
+    /// and give back every entry they took.
+    #[test]
+    fn full_bins_refuse_and_give_back_every_entry() {
+        let pool: Arc<dyn MemoryPool> = Arc::new(UnboundedMemoryPool::default());
+        let tight: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(30_000));
+        for (most, pool) in [(20_000, &pool), (usize::MAX, &tight)] {
+            let mut b = Binned::new(16, u64::MAX, (0, most), pool).unwrap();
+            let added = (0u64..).take_while(|i| b.add(i.mix(), &i.to_le_bytes(), 1 + i % 2));
+            let n = added.count() as u64;
+            assert!((100..2000).contains(&n), "{n}");
+            let (mut entries, mut rows) = (0, 0);
+            b.each(|w, v, r| {
+                let i = u64::from_le_bytes(v.try_into().unwrap());
+                assert_eq!(w, i.mix());
+                entries += 1;
+                rows += r;
+            });
+            assert_eq!(entries, n);
+            assert_eq!(rows, (0..n).map(|i| 1 + i % 2).sum::<u64>());
+            assert!(b.bytes() <= most.min(30_000));
+        }
+        assert!(Binned::new(16, u64::MAX, (1 << 20, 1 << 10), &pool).is_none());
+        assert_eq!(bins_for(10_000_000), 4096);
+        assert_eq!(bins_for(0), FEWEST_BINS);
+        assert_eq!(bins_for(u64::MAX), MOST_BINS);
+    }
+}
