@@ -15,8 +15,8 @@
 //! and no value is looked up twice.
 //!
 //! An entry is the value's cut fingerprint (8 bytes, so that the bins can
-//! be given up to the store), its length and rows (`u32`s, little-endian),
-//! then its bytes. A value is found in a bin's table by its fingerprint
+//! be given up to the store), its length and rows (varints), then its
+//! bytes. A value is found in a bin's table by its fingerprint
 //! and compared byte for byte, so the count is exact whatever the hash.
 //!
 //! The bins take at most the run's share of the budget, as its table
@@ -33,18 +33,24 @@ use super::filed::prefetch;
 use super::found::Tallied;
 use super::key::Key as _;
 use super::pages::BATCH;
+use super::varint::{put_varint, take_varint};
 
 /// Rows of the input a bin holds at most, about (the bins of a run are a
 /// power of two): a bin of every run then takes some hundreds of KiB, and
 /// its table as much again, which a core's cache holds.
-const ROWS_PER_BIN: u64 = 4096;
+const ROWS_PER_BIN: u64 = 16384;
 
 /// The fewest and the most bins.
 const FEWEST_BINS: usize = 16;
 const MOST_BINS: usize = 1 << 13;
 
-/// Bytes of an entry before its value's.
-pub(super) const HEAD: usize = 16;
+/// Bytes of an entry before its value's: its fingerprint, and its length
+/// and rows as varints (at most 5 bytes each, a byte each for a value of
+/// less than 128 bytes in fewer than 128 rows).
+const HEAD_MOST: usize = 18;
+
+/// Bytes of such an entry's head, as a table's value becomes.
+pub(super) const HEAD: usize = 10;
 
 /// The bins of an input of `rows` rows, the same in every run.
 pub(super) fn bins_for(rows: u64) -> usize {
@@ -117,14 +123,14 @@ impl Binned {
             return false;
         };
         let b = self.bin(w);
-        let need = HEAD + value.len();
+        let need = HEAD_MOST + value.len();
         if self.bins[b].capacity() - self.bins[b].len() < need && !self.grow(b, need) {
             return false;
         }
         let bin = &mut self.bins[b];
         bin.extend_from_slice(&w.to_le_bytes());
-        bin.extend_from_slice(&len.to_le_bytes());
-        bin.extend_from_slice(&rows.to_le_bytes());
+        put_varint(bin, u64::from(len));
+        put_varint(bin, u64::from(rows));
         bin.extend_from_slice(value);
         self.counts[b] += 1;
         true
@@ -187,30 +193,26 @@ impl Binned {
         for bin in &self.bins {
             let mut at = 0;
             while at < bin.len() {
-                let (w, value, rows) = entry(bin, at);
+                let (w, value, rows, next) = entry(bin, at);
                 f(w, value, rows);
-                at += HEAD + value.len();
+                at = next;
             }
         }
         self.nulls
     }
 }
 
-/// The entry at `at` of `bin`: its cut fingerprint, bytes and rows.
+/// The entry at `at` of `bin`: its cut fingerprint, bytes and rows, and
+/// where the next starts.
 #[inline]
-fn entry(bin: &[u8], at: usize) -> (u64, &[u8], u64) {
+fn entry(bin: &[u8], at: usize) -> (u64, &[u8], u64, usize) {
     let mut w = [0u8; 8];
     w.copy_from_slice(&bin[at..at + 8]);
-    let mut n = [0u8; 4];
-    n.copy_from_slice(&bin[at + 8..at + 12]);
-    let len = u32::from_le_bytes(n) as usize;
-    n.copy_from_slice(&bin[at + 12..at + 16]);
-    let rows = u64::from(u32::from_le_bytes(n));
-    (
-        u64::from_le_bytes(w),
-        &bin[at + HEAD..at + HEAD + len],
-        rows,
-    )
+    let (len, rest) = take_varint(&bin[at + 8..]);
+    let (rows, rest) = take_varint(rest);
+    let value = &rest[..(len as usize).min(rest.len())];
+    let next = bin.len() - rest.len() + value.len();
+    (u64::from_le_bytes(w), value, rows, next)
 }
 
 /// A slot of a bin's table: the low half of the value's mix, the run and
@@ -264,7 +266,7 @@ fn table(runs: &[Binned], b: usize, slots: &mut Vec<Slot>, tally: &mut Tallied) 
         let bin = &run.bins[b];
         let mut at = 0;
         while at < bin.len() {
-            let (w, value, rows) = entry(bin, at);
+            let (w, value, rows, next) = entry(bin, at);
             let tag = w.mix() as u32;
             let mut i = tag as usize & (size - 1);
             loop {
@@ -284,11 +286,11 @@ fn table(runs: &[Binned], b: usize, slots: &mut Vec<Slot>, tally: &mut Tallied) 
                 }
                 i = (i + 1) & (size - 1);
             }
-            at += HEAD + value.len();
+            at = next;
         }
     }
     for s in slots.iter().filter(|s| s.run != FREE) {
-        let (_, value, _) = entry(&runs[s.run as usize].bins[b], s.at as usize);
+        let (_, value, ..) = entry(&runs[s.run as usize].bins[b], s.at as usize);
         tally.key(1, value, s.rows);
     }
 }
@@ -380,7 +382,7 @@ mod tests {
             assert!(b.bytes() <= most.min(30_000));
         }
         assert!(Binned::new(16, u64::MAX, (1 << 20, 1 << 10), &pool).is_none());
-        assert_eq!(bins_for(10_000_000), 4096);
+        assert_eq!(bins_for(10_000_000), 1024);
         assert_eq!(bins_for(0), FEWEST_BINS);
         assert_eq!(bins_for(u64::MAX), MOST_BINS);
     }

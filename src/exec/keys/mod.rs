@@ -46,6 +46,7 @@ mod testing;
 mod text;
 mod together;
 mod values;
+mod varint;
 mod verify;
 mod walks;
 

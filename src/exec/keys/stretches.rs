@@ -34,6 +34,7 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::runtime_env::RuntimeEnv;
 
 use super::store::StoreError;
+use super::varint::{put_varint, take_varint};
 
 mod disk;
 mod merge;
@@ -365,28 +366,6 @@ impl Stretches {
     pub(super) fn bytes(&self) -> usize {
         self.reservation.size()
     }
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// The varint at the start of `buf`, and the bytes after it. The arena is
-/// written here, so it is well formed.
-#[inline]
-fn take_varint(buf: &[u8]) -> (u64, &[u8]) {
-    let mut v = 0u64;
-    for (i, &b) in buf.iter().enumerate() {
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b < 0x80 {
-            return (v, &buf[i + 1..]);
-        }
-    }
-    (v, &[])
 }
 
 /// A closed stretch.
