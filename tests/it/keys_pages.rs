@@ -172,16 +172,23 @@ proptest! {
             prop_assert!(!stderr.contains("repeated fingerprint"), "{}", stderr);
             prop_assert!(got == grouped, "tabled, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
             // Binned from any point: every run's bins, tabled a bin at a
-            // time at the end, are the answer; or, full under a small
-            // limit, given up as fingerprints, and verified.
+            // time at the end, are the answer; under a small limit written
+            // to disk and read back; or, full with nowhere to write, given
+            // up as fingerprints, and verified.
             env.push(("DQGATE_TEST_BIN_VALUES", &give_up));
             let (got, stderr) = check(tmp.path(), &env, None);
             prop_assert!(stderr.contains("binning the exact values"), "{}", stderr);
             prop_assert!(!stderr.contains("repeated fingerprint"), "{}", stderr);
             prop_assert!(got == grouped, "binned at {}, bits {:?}:\n{}\n---\n{}", give_up, bits, got, grouped);
             let (got, stderr) = check(tmp.path(), &env, Some("512KiB"));
+            prop_assert!(stderr.contains("MB written to disk): "), "{}", stderr);
+            prop_assert!(got == grouped, "bins on disk at {}, bits {:?}:\n{}\n---\n{}", give_up, bits, got, grouped);
+            let nowhere = tmp.path().join("nowhere");
+            env.push(("TMPDIR", nowhere.to_str().unwrap()));
+            let (got, stderr) = check(tmp.path(), &env, Some("512KiB"));
             prop_assert!(stderr.contains("then their bins"), "{}", stderr);
             prop_assert!(got == grouped, "bins full at {}, bits {:?}:\n{}\n---\n{}", give_up, bits, got, grouped);
+            env.pop();
             env.pop();
             // Given up at any point: the values tabled so far counted as
             // fingerprints, and verified.

@@ -20,25 +20,37 @@
 //! and compared byte for byte, so the count is exact whatever the hash.
 //!
 //! The bins take at most the run's share of the budget, as its table
-//! would; past it, or when the memory pool refuses them, the run gives them
-//! up: each entry goes to the run's store as the table's values would, and
-//! the verification answers.
+//! would. Past it, or when the memory pool refuses them, every bin is
+//! appended to the run's temporary file (DataFusion's disk manager), one
+//! segment a bin, and emptied, keeping its room: a hash aggregation of
+//! Grace's kind, whose partitions the scan fills as it goes. A bin is then
+//! tabled from its segments read back and what memory holds. With nowhere
+//! to write, the run gives its bins up: each entry goes to the run's store
+//! as the table's values would, and the verification answers.
 
 use std::sync::Arc;
 
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::execution::runtime_env::RuntimeEnv;
 
 use super::count::share;
+use super::disk::Disk;
 use super::filed::prefetch;
 use super::found::Tallied;
 use super::key::Key as _;
 use super::pages::BATCH;
+use super::store::StoreError;
 use super::varint::{put_varint, take_varint};
 
 /// Rows of the input a bin holds at most, about (the bins of a run are a
 /// power of two): a bin of every run then takes some hundreds of KiB, and
 /// its table as much again, which a core's cache holds.
 const ROWS_PER_BIN: u64 = 16384;
+
+/// The least room a bin may have in the budget: a bin is written to disk
+/// when one of them is full, and bins of a few entries each would be
+/// written mostly empty.
+const LEAST_ROOM: usize = 4 << 10;
 
 /// The fewest and the most bins.
 const FEWEST_BINS: usize = 16;
@@ -73,24 +85,33 @@ pub(super) struct Binned {
     most: usize,
     held: usize,
     reservation: MemoryReservation,
+    /// The run's temporary file, once the bins filled the budget, and
+    /// where each bin's segment of each time they did is in it.
+    runtime: Arc<RuntimeEnv>,
+    disk: Option<Disk>,
+    segments: Vec<Vec<(u64, usize)>>,
 }
 
 impl Binned {
     /// `bins` (a power of two) empty bins keeping `mask` of a fingerprint,
-    /// with room for `expected` bytes of entries in all, taking at most
-    /// `most` bytes of `pool`; `None` when that room does not fit.
+    /// with room for `expected` bytes of entries in all (or as many as
+    /// `most`), taking at most `most` bytes of `runtime`'s pool, the rest
+    /// written to its disk; `None` when that room is refused.
     pub(super) fn new(
         bins: usize,
         mask: u64,
         (expected, most): (usize, usize),
-        pool: &Arc<dyn MemoryPool>,
+        runtime: &Arc<RuntimeEnv>,
     ) -> Option<Binned> {
+        if most / bins < LEAST_ROOM {
+            return None;
+        }
         // A sixteenth more than the mean, for the bins above it.
-        let mean = expected / bins;
-        let each = (mean + mean / 16).next_multiple_of(64);
-        let held = each.checked_mul(bins)?;
-        let reservation = MemoryConsumer::new("dqgate key bins").register(pool);
-        if held > most || reservation.try_grow(held).is_err() {
+        let mean = expected.min(most) / bins;
+        let each = (mean + mean / 16).next_multiple_of(64).min(most / bins);
+        let held = each * bins;
+        let reservation = MemoryConsumer::new("dqgate key bins").register(&runtime.memory_pool);
+        if reservation.try_grow(held).is_err() {
             return None;
         }
         Some(Binned {
@@ -102,6 +123,9 @@ impl Binned {
             most,
             held,
             reservation,
+            runtime: runtime.clone(),
+            disk: None,
+            segments: Vec::new(),
         })
     }
 
@@ -112,7 +136,8 @@ impl Binned {
     }
 
     /// Adds `rows` rows of `value` (of fingerprint `fingerprint`); false,
-    /// adding nothing, when the bins are full (see the module's doc).
+    /// adding nothing, when the bins are full and cannot be written to
+    /// disk (see the module's doc).
     #[inline]
     pub(super) fn add(&mut self, fingerprint: u64, value: &[u8], rows: u64) -> bool {
         let w = fingerprint & self.mask;
@@ -124,7 +149,10 @@ impl Binned {
         };
         let b = self.bin(w);
         let need = HEAD_MOST + value.len();
-        if self.bins[b].capacity() - self.bins[b].len() < need && !self.grow(b, need) {
+        if self.bins[b].capacity() - self.bins[b].len() < need
+            && !self.grow(b, need)
+            && !(self.spill() && (self.bins[b].capacity() >= need || self.grow(b, need)))
+        {
             return false;
         }
         let bin = &mut self.bins[b];
@@ -172,6 +200,51 @@ impl Binned {
         true
     }
 
+    /// Appends every bin to the run's temporary file, and empties it
+    /// (keeping its room); false when there is none to write to, or the
+    /// write failed.
+    fn spill(&mut self) -> bool {
+        let disk = match &mut self.disk {
+            Some(d) => d,
+            None => match Disk::create(&self.runtime, "dqgate key bins") {
+                Ok(d) => self.disk.insert(d),
+                Err(_) => return false,
+            },
+        };
+        let mut segments = Vec::with_capacity(self.bins.len());
+        for bin in &mut self.bins {
+            match disk.append(bin) {
+                Ok(at) => segments.push((at, bin.len())),
+                Err(_) => return false,
+            }
+            bin.clear();
+        }
+        self.segments.push(segments);
+        true
+    }
+
+    /// The bytes written to disk.
+    pub(super) fn written(&self) -> u64 {
+        self.disk.as_ref().map_or(0, Disk::len)
+    }
+
+    /// Bin `b`'s segments on disk, read into `buf`, and what memory holds
+    /// of it: the entries of bin `b`, in parts.
+    fn parts<'a>(&'a self, b: usize, buf: &'a mut Vec<u8>) -> Result<Vec<&'a [u8]>, StoreError> {
+        let on_disk: usize = self.segments.iter().map(|s| s[b].1).sum();
+        buf.clear();
+        buf.resize(on_disk, 0);
+        let mut read = 0;
+        if let Some(disk) = &self.disk {
+            for s in &self.segments {
+                let (at, len) = s[b];
+                disk.read(at, &mut buf[read..read + len])?;
+                read += len;
+            }
+        }
+        Ok(vec![&buf[..], &self.bins[b]])
+    }
+
     /// Adds `n` null rows.
     pub(super) fn nulls(&mut self, n: u64) {
         self.nulls += n;
@@ -187,23 +260,27 @@ impl Binned {
         self.held
     }
 
-    /// Every entry, with its cut fingerprint and rows, bin by bin; then the
-    /// null rows.
-    pub(super) fn each(&self, mut f: impl FnMut(u64, &[u8], u64)) -> u64 {
-        for bin in &self.bins {
-            let mut at = 0;
-            while at < bin.len() {
-                let (w, value, rows, next) = entry(bin, at);
-                f(w, value, rows);
-                at = next;
+    /// Every entry, with its cut fingerprint and rows, bin by bin (those
+    /// on disk read back); then the null rows.
+    pub(super) fn each(&self, mut f: impl FnMut(u64, &[u8], u64)) -> Result<u64, StoreError> {
+        let mut buf = Vec::new();
+        for b in 0..self.bins.len() {
+            for part in self.parts(b, &mut buf)? {
+                let mut at = 0;
+                while at < part.len() {
+                    let (w, value, rows, next) = entry(part, at);
+                    f(w, value, rows);
+                    at = next;
+                }
             }
         }
-        self.nulls
+        Ok(self.nulls)
     }
 }
 
 /// The entry at `at` of `bin`: its cut fingerprint, bytes and rows, and
-/// where the next starts.
+/// where the next starts. (Bins are written here, and read back whole or
+/// not at all: an entry is never cut short.)
 #[inline]
 fn entry(bin: &[u8], at: usize) -> (u64, &[u8], u64, usize) {
     let mut w = [0u8; 8];
@@ -232,26 +309,43 @@ const FREE: u32 = u32::MAX;
 /// nulls are equal, as the runs took them) a distinct key, those of more
 /// than one row repeated, and the top samples, as
 /// [`super::together::found`] counts the runs' tables.
-pub(super) fn found(runs: &[Binned], threads: usize) -> Tallied {
+/// A bin on disk that cannot be read back is an error, never a short
+/// count.
+pub(super) fn found(runs: &[Binned], threads: usize) -> Result<Tallied, StoreError> {
     let bins = runs.first().map_or(0, |r| r.bins.len());
-    let init = || (Tallied::default(), Vec::new());
-    let tallies = share(bins, threads, init, |(tally, slots), b| {
-        table(runs, b, slots, tally);
+    let init = || (Tallied::default(), Vec::new(), Vec::new(), None);
+    let tallies = share(bins, threads, init, |(tally, slots, bufs, failed), b| {
+        if failed.is_none() {
+            *failed = table(runs, b, (slots, bufs), tally).err();
+        }
     });
     let mut all = Tallied::default();
-    for (t, _) in tallies {
+    for (t, _, _, failed) in tallies {
+        if let Some(e) = failed {
+            return Err(e);
+        }
         all.absorb(t);
     }
     let nulls: u64 = runs.iter().map(|r| r.nulls).sum();
     if nulls > 0 {
         all.key(0, &[], nulls);
     }
-    all
+    Ok(all)
 }
 
-/// Tables bin `b` of every run of `runs` in `slots` and counts its values
-/// into `tally`.
-fn table(runs: &[Binned], b: usize, slots: &mut Vec<Slot>, tally: &mut Tallied) {
+/// Tables bin `b` of every run of `runs` in `slots` (what runs wrote to
+/// disk read back into `bufs`) and counts its values into `tally`.
+fn table(
+    runs: &[Binned],
+    b: usize,
+    (slots, bufs): (&mut Vec<Slot>, &mut Vec<Vec<u8>>),
+    tally: &mut Tallied,
+) -> Result<(), StoreError> {
+    bufs.resize_with(runs.len(), Vec::new);
+    let mut parts = Vec::with_capacity(2 * runs.len());
+    for (run, buf) in runs.iter().zip(bufs.iter_mut()) {
+        parts.extend(run.parts(b, buf)?);
+    }
     let entries: usize = runs.iter().map(|r| r.counts[b] as usize).sum();
     let size = (entries + entries / 3 + 1).next_power_of_two().max(16);
     let free = Slot {
@@ -262,8 +356,7 @@ fn table(runs: &[Binned], b: usize, slots: &mut Vec<Slot>, tally: &mut Tallied) 
     };
     slots.clear();
     slots.resize(size, free);
-    for (r, run) in runs.iter().enumerate() {
-        let bin = &run.bins[b];
+    for (r, bin) in parts.iter().enumerate() {
         let mut at = 0;
         while at < bin.len() {
             let (w, value, rows, next) = entry(bin, at);
@@ -280,7 +373,7 @@ fn table(runs: &[Binned], b: usize, slots: &mut Vec<Slot>, tally: &mut Tallied) 
                     };
                     break;
                 }
-                if s.tag == tag && entry(&runs[s.run as usize].bins[b], s.at as usize).1 == value {
+                if s.tag == tag && entry(parts[s.run as usize], s.at as usize).1 == value {
                     s.rows += rows;
                     break;
                 }
@@ -290,37 +383,54 @@ fn table(runs: &[Binned], b: usize, slots: &mut Vec<Slot>, tally: &mut Tallied) 
         }
     }
     for s in slots.iter().filter(|s| s.run != FREE) {
-        let (_, value, ..) = entry(&runs[s.run as usize].bins[b], s.at as usize);
+        let (_, value, ..) = entry(parts[s.run as usize], s.at as usize);
         tally.key(1, value, s.rows);
     }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
 
-    use datafusion::execution::memory_pool::{GreedyMemoryPool, UnboundedMemoryPool};
+    use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+    use datafusion::execution::memory_pool::GreedyMemoryPool;
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 
     use super::super::testing::{next, ranked};
     use super::*;
     use crate::exec::SAMPLES;
 
+    /// A runtime of a `pool` bytes memory pool, writing to disk if `disk`.
+    fn runtime(pool: usize, disk: bool) -> Arc<RuntimeEnv> {
+        let mode = match disk {
+            true => DiskManagerMode::OsTmpDirectory,
+            false => DiskManagerMode::Disabled,
+        };
+        (RuntimeEnvBuilder::new())
+            .with_memory_pool(Arc::new(GreedyMemoryPool::new(pool)))
+            .with_disk_manager_builder(DiskManagerBuilder::default().with_mode(mode))
+            .build_arc()
+            .unwrap()
+    }
+
     /// Binned against a map of every value, over several runs, rows one
     /// at a time, in batches and several at once: whatever the
     /// fingerprints' collisions (cut to 4 bits here), the empty value and
-    /// values that are prefixes of others included, on 1 to 3 threads.
+    /// values that are prefixes of others included, on 1 to 3 threads;
+    /// in memory, and written to disk past a budget of a few bins' room.
     #[test]
     fn binned_values_match_a_map() {
-        let pool: Arc<dyn MemoryPool> = Arc::new(UnboundedMemoryPool::default());
         let mut state = 0x2545_F491_4F6C_DD1Du64;
-        for bins in [16, 64] {
+        for (bins, most) in [(16, usize::MAX), (64, usize::MAX), (16, 80 << 10)] {
+            let runtime = runtime(usize::MAX, true);
             let mut want: HashMap<Vec<u8>, u64> = HashMap::new();
             let mut nulls = 0;
             let mut runs = Vec::new();
             for _ in 0..3 {
-                let mut binned = Binned::new(bins, 0xF, (1000, usize::MAX), &pool).unwrap();
-                for i in 0..2000 {
-                    let v = next(&mut state) % 900;
+                let mut binned = Binned::new(bins, 0xF, (1000, most), &runtime).unwrap();
+                for i in 0..6000 {
+                    let v = next(&mut state) % 2700;
                     let value = match v % 11 {
                         0 => Vec::new(),
                         1 => format!("v{}", v / 100).into_bytes(),
@@ -346,42 +456,60 @@ mod tests {
                         nulls += 3;
                     }
                 }
+                assert_eq!(
+                    binned.written() > 0,
+                    most < usize::MAX,
+                    "{}",
+                    binned.written()
+                );
+                assert!(binned.bytes() <= most);
                 runs.push(binned);
             }
             // Every repeated key (a null one as tag 0), ranked.
             let ranked = ranked(&want, nulls);
             for threads in [1, 2, 3] {
-                let got = found(&runs, threads);
+                let got = found(&runs, threads).unwrap();
                 assert_eq!(got.distinct, (want.len() + usize::from(nulls > 0)) as u64);
                 assert_eq!(got.repeated, ranked.len() as u64);
                 assert_eq!(got.samples(), ranked[..ranked.len().min(SAMPLES)]);
             }
+            // Given up, every entry comes back, from memory and disk.
+            let mut rows = 0;
+            let null_rows: u64 = (runs.iter())
+                .map(|r| r.each(|_, _, n| rows += n).unwrap())
+                .sum();
+            assert_eq!(null_rows, nulls);
+            assert_eq!(rows, want.values().sum::<u64>());
         }
     }
 
-    /// Bins past their budget, or refused by the pool, add nothing more,
-    /// and give back every entry they took.
+    /// Bins past their budget with nowhere to write, or refused by the
+    /// pool, add nothing more, and give back every entry they took; a
+    /// budget of less than [`LEAST_ROOM`] a bin takes no bins.
     #[test]
     fn full_bins_refuse_and_give_back_every_entry() {
-        let pool: Arc<dyn MemoryPool> = Arc::new(UnboundedMemoryPool::default());
-        let tight: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(30_000));
-        for (most, pool) in [(20_000, &pool), (usize::MAX, &tight)] {
-            let mut b = Binned::new(16, u64::MAX, (0, most), pool).unwrap();
+        for (most, runtime) in [
+            (80 << 10, runtime(usize::MAX, false)),
+            (usize::MAX, runtime(90_000, false)),
+        ] {
+            let mut b = Binned::new(16, u64::MAX, (0, most), &runtime).unwrap();
             let added = (0u64..).take_while(|i| b.add(i.mix(), &i.to_le_bytes(), 1 + i % 2));
             let n = added.count() as u64;
-            assert!((100..2000).contains(&n), "{n}");
+            assert!((1000..10_000).contains(&n), "{n}");
             let (mut entries, mut rows) = (0, 0);
-            b.each(|w, v, r| {
+            let nulls = b.each(|w, v, r| {
                 let i = u64::from_le_bytes(v.try_into().unwrap());
                 assert_eq!(w, i.mix());
                 entries += 1;
                 rows += r;
             });
+            assert_eq!(nulls.unwrap(), 0);
             assert_eq!(entries, n);
             assert_eq!(rows, (0..n).map(|i| 1 + i % 2).sum::<u64>());
-            assert!(b.bytes() <= most.min(30_000));
+            assert!(b.bytes() <= most.min(90_000));
         }
-        assert!(Binned::new(16, u64::MAX, (1 << 20, 1 << 10), &pool).is_none());
+        let runtime = runtime(usize::MAX, true);
+        assert!(Binned::new(16, u64::MAX, (1 << 20, 16 * LEAST_ROOM - 1), &runtime).is_none());
         assert_eq!(bins_for(10_000_000), 1024);
         assert_eq!(bins_for(0), FEWEST_BINS);
         assert_eq!(bins_for(u64::MAX), MOST_BINS);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::execution::memory_pool::MemoryPool;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::SessionContext;
 
 use super::adjacent::{self, Adjacent};
@@ -76,7 +76,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         }),
         binned: None,
         bins: tabled.map_or(0, |(_, rows, _)| binned::bins_for(rows)),
-        pool: runtime.memory_pool.clone(),
+        runtime: runtime.clone(),
         gave_up: None,
         gave_up_bins: false,
         adjacent: matches!(paged, Paged::One(_)).then(Adjacent::default),
@@ -159,12 +159,17 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         let threads = threads(ctx);
         let bytes: usize = runs.iter().map(Binned::bytes).sum();
         let bins = runs.first().map_or(0, Binned::bins);
-        let found = blocking(move || binned::found(&runs, threads)).await?;
+        let written: u64 = runs.iter().map(Binned::written).sum();
+        let found = blocking(move || binned::found(&runs, threads)).await??;
         let passes = vec![
             format!(
-                "{how} binning the exact values on {} run(s) ({bins} bins, {} MB): {:.2} s",
+                "{how} binning the exact values on {} run(s) ({bins} bins, {} MB{}): {:.2} s",
                 filled.len(),
                 bytes >> 20,
+                match written {
+                    0 => String::new(),
+                    w => format!(", {} MB written to disk", w >> 20),
+                },
                 scanned.as_secs_f64()
             ),
             format!(
@@ -173,7 +178,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
                 counting.elapsed().as_secs_f64()
             ),
         ];
-        return exact(found, job, passes, 0);
+        return exact(found, job, passes, written);
     }
     let tables: Vec<Option<Values>> = filled.iter_mut().map(|f| f.values.take()).collect();
     let tables = match tabled.is_some() && tables.iter().all(Option::is_some) {
@@ -243,7 +248,7 @@ fn to_bins<R: Split<u64>>(filled: &mut [Filling<R>]) -> bool {
         let Some(values) = &f.values else {
             return false;
         };
-        let Some(b) = binned_of(values, f.bins, values.as_bins(), &f.pool) else {
+        let Some(b) = binned_of(values, f.bins, values.as_bins(), &f.runtime) else {
             return false;
         };
         f.binned = Some(b);
@@ -254,14 +259,14 @@ fn to_bins<R: Split<u64>>(filled: &mut [Filling<R>]) -> bool {
 
 /// The bins of `values` (a run's table: its values and null rows), with
 /// `room` (the bytes they would take by the run's end, and the most they
-/// may take) in `bins` bins of `pool`, if they fit.
+/// may take) in `bins` bins of `runtime`'s pool (and disk), if they fit.
 fn binned_of(
     values: &Values,
     bins: usize,
     room: (usize, usize),
-    pool: &Arc<dyn MemoryPool>,
+    runtime: &Arc<RuntimeEnv>,
 ) -> Option<Binned> {
-    let mut binned = Binned::new(bins, values.mask(), room, pool)?;
+    let mut binned = Binned::new(bins, values.mask(), room, runtime)?;
     let mut fits = true;
     values.each(|w, value, rows| fits = fits && binned.add(w, value, rows));
     binned.nulls(values.null_rows());
@@ -344,10 +349,10 @@ struct Filling<R: Split<u64>> {
     failed: Option<store::StoreError>,
     values: Option<Values>,
     /// The values binned instead of tabled ([`binned`]), once the table
-    /// turned to bins: how many bins, and the pool they take.
+    /// turned to bins: how many bins, and where they take memory and disk.
     binned: Option<Binned>,
     bins: usize,
-    pool: Arc<dyn MemoryPool>,
+    runtime: Arc<RuntimeEnv>,
     /// How many values the table held when the run gave it up, and
     /// whether it gave up bins.
     gave_up: Option<usize>,
@@ -466,7 +471,7 @@ impl<R: Split<u64>> Filling<R> {
         };
         self.gave_up = Some(values.len());
         let room = values.to_bins();
-        if let Some(b) = room.and_then(|room| binned_of(&values, self.bins, room, &self.pool)) {
+        if let Some(b) = room.and_then(|room| binned_of(&values, self.bins, room, &self.runtime)) {
             self.binned = Some(b);
             return;
         }
@@ -479,8 +484,12 @@ impl<R: Split<u64>> Filling<R> {
     fn give_up_bins(&mut self) {
         if let Some(b) = self.binned.take() {
             self.gave_up_bins = true;
-            let nulls = b.each(|w, _, rows| self.push_rows(w, rows));
-            self.push_rows(0, nulls);
+            match b.each(|w, _, rows| self.push_rows(w, rows)) {
+                Ok(nulls) => self.push_rows(0, nulls),
+                Err(e) => {
+                    self.failed.get_or_insert(e);
+                }
+            }
         }
     }
 }

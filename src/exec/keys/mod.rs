@@ -23,6 +23,7 @@ mod compact;
 mod count;
 mod decode;
 mod direct;
+mod disk;
 mod encode;
 mod filed;
 mod filling;

@@ -33,10 +33,10 @@ use std::sync::Arc;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::runtime_env::RuntimeEnv;
 
+use super::disk;
 use super::store::StoreError;
 use super::varint::{put_varint, take_varint};
 
-mod disk;
 mod merge;
 
 pub(super) use merge::{mergeable, merged};
@@ -224,7 +224,9 @@ impl Stretches {
         }
         let disk = match &mut self.disk {
             Some(d) => d,
-            None => self.disk.insert(disk::Disk::create(&self.runtime)?),
+            None => self
+                .disk
+                .insert(disk::Disk::create(&self.runtime, "dqgate sorted keys")?),
         };
         let base = disk.append(&self.arena)?;
         for s in self.closed.iter_mut().filter(|s| !s.on_disk) {

@@ -185,22 +185,23 @@ impl Values {
 
     /// Whether the run gave the table up to bin its values instead, and
     /// the bytes and the most bytes its bins would take by its end
-    /// ([`super::binned`]).
+    /// ([`super::binned`]): half the table's budget, since past it they go
+    /// to disk, and are read back once.
     /// (Turned to bins by the test hook, they start with room for the
     /// table's values only, so that they grow, and may fill, as they go.)
     pub(super) fn to_bins(&self) -> Option<(usize, usize)> {
         match self.bin_from.is_some_and(|n| n > 0) {
             _ if !self.to_bins => None,
             true => Some(self.as_bins()),
-            false => Some((self.bins_end(), self.most)),
+            false => Some((self.bins_end(), self.most / 2)),
         }
     }
 
     /// The bytes the table's values take as entries of bins, and the most
-    /// the bins may take ([`super::binned`]).
+    /// the bins may take in memory ([`super::binned`], [`Self::to_bins`]).
     pub(super) fn as_bins(&self) -> (usize, usize) {
         let entries = self.arena.len() + self.len * (super::binned::HEAD - HEAD);
-        (entries, self.most)
+        (entries, self.most / 2)
     }
 
     /// The bytes of the run's rows as entries of bins by its end: those
@@ -262,10 +263,11 @@ impl Values {
         let per_value = self.bytes() as f64 / self.len.max(1) as f64;
         let table_end = end * per_value;
         // A table beyond the caches, whose rows would take no more room
-        // as entries of bins, is given up for them.
+        // as entries of bins, is given up for them (which, past the
+        // budget, go to disk).
         if self.bin_from != Some(0) && table_end > CACHED {
             let bins = self.bins_end() as f64;
-            if bins <= self.most as f64 && bins <= table_end {
+            if bins <= table_end {
                 self.to_bins = true;
                 return false;
             }

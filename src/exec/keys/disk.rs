@@ -1,7 +1,7 @@
-//! Stretches written to disk ([`super`]): when a run's stretches fill its
-//! budget, its arena is appended to a temporary file (DataFusion's disk
-//! manager) and the run goes on with the arena empty. A cursor of a
-//! stretch on disk reads it a window at a time.
+//! The key engine's temporary files (DataFusion's disk manager): bytes
+//! appended, and read back from any offset a window at a time. Stretches
+//! ([`super::stretches`]) that fill a run's budget are appended to one,
+//! and so are bins ([`super::binned`]).
 
 use std::fs::File;
 use std::io::Write as _;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::spill_file::SpillFile;
 
-use crate::exec::keys::store::StoreError;
+use super::store::StoreError;
 
 /// Bytes a cursor of a stretch on disk reads at a time (more for a longer
 /// key), when it is the only one reading.
@@ -27,18 +27,18 @@ pub(super) fn window(cursors: usize) -> usize {
     (AHEAD / cursors.max(1)).clamp(4 << 10, WINDOW)
 }
 
-/// A run's temporary file of stretches.
+/// A run's temporary file.
 pub(super) struct Disk {
-    /// Kept so that the file lives as long as the stretches.
+    /// Kept so that the file lives as long as what it holds.
     _spill: Arc<dyn SpillFile>,
     file: File,
     len: u64,
 }
 
 impl Disk {
-    pub(super) fn create(runtime: &RuntimeEnv) -> Result<Disk, StoreError> {
+    pub(super) fn create(runtime: &RuntimeEnv, what: &str) -> Result<Disk, StoreError> {
         let spill = (runtime.disk_manager)
-            .create_tmp_file("dqgate sorted keys")
+            .create_tmp_file(what)
             .map_err(StoreError::Create)?;
         let path = spill.path().ok_or(StoreError::NoTempDir)?;
         let file = (File::options().read(true).append(true))
@@ -57,6 +57,11 @@ impl Disk {
         let at = self.len;
         self.len += bytes.len() as u64;
         Ok(at)
+    }
+
+    /// Reads `buf.len()` bytes from `at`.
+    pub(super) fn read(&self, at: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        self.file.read_exact_at(buf, at).map_err(StoreError::Read)
     }
 
     /// The bytes written.
@@ -128,7 +133,7 @@ mod tests {
     #[test]
     fn a_reader_gives_the_bytes_appended_in_windows_of_any_size() {
         let runtime = RuntimeEnv::default();
-        let mut disk = Disk::create(&runtime).unwrap();
+        let mut disk = Disk::create(&runtime, "test").unwrap();
         let bytes: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
         assert_eq!(disk.append(&bytes[..1000]).unwrap(), 0);
         assert_eq!(disk.append(&bytes[1000..]).unwrap(), 1000);
