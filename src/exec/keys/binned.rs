@@ -201,8 +201,9 @@ impl Binned {
     }
 
     /// Appends every bin to the run's temporary file, and empties it
-    /// (keeping its room); false when there is none to write to, or the
-    /// write failed.
+    /// (keeping its room); false when there is none to write to, or a
+    /// write failed: the bins not yet written then keep their entries
+    /// (an empty segment each), so that giving them up loses none.
     fn spill(&mut self) -> bool {
         let disk = match &mut self.disk {
             Some(d) => d,
@@ -212,15 +213,21 @@ impl Binned {
             },
         };
         let mut segments = Vec::with_capacity(self.bins.len());
+        let mut written = true;
         for bin in &mut self.bins {
-            match disk.append(bin) {
-                Ok(at) => segments.push((at, bin.len())),
-                Err(_) => return false,
+            match written.then(|| disk.append(bin)) {
+                Some(Ok(at)) => {
+                    segments.push((at, bin.len()));
+                    bin.clear();
+                }
+                failed => {
+                    written &= failed.is_none();
+                    segments.push((0, 0));
+                }
             }
-            bin.clear();
         }
         self.segments.push(segments);
-        true
+        written
     }
 
     /// The bytes written to disk.
