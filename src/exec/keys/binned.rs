@@ -40,7 +40,7 @@ use super::found::Tallied;
 use super::key::Key as _;
 use super::pages::BATCH;
 use super::store::StoreError;
-use super::varint::{put_varint, take_varint};
+use super::varint::{put_varint, take_varint, varint_len};
 
 /// Rows of the input a bin holds at most, about (the bins of a run are a
 /// power of two): a bin of every run then takes some hundreds of KiB, and
@@ -73,8 +73,9 @@ pub(super) fn bins_for(rows: u64) -> usize {
 /// A run's values, binned.
 pub(super) struct Binned {
     bins: Vec<Vec<u8>>,
-    /// Entries in each bin.
+    /// Entries in each bin, and where the last one starts in it.
     counts: Vec<u32>,
+    last: Vec<u32>,
     /// A value's bin is its fingerprint's mix shifted down by this.
     shift: u32,
     /// What the run keeps of a fingerprint.
@@ -117,6 +118,7 @@ impl Binned {
         Some(Binned {
             bins: (0..bins).map(|_| Vec::with_capacity(each)).collect(),
             counts: vec![0; bins],
+            last: vec![u32::MAX; bins],
             shift: 64 - bins.trailing_zeros(),
             mask,
             nulls: 0,
@@ -148,6 +150,23 @@ impl Binned {
             return false;
         };
         let b = self.bin(w);
+        // A value that is its bin's last entry again (a value more common
+        // than the bin's others) adds its rows to that entry: its rows and
+        // bytes written again, in room it has (its rows take a byte more
+        // at most).
+        let last = self.last[b] as usize;
+        let bin = &mut self.bins[b];
+        if last < bin.len() && bin.capacity() - bin.len() >= 5 {
+            let (had, bytes, n, _) = entry(bin, last);
+            if had == w && bytes == value {
+                if let Ok(rows) = u32::try_from(n + u64::from(rows)) {
+                    bin.truncate(last + 8 + varint_len(u64::from(len)));
+                    put_varint(bin, u64::from(rows));
+                    bin.extend_from_slice(value);
+                    return true;
+                }
+            }
+        }
         let need = HEAD_MOST + value.len();
         if self.bins[b].capacity() - self.bins[b].len() < need
             && !self.grow(b, need)
@@ -156,6 +175,7 @@ impl Binned {
             return false;
         }
         let bin = &mut self.bins[b];
+        self.last[b] = u32::try_from(bin.len()).unwrap_or(u32::MAX);
         bin.extend_from_slice(&w.to_le_bytes());
         put_varint(bin, u64::from(len));
         put_varint(bin, u64::from(rows));
@@ -214,11 +234,12 @@ impl Binned {
         };
         let mut segments = Vec::with_capacity(self.bins.len());
         let mut written = true;
-        for bin in &mut self.bins {
+        for (bin, last) in self.bins.iter_mut().zip(&mut self.last) {
             match written.then(|| disk.append(bin)) {
                 Some(Ok(at)) => {
                     segments.push((at, bin.len()));
                     bin.clear();
+                    *last = u32::MAX;
                 }
                 failed => {
                     written &= failed.is_none();
@@ -429,15 +450,17 @@ mod tests {
     #[test]
     fn binned_values_match_a_map() {
         let mut state = 0x2545_F491_4F6C_DD1Du64;
-        for (bins, most) in [(16, usize::MAX), (64, usize::MAX), (16, 80 << 10)] {
+        for (bins, most) in [(16, usize::MAX), (64, usize::MAX), (16, 64 << 10)] {
             let runtime = runtime(usize::MAX, true);
             let mut want: HashMap<Vec<u8>, u64> = HashMap::new();
             let mut nulls = 0;
             let mut runs = Vec::new();
             for _ in 0..3 {
                 let mut binned = Binned::new(bins, 0xF, (1000, most), &runtime).unwrap();
-                for i in 0..6000 {
+                for i in 0..8000 {
                     let v = next(&mut state) % 2700;
+                    // A hot value: a fifth of the rows.
+                    let v = if i % 5 == 0 { 7 } else { v };
                     let value = match v % 11 {
                         0 => Vec::new(),
                         1 => format!("v{}", v / 100).into_bytes(),
@@ -480,13 +503,21 @@ mod tests {
                 assert_eq!(got.repeated, ranked.len() as u64);
                 assert_eq!(got.samples(), ranked[..ranked.len().min(SAMPLES)]);
             }
-            // Given up, every entry comes back, from memory and disk.
-            let mut rows = 0;
+            // Given up, every entry comes back, from memory and disk; the
+            // hot value's rows mostly added to the entry before.
+            let (mut rows, mut hot) = (0, 0);
             let null_rows: u64 = (runs.iter())
-                .map(|r| r.each(|_, _, n| rows += n).unwrap())
+                .map(|r| {
+                    let each = r.each(|_, v, n| {
+                        rows += n;
+                        hot += u64::from(v == b"v7");
+                    });
+                    each.unwrap()
+                })
                 .sum();
             assert_eq!(null_rows, nulls);
             assert_eq!(rows, want.values().sum::<u64>());
+            assert!(hot * 4 < want[&b"v7".to_vec()], "{hot}");
         }
     }
 

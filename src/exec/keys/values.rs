@@ -24,6 +24,9 @@
 //!   values seen twice, tried first, cannot tell such a key from one whose
 //!   every value occurs twice, scattered: both look unique in their first
 //!   100,000 rows.);
+//! - when it would outgrow the caches by the end of its run (past
+//!   [`CACHED`]) and its rows as entries of bins would take no more room:
+//!   the run then bins its values instead ([`super::binned`]);
 //! - when the values it would hold at the end of its run would pass its
 //!   share of the budget (the verification's, over the runs): as many as
 //!   new ones came since it last grew, at that rate, or as Chao's estimate
@@ -647,6 +650,28 @@ mod tests {
             assert!(drawn.add(v.mix(), &v.to_le_bytes(), 1), "{}", drawn.len());
         }
         assert_eq!(drawn.len(), want.len());
+        // Every value twice, scattered, over 10M rows: the table would
+        // outgrow the caches, and the rows as bins' entries take less
+        // room, so it turns to bins (whatever its budget: past it they
+        // go to disk) as soon as it first asks.
+        let mut scattered = Values::new(u64::MAX, 1 << 28, &pool)
+            .unwrap()
+            .for_input(10_000_000, 2);
+        let mut draws = 0x9E37_79B9_7F4A_7C15u64;
+        let mut n = 0;
+        loop {
+            let v = next(&mut draws) % 5_000_000;
+            if !scattered.add(v.mix(), &v.to_le_bytes(), 1) {
+                break;
+            }
+            n += 1;
+        }
+        let n = n as usize;
+        assert!((CHECK_FROM..2 * CHECK_FROM).contains(&n), "{n}");
+        let (end, most) = scattered.to_bins().unwrap();
+        assert_eq!(most, 1 << 27);
+        assert!((4_900_000 * 18..5_000_000 * 18).contains(&end), "{end}");
+        assert!(unique.to_bins().is_none() && repeating.to_bins().is_none());
         let mut small = Values::new(u64::MAX, 1 << 15, &pool).unwrap();
         let added = (0u64..).take_while(|i| small.add(i.mix(), &i.to_le_bytes(), 2));
         assert!(added.count() < 1000);
