@@ -294,16 +294,24 @@ impl Binned {
         let mut buf = Vec::new();
         for b in 0..self.bins.len() {
             for part in self.parts(b, &mut buf)? {
-                let mut at = 0;
-                while at < part.len() {
-                    let (w, value, rows, next) = entry(part, at);
-                    f(w, value, rows);
-                    at = next;
-                }
+                entries(part).for_each(|(_, w, value, rows)| f(w, value, rows));
             }
         }
         Ok(self.nulls)
     }
+}
+
+/// Every entry of `part` (of a bin): where it starts, its cut
+/// fingerprint, bytes and rows.
+fn entries(part: &[u8]) -> impl Iterator<Item = (usize, u64, &[u8], u64)> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        (at < part.len()).then(|| {
+            let (w, value, rows, next) = entry(part, at);
+            let start = std::mem::replace(&mut at, next);
+            (start, w, value, rows)
+        })
+    })
 }
 
 /// The entry at `at` of `bin`: its cut fingerprint, bytes and rows, and
@@ -374,8 +382,8 @@ fn table(
     for (run, buf) in runs.iter().zip(bufs.iter_mut()) {
         parts.extend(run.parts(b, buf)?);
     }
-    let entries: usize = runs.iter().map(|r| r.counts[b] as usize).sum();
-    let size = (entries + entries / 3 + 1).next_power_of_two().max(16);
+    let count: usize = runs.iter().map(|r| r.counts[b] as usize).sum();
+    let size = (count + count / 3 + 1).next_power_of_two().max(16);
     let free = Slot {
         tag: 0,
         run: FREE,
@@ -385,9 +393,7 @@ fn table(
     slots.clear();
     slots.resize(size, free);
     for (r, bin) in parts.iter().enumerate() {
-        let mut at = 0;
-        while at < bin.len() {
-            let (w, value, rows, next) = entry(bin, at);
+        for (at, w, value, rows) in entries(bin) {
             let tag = w.mix() as u32;
             let mut i = tag as usize & (size - 1);
             loop {
@@ -407,7 +413,6 @@ fn table(
                 }
                 i = (i + 1) & (size - 1);
             }
-            at = next;
         }
     }
     for s in slots.iter().filter(|s| s.run != FREE) {

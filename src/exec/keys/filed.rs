@@ -429,12 +429,7 @@ mod tests {
     #[test]
     fn filed_keys_match_a_map() {
         let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = move || super::super::testing::next(&mut state);
         let ordinals = 50u32;
         let mut runs: Vec<Filed> = (0..3).map(|_| Filed::new(ordinals as usize)).collect();
         let mut want: HashMap<(u32, Vec<u8>), u64> = HashMap::new();

@@ -127,10 +127,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
                 "{how} on {} run(s), the values in order in {count} stretch(es) kept ({} MB{}): {:.2} s",
                 filled.len(),
                 bytes >> 20,
-                match written {
-                    0 => String::new(),
-                    w => format!(", {} MB of them written to disk", w >> 20),
-                },
+                on_disk(written, " of them"),
                 scanned.as_secs_f64()
             ),
             format!(
@@ -166,10 +163,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
                 "{how} binning the exact values on {} run(s) ({bins} bins, {} MB{}): {:.2} s",
                 filled.len(),
                 bytes >> 20,
-                match written {
-                    0 => String::new(),
-                    w => format!(", {} MB written to disk", w >> 20),
-                },
+                on_disk(written, ""),
                 scanned.as_secs_f64()
             ),
             format!(
@@ -287,6 +281,15 @@ fn exact(
         spilled_bytes,
         passes,
     }))
+}
+
+/// What a timing line says of `written` bytes written to disk (`of`: of
+/// what it counted): nothing when none were.
+fn on_disk(written: u64, of: &str) -> String {
+    match written {
+        0 => String::new(),
+        w => format!(", {} MB{of} written to disk", w >> 20),
+    }
 }
 
 /// `f` in a blocking task.

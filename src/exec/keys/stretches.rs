@@ -540,12 +540,7 @@ mod tests {
     /// each key's rows.
     fn drawn() -> (Vec<Stretches>, std::collections::HashMap<String, u64>) {
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = move || super::super::testing::next(&mut rng);
         let mut want = std::collections::HashMap::new();
         let mut runs = Vec::new();
         for _ in 0..3 {

@@ -193,11 +193,13 @@ impl Values {
     /// (Turned to bins by the test hook, they start with room for the
     /// table's values only, so that they grow, and may fill, as they go.)
     pub(super) fn to_bins(&self) -> Option<(usize, usize)> {
-        match self.bin_from.is_some_and(|n| n > 0) {
-            _ if !self.to_bins => None,
-            true => Some(self.as_bins()),
-            false => Some((self.bins_end(), self.most / 2)),
+        if !self.to_bins {
+            return None;
         }
+        Some(match self.bin_from.is_some_and(|n| n > 0) {
+            true => self.as_bins(),
+            false => (self.bins_end(), self.most / 2),
+        })
     }
 
     /// The bytes the table's values take as entries of bins, and the most
