@@ -33,6 +33,9 @@ pub(super) struct Disk {
     _spill: Arc<dyn SpillFile>,
     file: File,
     len: u64,
+    /// A write failed: the file may hold some of its bytes past `len`,
+    /// where the next append would land, so none is taken.
+    failed: bool,
 }
 
 impl Disk {
@@ -48,12 +51,22 @@ impl Disk {
             _spill: spill,
             file,
             len: 0,
+            failed: false,
         })
     }
 
-    /// Appends `bytes`; where they start in the file.
+    /// Appends `bytes`; where they start in the file. After a write that
+    /// failed, every append fails: what it wrote of its bytes would stand
+    /// between the last good append and the next.
     pub(super) fn append(&mut self, bytes: &[u8]) -> Result<u64, StoreError> {
-        self.file.write_all(bytes).map_err(StoreError::Write)?;
+        if self.failed {
+            let e = std::io::Error::other("an earlier write to it failed");
+            return Err(StoreError::Write(e));
+        }
+        if let Err(e) = self.file.write_all(bytes) {
+            self.failed = true;
+            return Err(StoreError::Write(e));
+        }
         let at = self.len;
         self.len += bytes.len() as u64;
         Ok(at)
@@ -148,5 +161,27 @@ mod tests {
         }
         assert_eq!(got, bytes[17..]);
         assert!(r.ahead(1).unwrap().is_empty());
+    }
+
+    /// A write that fails (a full device) is the last: the file back on a
+    /// good device, the next append still fails rather than land after
+    /// whatever the failed one left.
+    #[test]
+    fn no_append_after_a_failed_write() {
+        let runtime = RuntimeEnv::default();
+        let mut disk = Disk::create(&runtime, "test").unwrap();
+        assert_eq!(disk.append(b"kept").unwrap(), 0);
+        let good = std::mem::replace(
+            &mut disk.file,
+            File::options().write(true).open("/dev/full").unwrap(),
+        );
+        assert!(matches!(disk.append(b"lost"), Err(StoreError::Write(_))));
+        disk.file = good;
+        let again = disk.append(b"next").unwrap_err();
+        assert!(again.to_string().contains("an earlier write"), "{again}");
+        let mut buf = [0u8; 4];
+        disk.read(0, &mut buf).unwrap();
+        assert_eq!(&buf, b"kept");
+        assert_eq!(disk.len(), 4);
     }
 }
