@@ -173,6 +173,20 @@ pub fn bin_values() -> Option<usize> {
     parsed!("DQGATE_TEST_BIN_VALUES")
 }
 
+/// `DQGATE_TEST_BIN_BYTES`: the most bytes a run's bins of a text key's
+/// exact values hold before they are written to disk (or given up), so
+/// that small files take those paths whatever their values' lengths.
+pub fn bin_bytes() -> Option<usize> {
+    parsed!("DQGATE_TEST_BIN_BYTES")
+}
+
+/// `DQGATE_TEST_OUTSIZED_BIN`: how many times the other bins' mean room a
+/// bin of a text key's exact values must reach before it is tabled in
+/// place (`1`: any bin above the mean, so that any layout takes that path).
+pub fn outsized_bin() -> Option<usize> {
+    parsed!("DQGATE_TEST_OUTSIZED_BIN")
+}
+
 /// `DQGATE_TEST_SAMPLE_ROWS`: how many staged keys `across published`
 /// compares with the published footers first, so that small files take
 /// that sample too (from 16 times as many staged rows).

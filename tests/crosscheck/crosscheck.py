@@ -401,7 +401,8 @@ def crosscheck_repeated_text(binary, work):
     120,000 rows, 4% null), written by DuckDB, by pyarrow with dictionary
     pages, and typed as a dictionary. Four ways: the first pass tables the
     exact values and they are the answer (read once); they turn to bins at
-    3,000 values, tabled a bin at a time at the end; the tables are given
+    3,000 values, tabled a bin at a time at the end (and any bin above
+    the others' mean tabled in place as it grows); the tables are given
     up at 5,000 values and what they held counted as fingerprints; no
     table, so that more than 16,384 fingerprints repeat and the
     verification, reading the key again page by page, takes the rows by
@@ -427,6 +428,9 @@ def crosscheck_repeated_text(binary, work):
         ("given up", {"DQGATE_TEST_EXACT_VALUES": "5000"}, "giving up their table"),
         # Binned from 3,000 values on, tabled a bin at a time at the end.
         ("binned", {"DQGATE_TEST_BIN_VALUES": "3000"}, "binning the exact values"),
+        # The same, any bin above the others' mean tabled in place first.
+        ("binned in place", {"DQGATE_TEST_BIN_VALUES": "3000", "DQGATE_TEST_OUTSIZED_BIN": "1"},
+         "tabled in place"),
         ("verified", {"DQGATE_TEST_EXACT_VALUES": "0"}, "page by page by value"),
         # Rounds whose rows are written to disk in one read.
         ("spilled", {"DQGATE_TEST_EXACT_VALUES": "0", "DQGATE_TEST_SPILL_CANDIDATES": "1"}, "rounds of one read"),

@@ -173,23 +173,36 @@ proptest! {
             prop_assert!(got == grouped, "tabled, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
             // Binned from any point: every run's bins, tabled a bin at a
             // time at the end, are the answer; under a small limit written
-            // to disk and read back; or, full with nowhere to write, given
-            // up as fingerprints, and verified.
+            // to disk and read back, a bin above the others tabled in
+            // place or not; or, full with nowhere to write, given up as
+            // fingerprints, and verified.
             env.push(("DQGATE_TEST_BIN_VALUES", &give_up));
             let (got, stderr) = check(tmp.path(), &env, None);
             prop_assert!(stderr.contains("binning the exact values"), "{}", stderr);
             prop_assert!(!stderr.contains("repeated fingerprint"), "{}", stderr);
             prop_assert!(got == grouped, "binned at {}, bits {:?}:\n{}\n---\n{}", give_up, bits, got, grouped);
+            // A bin above the others' mean tabled in place before it grows
+            // or is written.
+            env.push(("DQGATE_TEST_OUTSIZED_BIN", "1"));
+            let (got, _) = check(tmp.path(), &env, Some("512KiB"));
+            prop_assert!(got == grouped, "bins in place at {}, bits {:?}:\n{}\n---\n{}", give_up, bits, got, grouped);
+            env.pop();
+            // (The bins' budget 64 KiB whatever the values' lengths, and
+            // none tabled in place, which could spare the writes and the
+            // giving up.)
+            env.push(("DQGATE_TEST_BIN_BYTES", "65536"));
+            env.push(("DQGATE_TEST_OUTSIZED_BIN", "1000000000"));
             let (got, stderr) = check(tmp.path(), &env, Some("512KiB"));
             prop_assert!(stderr.contains("MB written to disk): "), "{}", stderr);
             prop_assert!(got == grouped, "bins on disk at {}, bits {:?}:\n{}\n---\n{}", give_up, bits, got, grouped);
+            // Binned from the first value (a table of more, turned to bins
+            // of 64 KiB, might not fit them), full with nowhere to write.
             let nowhere = tmp.path().join("nowhere");
-            env.push(("TMPDIR", nowhere.to_str().unwrap()));
+            env.extend([("TMPDIR", nowhere.to_str().unwrap()), ("DQGATE_TEST_BIN_VALUES", "1")]);
             let (got, stderr) = check(tmp.path(), &env, Some("512KiB"));
             prop_assert!(stderr.contains("then their bins"), "{}", stderr);
-            prop_assert!(got == grouped, "bins full at {}, bits {:?}:\n{}\n---\n{}", give_up, bits, got, grouped);
-            env.pop();
-            env.pop();
+            prop_assert!(got == grouped, "bins full, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+            env.truncate(env.len() - 5);
             // Given up at any point: the values tabled so far counted as
             // fingerprints, and verified.
             env.push(("DQGATE_TEST_EXACT_VALUES", &give_up));

@@ -157,10 +157,15 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         let bytes: usize = runs.iter().map(Binned::bytes).sum();
         let bins = runs.first().map_or(0, Binned::bins);
         let written: u64 = runs.iter().map(Binned::written).sum();
+        let in_place: u32 = runs.iter().map(Binned::tabled_in_place).sum();
         let found = blocking(move || binned::found(&runs, threads)).await??;
+        let in_place = match in_place {
+            0 => String::new(),
+            n => format!(", a bin tabled in place {n} time(s)"),
+        };
         let passes = vec![
             format!(
-                "{how} binning the exact values on {} run(s) ({bins} bins, {} MB{}): {:.2} s",
+                "{how} binning the exact values on {} run(s) ({bins} bins, {} MB{in_place}{}): {:.2} s",
                 filled.len(),
                 bytes >> 20,
                 on_disk(written, ""),
