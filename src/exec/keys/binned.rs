@@ -14,10 +14,11 @@
 //! falls in the same bin in every run, so a bin's table counts it whole,
 //! and no value is looked up twice.
 //!
-//! An entry is the value's cut fingerprint (8 bytes, so that the bins can
-//! be given up to the store), its length and rows (varints), then its
-//! bytes. A value is found in a bin's table by its fingerprint
-//! and compared byte for byte, so the count is exact whatever the hash.
+//! An entry is the value's cut fingerprint (the bytes the run's cut may
+//! set, 5 at 10M rows, so that the bins can be given up to the store),
+//! its length and, past one, its rows (varints, see [`Form`]), then its
+//! bytes. A value is found in a bin's table by its fingerprint and
+//! compared byte for byte, so the count is exact whatever the hash.
 //!
 //! A value that comes back to its bin with other values in between takes
 //! an entry each time. When values of a few thousand rows each, or a few
@@ -43,12 +44,12 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 
 use super::count::share;
 use super::disk::Disk;
+use super::entries::Form;
 use super::filed::prefetch;
 use super::found::Tallied;
 use super::key::Key as _;
 use super::pages::BATCH;
 use super::store::StoreError;
-use super::varint::{put_varint, take_varint, varint_len};
 
 /// Rows of the input a bin holds at most, about (the bins of a run are a
 /// power of two): a bin of every run then takes some hundreds of KiB, and
@@ -75,12 +76,13 @@ const COMPACT_SLOTS: usize = 4096;
 const FEWEST_BINS: usize = 16;
 const MOST_BINS: usize = 1 << 13;
 
-/// Bytes of an entry before its value's: its fingerprint, and its length
-/// and rows as varints (at most 5 bytes each, a byte each for a value of
-/// less than 128 bytes in fewer than 128 rows).
+/// Bytes of an entry before its value's, at most: its fingerprint, and its
+/// length and rows as varints (at most 5 bytes each).
 const HEAD_MOST: usize = 18;
 
-/// Bytes of such an entry's head, as a table's value becomes.
+/// Bytes of an entry's head, about, as a table's value becomes (a byte
+/// or two more than most runs' heads: a fingerprint of 5 or 6 bytes, and
+/// a byte for a value of less than 64 bytes in one row).
 pub(super) const HEAD: usize = 10;
 
 /// The bins of an input of `rows` rows, the same in every run.
@@ -105,8 +107,10 @@ pub(super) struct Binned {
     outsized: usize,
     /// A value's bin is its fingerprint's mix shifted down by this.
     shift: u32,
-    /// What the run keeps of a fingerprint.
+    /// What the run keeps of a fingerprint, and how its entries are
+    /// written.
     mask: u64,
+    form: Form,
     /// Null rows.
     nulls: u64,
     /// The most bytes the bins may take, and those they take.
@@ -153,6 +157,7 @@ impl Binned {
             outsized: crate::hooks::outsized_bin().unwrap_or(OUTSIZED).max(1),
             shift: 64 - bins.trailing_zeros(),
             mask,
+            form: Form::of(mask),
             nulls: 0,
             most,
             held,
@@ -178,7 +183,7 @@ impl Binned {
         if rows == 0 {
             return true;
         }
-        let (Ok(rows), Ok(len)) = (u32::try_from(rows), u32::try_from(value.len())) else {
+        let (Ok(rows), Ok(_)) = (u32::try_from(rows), u32::try_from(value.len())) else {
             return false;
         };
         let b = self.bin(w);
@@ -187,14 +192,13 @@ impl Binned {
         // bytes written again, in room it has (its rows take a byte more
         // at most).
         let last = self.last[b] as usize;
-        let bin = &mut self.bins[b];
+        let (form, bin) = (self.form, &mut self.bins[b]);
         if last < bin.len() && bin.capacity() - bin.len() >= 5 {
-            let (had, bytes, n, _) = entry(bin, last);
+            let (had, bytes, n, _) = form.entry(bin, last);
             if had == w && bytes == value {
                 if let Ok(rows) = u32::try_from(n + u64::from(rows)) {
-                    bin.truncate(last + 8 + varint_len(u64::from(len)));
-                    put_varint(bin, u64::from(rows));
-                    bin.extend_from_slice(value);
+                    bin.truncate(last);
+                    form.put(bin, w, value, u64::from(rows));
                     return true;
                 }
             }
@@ -209,7 +213,7 @@ impl Binned {
         }
         let bin = &mut self.bins[b];
         self.last[b] = u32::try_from(bin.len()).unwrap_or(u32::MAX);
-        put_entry(bin, w, value, u64::from(rows));
+        self.form.put(bin, w, value, u64::from(rows));
         self.counts[b] += 1;
         true
     }
@@ -279,15 +283,15 @@ impl Binned {
         if self.reservation.try_grow(room).is_err() {
             return false;
         }
-        let slots = &mut self.compact_slots;
+        let (form, slots) = (self.form, &mut self.compact_slots);
         slots.clear();
         slots.resize(COMPACT_SLOTS, FREE_SLOT);
         let mut out = Vec::with_capacity(room);
         let (mut tabled, mut had, mut entries) = (0, 0, 0);
-        for (at, w, value, rows) in entries_of(bin) {
+        for (at, w, value, rows) in form.entries(bin) {
             had += 1;
             let found = lookup(slots, w.mix() as u32, value, |s| {
-                entry(bin, s.at as usize).1
+                form.entry(bin, s.at as usize).1
             });
             match found {
                 Ok(i) => slots[i].rows += rows,
@@ -301,14 +305,14 @@ impl Binned {
                     tabled += 1;
                 }
                 Err(_) => {
-                    put_entry(&mut out, w, value, rows);
+                    form.put(&mut out, w, value, rows);
                     entries += 1;
                 }
             }
         }
         for s in slots.iter().filter(|s| s.run != FREE) {
-            let (w, value, ..) = entry(bin, s.at as usize);
-            put_entry(&mut out, w, value, s.rows);
+            let (w, value, ..) = form.entry(bin, s.at as usize);
+            form.put(&mut out, w, value, s.rows);
             entries += 1;
         }
         self.bins[b] = out;
@@ -408,47 +412,11 @@ impl Binned {
         let mut buf = Vec::new();
         for b in 0..self.bins.len() {
             for part in self.parts(b, &mut buf)? {
-                entries_of(part).for_each(|(_, w, value, rows)| f(w, value, rows));
+                (self.form.entries(part)).for_each(|(_, w, value, rows)| f(w, value, rows));
             }
         }
         Ok(self.nulls)
     }
-}
-
-/// Appends an entry of `rows` rows of `value`, of cut fingerprint `w`.
-#[inline]
-fn put_entry(bin: &mut Vec<u8>, w: u64, value: &[u8], rows: u64) {
-    bin.extend_from_slice(&w.to_le_bytes());
-    put_varint(bin, value.len() as u64);
-    put_varint(bin, rows);
-    bin.extend_from_slice(value);
-}
-
-/// Every entry of `part` (of a bin): where it starts, its cut
-/// fingerprint, bytes and rows.
-fn entries_of(part: &[u8]) -> impl Iterator<Item = (usize, u64, &[u8], u64)> {
-    let mut at = 0;
-    std::iter::from_fn(move || {
-        (at < part.len()).then(|| {
-            let (w, value, rows, next) = entry(part, at);
-            let start = std::mem::replace(&mut at, next);
-            (start, w, value, rows)
-        })
-    })
-}
-
-/// The entry at `at` of `bin`: its cut fingerprint, bytes and rows, and
-/// where the next starts. (Bins are written here, and read back whole or
-/// not at all: an entry is never cut short.)
-#[inline]
-fn entry(bin: &[u8], at: usize) -> (u64, &[u8], u64, usize) {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&bin[at..at + 8]);
-    let (len, rest) = take_varint(&bin[at + 8..]);
-    let (rows, rest) = take_varint(rest);
-    let value = &rest[..(len as usize).min(rest.len())];
-    let next = bin.len() - rest.len() + value.len();
-    (u64::from_le_bytes(w), value, rows, next)
 }
 
 /// A slot of a bin's table: the low half of the value's mix, the run and
@@ -540,11 +508,12 @@ fn table(
     let size = (count + count / 3 + 1).next_power_of_two().max(16);
     slots.clear();
     slots.resize(size, FREE_SLOT);
+    let form = runs.first().map_or(Form::of(u64::MAX), |r| r.form);
     for (r, bin) in parts.iter().enumerate() {
-        for (at, w, value, rows) in entries_of(bin) {
+        for (at, w, value, rows) in form.entries(bin) {
             let tag = w.mix() as u32;
             match lookup(slots, tag, value, |s| {
-                entry(parts[s.run as usize], s.at as usize).1
+                form.entry(parts[s.run as usize], s.at as usize).1
             }) {
                 Ok(i) => slots[i].rows += rows,
                 Err(i) => {
@@ -559,7 +528,7 @@ fn table(
         }
     }
     for s in slots.iter().filter(|s| s.run != FREE) {
-        let (_, value, ..) = entry(parts[s.run as usize], s.at as usize);
+        let (_, value, ..) = form.entry(parts[s.run as usize], s.at as usize);
         tally.key(1, value, s.rows);
     }
     Ok(())
@@ -611,8 +580,8 @@ mod tests {
                     let v = if i % 5 == 0 { 7 } else { v };
                     let value = match v % 11 {
                         0 => Vec::new(),
-                        1 => format!("v{}", v / 100).into_bytes(),
-                        _ => format!("v{v}").into_bytes(),
+                        1 => format!("value {}", v / 100).into_bytes(),
+                        _ => format!("value {v}").into_bytes(),
                     };
                     let h = (value.iter()).fold(7u64, |h, b| h.wrapping_mul(31) ^ u64::from(*b));
                     // Rows one at a time, in batches, and several at once
@@ -658,14 +627,14 @@ mod tests {
                 .map(|r| {
                     let each = r.each(|_, v, n| {
                         rows += n;
-                        hot += u64::from(v == b"v7");
+                        hot += u64::from(v == b"value 7");
                     });
                     each.unwrap()
                 })
                 .sum();
             assert_eq!(null_rows, nulls);
             assert_eq!(rows, want.values().sum::<u64>());
-            assert!(hot * 4 < want[&b"v7".to_vec()], "{hot}");
+            assert!(hot * 4 < want[&b"value 7".to_vec()], "{hot}");
         }
     }
 

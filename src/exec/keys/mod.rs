@@ -25,6 +25,7 @@ mod decode;
 mod direct;
 mod disk;
 mod encode;
+mod entries;
 mod filed;
 mod filling;
 mod found;

@@ -10,11 +10,6 @@ pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// The bytes `v` takes as a varint.
-pub(super) fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
-
 /// The varint at the start of `buf`, and the bytes after it. The arenas
 /// are written here, so they are well formed.
 #[inline]
