@@ -3,7 +3,7 @@
 //! or a single text key's exact values tabled instead ([`super::values`]).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::execution::runtime_env::RuntimeEnv;
@@ -122,20 +122,20 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         let (nulls_equal, threads) = (job.nulls_equal, threads(ctx));
         let written: u64 = kept.iter().map(Stretches::written).sum();
         let counted = blocking(move || stretches::merged(kept, nulls_equal, threads)).await??;
-        let passes = vec![
+        let passes = timed(
             format!(
-                "{how} on {} run(s), the values in order in {count} stretch(es) kept ({} MB{}): {:.2} s",
+                "{how} on {} run(s), the values in order in {count} stretch(es) kept ({} MB{})",
                 filled.len(),
                 bytes >> 20,
                 on_disk(written, " of them"),
-                scanned.as_secs_f64()
             ),
+            scanned,
             format!(
-                "merge the stretches in order on {threads} thread(s) ({} keys): {:.2} s",
+                "merge the stretches in order on {threads} thread(s) ({} keys)",
                 counted.distinct,
-                counting.elapsed().as_secs_f64()
             ),
-        ];
+            counting,
+        );
         return exact(counted, job, passes, written);
     }
     // Else what any run kept goes to its table or its store.
@@ -163,20 +163,20 @@ pub(super) async fn partition_pages<R: Split<u64>>(
             0 => String::new(),
             n => format!(", a bin tabled in place {n} time(s)"),
         };
-        let passes = vec![
+        let passes = timed(
             format!(
-                "{how} binning the exact values on {} run(s) ({bins} bins, {} MB{in_place}{}): {:.2} s",
+                "{how} binning the exact values on {} run(s) ({bins} bins, {} MB{in_place}{})",
                 filled.len(),
                 bytes >> 20,
                 on_disk(written, ""),
-                scanned.as_secs_f64()
             ),
+            scanned,
             format!(
-                "table the bins on {threads} thread(s) ({} values): {:.2} s",
+                "table the bins on {threads} thread(s) ({} values)",
                 found.distinct,
-                counting.elapsed().as_secs_f64()
             ),
-        ];
+            counting,
+        );
         return exact(found, job, passes, written);
     }
     let tables: Vec<Option<Values>> = filled.iter_mut().map(|f| f.values.take()).collect();
@@ -187,19 +187,16 @@ pub(super) async fn partition_pages<R: Split<u64>>(
             let threads = threads(ctx);
             let bytes: usize = tables.iter().map(Values::bytes).sum();
             let together = blocking(move || together::found(&tables, threads)).await?;
-            let passes = vec![
+            let passes = timed(
+                format!("{how} tabling the exact values on {} run(s)", filled.len()),
+                scanned,
                 format!(
-                    "{how} tabling the exact values on {} run(s): {:.2} s",
-                    filled.len(),
-                    scanned.as_secs_f64()
-                ),
-                format!(
-                    "count the runs' tables together on {threads} thread(s) ({} values, {} MB): {:.2} s",
+                    "count the runs' tables together on {threads} thread(s) ({} values, {} MB)",
                     together.distinct,
                     bytes >> 20,
-                    counting.elapsed().as_secs_f64()
                 ),
-            ];
+                counting,
+            );
             return exact(together, job, passes, 0);
         }
         false => tables,
@@ -295,6 +292,15 @@ fn on_disk(written: u64, of: &str) -> String {
         0 => String::new(),
         w => format!(", {} MB{of} written to disk", w >> 20),
     }
+}
+
+/// The timing lines of a first pass that took `scanned` and of the count
+/// at its end, started at `counting`.
+fn timed(scan: String, scanned: Duration, count: String, counting: Instant) -> Vec<String> {
+    vec![
+        format!("{scan}: {:.2} s", scanned.as_secs_f64()),
+        format!("{count}: {:.2} s", counting.elapsed().as_secs_f64()),
+    ]
 }
 
 /// `f` in a blocking task.
