@@ -127,6 +127,13 @@ pub fn probe_rows() -> Option<u64> {
     parsed!("DQGATE_TEST_PROBE_ROWS")
 }
 
+/// `DQGATE_TEST_SPREAD_BYTES`: the most bytes a spread join's records hold
+/// in memory before they are written to disk, so that small files take
+/// that path too.
+pub fn spread_bytes() -> Option<usize> {
+    parsed!("DQGATE_TEST_SPREAD_BYTES")
+}
+
 /// `DQGATE_TEST_KEEP_BYTES`: the most key-column bytes a fingerprint scan
 /// keeps of local files (instead of 64 MiB), so that small files are read
 /// as large ones are: `0` keeps nothing, and a single text key is then

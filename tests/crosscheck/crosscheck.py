@@ -15,7 +15,7 @@ against DuckDB's `EXISTS` over the other partitions' files; the latter on
 long text keys of random alphabets and lengths too (the fingerprinted join),
 in every Arrow layout of text, published partitions written by pyarrow or
 by DuckDB, and again with fingerprints cut to 3 bits and spread into radix
-partitions.
+partitions (in memory, and written to disk past a tiny budget).
 """
 
 import json
@@ -283,6 +283,10 @@ def crosscheck_joins(binary, work, trials=12):
         # of references and staged keys too many for its in-place table).
         spread = run_json(binary, ["check", "ref.dq", "--staged", "staged"], base, {"DQGATE_TEST_LOOKUP_KEYS": "0"})
         compare(f"trial {trial} spread reference lookups", spread["checks"], got["checks"])
+        # Spread, the partitions written to disk past 256 bytes.
+        spilled = run_json(binary, ["check", "ref.dq", "--staged", "staged"], base,
+                           {"DQGATE_TEST_LOOKUP_KEYS": "0", "DQGATE_TEST_SPREAD_BYTES": "256"})
+        compare(f"trial {trial} spread reference lookups spilled", spilled["checks"], got["checks"])
         con = duckdb.connect()
         con.execute(f"CREATE VIEW s AS SELECT * FROM read_parquet('{base}/staged/*.parquet')")
         con.execute(f"CREATE VIEW r AS SELECT * FROM read_parquet('{base}/ref/*/*.parquet')")
@@ -321,6 +325,8 @@ def crosscheck_joins(binary, work, trials=12):
         # for the in-place table, forced on these small files).
         spread = run_json(binary, across, base, {"DQGATE_TEST_PROBE_ROWS": "0"})
         compare(f"trial {trial} across spread", spread["checks"], got["checks"])
+        spilled = run_json(binary, across, base, {"DQGATE_TEST_PROBE_ROWS": "0", "DQGATE_TEST_SPREAD_BYTES": "256"})
+        compare(f"trial {trial} across spread spilled", spilled["checks"], got["checks"])
         # The footers compared with a sample of 8 staged keys first; all of
         # them are read when the sample does not fall within every range.
         sampled = run_json(binary, across, base, {"DQGATE_TEST_SAMPLE_ROWS": "8"})

@@ -172,6 +172,13 @@ fn text_keys_across_published_give_the_grouped_verdict() {
             assert!(log.contains("radix partitions:"), "spread:\n{log}");
             let (got, _) = check_across_with(cwd, &staged, day, &[spread, bits[0]], &[]);
             assert_eq!(got, grouped, "seed {seed}, day {day}, spread and colliding");
+            // The partitions written to disk past 256 bytes and read back.
+            let spill = ("DQGATE_TEST_SPREAD_BYTES", "256");
+            for env in [&[spread, spill][..], &[spread, spill, bits[0]]] {
+                let (got, log) = check_across_with(cwd, &staged, day, env, &[]);
+                assert_eq!(got, grouped, "seed {seed}, day {day}, spilled, {env:?}");
+                assert!(log.contains("MB written to disk) into"), "spilled:\n{log}");
+            }
         }
     }
 }

@@ -41,6 +41,12 @@ const SPREAD: (&str, &str) = ("DQGATE_TEST_LOOKUP_KEYS", "0");
 /// What the spread lookup's `-v` line says.
 const SPREAD_LOG: &str = "radix partitions:";
 
+/// The spread lookup's records written to disk past 256 bytes.
+const SPILL: (&str, &str) = ("DQGATE_TEST_SPREAD_BYTES", "256");
+
+/// What the `-v` line of a spread lookup that spilled says.
+const SPILL_LOG: &str = "MB written to disk) into";
+
 #[test]
 fn text_reference_lookups_on_the_engine_give_the_grouped_verdict() {
     for seed in [31u64, 32, 33, 34, 35, 36] {
@@ -95,6 +101,12 @@ fn text_reference_lookups_on_the_engine_give_the_grouped_verdict() {
         let (spread, log) = check(cwd, &staged, false, &[SPREAD, bits[0]]);
         assert_eq!(spread, grouped, "seed {seed}, spread and colliding");
         assert_eq!(log.matches(SPREAD_LOG).count(), 3, "spread:\n{log}");
+        // Partitions written to disk and read back, colliding or not.
+        for env in [&[SPREAD, SPILL][..], &[SPREAD, SPILL, bits[0]]] {
+            let (spilled, log) = check(cwd, &staged, false, env);
+            assert_eq!(spilled, grouped, "seed {seed}, spilled, {env:?}");
+            assert_eq!(log.matches(SPILL_LOG).count(), 3, "spilled:\n{log}");
+        }
     }
 }
 
@@ -150,6 +162,10 @@ fn keys_that_differ_in_one_byte_are_told_apart_when_every_fingerprint_collides()
         let (got, log) = check(cwd, &staged, false, &env);
         assert_eq!(got, grouped, "{bits} bit(s) of fingerprint, spread");
         assert!(log.contains(SPREAD_LOG), "{log}");
+        let env = [("DQGATE_TEST_FINGERPRINT_BITS", bits), SPREAD, SPILL];
+        let (got, log) = check(cwd, &staged, false, &env);
+        assert_eq!(got, grouped, "{bits} bit(s) of fingerprint, spilled");
+        assert!(log.contains(SPILL_LOG), "{log}");
     }
 }
 
@@ -220,8 +236,9 @@ fn lookups_beyond_the_in_place_table_are_spread() {
         "{log}"
     );
     // A memory limit under what the spread lookup's partitions need (about
-    // 9 MB here), above what DataFusion's anti-join needs: the anti-join
-    // answers, with the same verdict.
+    // 9 MB here): they are written to disk past a quarter of it (1 MiB at
+    // least), and read back a partition at a time, with the same verdict.
+    // (DataFusion's anti-join answered here before they spilled.)
     fs::write(
         cwd.join("rules.dq"),
         "table t\nreference big at 'big'\ncheck values(s) in big(s)\n",
@@ -243,8 +260,5 @@ fn lookups_beyond_the_in_place_table_are_spread() {
         .args(["--memory-limit", "4MB"]);
     let (got, log) = verdict_and_log(&mut cmd);
     assert_eq!(got, grouped);
-    assert!(
-        log.contains("DataFusion's anti-join, not the key engine's lookup: the memory pool refuses the keys' partitions"),
-        "{log}"
-    );
+    assert!(log.contains(SPILL_LOG) && log.contains(SPREAD_LOG), "{log}");
 }

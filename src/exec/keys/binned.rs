@@ -43,12 +43,12 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::runtime_env::RuntimeEnv;
 
 use super::count::share;
-use super::disk::Disk;
 use super::entries::Form;
 use super::filed::prefetch;
 use super::found::Tallied;
 use super::key::Key as _;
 use super::pages::BATCH;
+use super::segments::Segments;
 use super::store::StoreError;
 
 /// Rows of the input a bin holds at most, about (the bins of a run are a
@@ -117,11 +117,9 @@ pub(super) struct Binned {
     most: usize,
     held: usize,
     reservation: MemoryReservation,
-    /// The run's temporary file, once the bins filled the budget, and
-    /// where each bin's segment of each time they did is in it.
-    runtime: Arc<RuntimeEnv>,
-    disk: Option<Disk>,
-    segments: Vec<Vec<(u64, usize)>>,
+    /// The bins written to the run's temporary file each time they filled
+    /// the budget.
+    segments: Segments,
 }
 
 impl Binned {
@@ -162,9 +160,7 @@ impl Binned {
             most,
             held,
             reservation,
-            runtime: runtime.clone(),
-            disk: None,
-            segments: Vec::new(),
+            segments: Segments::new(runtime, "dqgate key bins"),
         })
     }
 
@@ -329,11 +325,8 @@ impl Binned {
     /// write failed: the bins not yet written then keep their entries
     /// (an empty segment each), so that giving them up loses none.
     fn spill(&mut self) -> bool {
-        if self.disk.is_none() {
-            match Disk::create(&self.runtime, "dqgate key bins") {
-                Ok(d) => self.disk = Some(d),
-                Err(_) => return false,
-            }
+        if self.segments.open().is_err() {
+            return false;
         }
         // A bin far above the others is tabled first, so that what it
         // writes, read back at the end, stays near the others' size.
@@ -342,47 +335,24 @@ impl Binned {
                 self.table_in_place(b);
             }
         }
-        let Some(disk) = &mut self.disk else {
-            return false;
-        };
-        let mut segments = Vec::with_capacity(self.bins.len());
-        let mut written = true;
-        for (bin, last) in self.bins.iter_mut().zip(&mut self.last) {
-            match written.then(|| disk.append(bin)) {
-                Some(Ok(at)) => {
-                    segments.push((at, bin.len()));
-                    bin.clear();
-                    *last = u32::MAX;
-                }
-                failed => {
-                    written &= failed.is_none();
-                    segments.push((0, 0));
-                }
+        let written = self.segments.write(&mut self.bins).is_ok();
+        for (bin, last) in self.bins.iter().zip(&mut self.last) {
+            if bin.is_empty() {
+                *last = u32::MAX;
             }
         }
-        self.segments.push(segments);
         written
     }
 
     /// The bytes written to disk.
     pub(super) fn written(&self) -> u64 {
-        self.disk.as_ref().map_or(0, Disk::len)
+        self.segments.len()
     }
 
     /// Bin `b`'s segments on disk, read into `buf`, and what memory holds
     /// of it: the entries of bin `b`, in parts.
     fn parts<'a>(&'a self, b: usize, buf: &'a mut Vec<u8>) -> Result<Vec<&'a [u8]>, StoreError> {
-        let on_disk: usize = self.segments.iter().map(|s| s[b].1).sum();
-        buf.clear();
-        buf.resize(on_disk, 0);
-        let mut read = 0;
-        if let Some(disk) = &self.disk {
-            for s in &self.segments {
-                let (at, len) = s[b];
-                disk.read(at, &mut buf[read..read + len])?;
-                read += len;
-            }
-        }
+        self.segments.read(b, buf)?;
         Ok(vec![&buf[..], &self.bins[b]])
     }
 

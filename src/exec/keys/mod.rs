@@ -38,6 +38,7 @@ mod ordered;
 mod pages;
 mod retain;
 mod rowpages;
+mod segments;
 mod slab;
 mod spilled;
 mod store;

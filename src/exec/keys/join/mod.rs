@@ -40,6 +40,7 @@ mod keyset;
 mod paged;
 mod partitioned;
 mod probe;
+mod records;
 mod spread;
 
 use datafusion::arrow::datatypes::DataType;

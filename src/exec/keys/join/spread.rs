@@ -16,8 +16,15 @@
 //!
 //! Memory: both sides' records (12 bytes and the key's bytes a row, the
 //! filtered side's only for the rows that pass the filter), reserved from the
-//! pool before the scans; when the pool refuses, the caller falls back to
-//! DataFusion's anti- or semi-join.
+//! pool before the scans. When they would take more than the key engine's
+//! budget (a quarter of `--memory-limit`, or 1 GiB), or the pool refuses
+//! them, each scan task's partitions are appended to its temporary file
+//! whenever they fill its share of the budget (the first side's filter
+//! built from them as they go), and a partition is joined from its
+//! segments read back and what memory holds: Grace's hash join, whose
+//! partitions the scans fill as they go. Only when the pool refuses that
+//! budget too, or there is no temporary directory, does the caller fall
+//! back to DataFusion's anti- or semi-join.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -31,7 +38,9 @@ use super::job::{side_streams, Joined, Side, Want};
 use super::keyset::KeySet;
 use super::partitioned::filter_bits;
 use super::probe::{each_passing, filter_spot};
+use super::records::{each_of, each_record, Filter, Records, Room, HEAD};
 use crate::exec::keys::encode;
+use crate::exec::keys::hits;
 use crate::exec::keys::hits::Form;
 use crate::exec::keys::key::Key;
 use crate::exec::keys::pages::{walk, TextPages, Visit};
@@ -39,12 +48,16 @@ use crate::exec::keys::tasks::{scan, threads};
 use crate::exec::ExecError as Error;
 use crate::exec::SAMPLES;
 
-/// Bytes of a record before its key: the fingerprint and the key's length.
-const HEAD: usize = 12;
-
 /// Staged keys a partition is meant to hold: its set (slots, entries and
 /// bytes) then stays in a core's own cache.
 const PARTITION_KEYS: u64 = 16 << 10;
+
+/// The least room a partition of a spilling join should have in each scan
+/// task: partitions of a few records each would be written mostly empty.
+const LEAST_ROOM: usize = 4 << 10;
+
+/// The fewest partitions.
+const FEWEST_PARTITIONS: usize = 16;
 
 /// Partitions for `staged` staged rows: a power of two, 16 to 1,024. At
 /// 10M staged rows of 26-byte keys against a reference of as many, 64,
@@ -54,65 +67,12 @@ const PARTITION_KEYS: u64 = 16 << 10;
 fn partitions_for(staged: u64) -> usize {
     (staged / PARTITION_KEYS)
         .next_power_of_two()
-        .clamp(16, 1024) as usize
-}
-
-/// One side's keys, by partition: each partition's records end to end.
-struct Records {
-    parts: Vec<Vec<u8>>,
-    /// Records of each partition.
-    counts: Vec<u32>,
-    /// 64 minus the bits of a partition's number.
-    shift: u32,
-}
-
-impl Records {
-    fn new(partitions: usize, bytes_each: usize) -> Records {
-        Records {
-            parts: (0..partitions)
-                .map(|_| Vec::with_capacity(bytes_each))
-                .collect(),
-            counts: vec![0; partitions],
-            shift: 64 - partitions.trailing_zeros(),
-        }
-    }
-
-    #[inline]
-    fn push(&mut self, fp: u64, key: &[u8]) {
-        let p = partition_of(fp, self.shift);
-        let part = &mut self.parts[p];
-        part.extend_from_slice(&fp.to_le_bytes());
-        part.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        part.extend_from_slice(key);
-        self.counts[p] += 1;
-    }
-
-    fn bytes(&self) -> usize {
-        self.parts.iter().map(Vec::capacity).sum()
-    }
-}
-
-/// The partition of a key with fingerprint `fp` (the mixed fingerprint's
-/// high bits; the set in a partition takes its slot from the low bits).
-#[inline]
-fn partition_of(fp: u64, shift: u32) -> usize {
-    fp.mix().checked_shr(shift).unwrap_or(0) as usize
-}
-
-/// Calls `f` with the fingerprint and bytes of each record of `part`.
-fn each_record(part: &[u8], mut f: impl FnMut(u64, &[u8])) {
-    let mut at = 0;
-    while at < part.len() {
-        let fp = u64::from_le_bytes(part[at..at + 8].try_into().expect("8 bytes"));
-        let len = u32::from_le_bytes(part[at + 8..at + HEAD].try_into().expect("4 bytes")) as usize;
-        f(fp, &part[at + HEAD..at + HEAD + len]);
-        at += HEAD + len;
-    }
+        .clamp(FEWEST_PARTITIONS as u64, 1024) as usize
 }
 
 /// How the engine joins many fingerprinted keys, for `explain`.
 pub fn describe_spread() -> String {
-    "by the key engine: both sides' keys spread by 64-bit fingerprint into radix partitions with their bytes (an other side larger than the staged side through a filter of the staged fingerprints first), and each partition's keys compared as bytes in a set in a core's cache; DataFusion's join instead if the memory pool refuses the partitions".into()
+    "by the key engine: both sides' keys spread by 64-bit fingerprint into radix partitions with their bytes (an other side larger than the staged side through a filter of the staged fingerprints first), and each partition's keys compared as bytes in a set in a core's cache; the partitions written to disk past the key engine's budget and read back a partition at a time; DataFusion's join instead if the memory pool refuses that budget".into()
 }
 
 /// The staged rows whose key `other` lacks ([`Want::Missing`]), or the
@@ -132,7 +92,7 @@ pub async fn spread(
     }
     let started = Instant::now();
     let threads = threads(ctx);
-    let partitions = partitions_for(staged.rows);
+    let mut partitions = partitions_for(staged.rows);
     let record = (HEAD as u64 + plan.key_bytes) as usize;
     // The side read second goes through a filter of the first side's
     // fingerprints when it is the larger: most of its keys are then
@@ -146,28 +106,44 @@ pub async fn spread(
         true => (staged.rows, other.rows),
         false => (other.rows, staged.rows),
     };
-    let filtered = second_rows > first_rows;
+    let mut filtered = second_rows > first_rows;
     let filter_bits = filter_bits(first_rows);
-    let filter_words = if filtered {
+    let mut filter_words = if filtered {
         1usize << (filter_bits - 6)
     } else {
         0
     };
     // The second side's records: all of them, or (filtered) about as many
     // as the first side's and the few false positives.
-    let second_kept = if filtered {
-        second_rows.min(first_rows + second_rows / 32)
-    } else {
-        second_rows
+    let kept = |filtered| match filtered {
+        true => second_rows.min(first_rows + second_rows / 32),
+        false => second_rows,
     };
-    let pool = &ctx.runtime_env().memory_pool;
-    let reservation = MemoryConsumer::new("dqgate spread join").register(pool);
+    let mut second_kept = kept(filtered);
+    let runtime = ctx.runtime_env();
+    let reservation = MemoryConsumer::new("dqgate spread join").register(&runtime.memory_pool);
     let records = (first_rows + second_kept) as usize * record;
-    if reservation
-        .try_grow(records / 10 * 11 + filter_words * 8)
-        .is_err()
-    {
-        return Ok(None);
+    let wanted = records / 10 * 11 + filter_words * 8;
+    let budget =
+        (hits::budget(ctx) as usize).min(crate::hooks::spread_bytes().unwrap_or(usize::MAX));
+    // Past the budget, or refused, the records spill: the budget reserved,
+    // the filter's words taken from it (none past a quarter of it: the
+    // second side is then kept whole), the first side given half the rest.
+    let spills = wanted > budget || reservation.try_grow(wanted).is_err();
+    let mut rooms = None;
+    if spills {
+        if !runtime.disk_manager.tmp_files_enabled() || reservation.try_grow(budget).is_err() {
+            return Ok(None);
+        }
+        if filter_words * 8 > budget / 4 {
+            (filtered, filter_words) = (false, 0);
+            second_kept = kept(false);
+        }
+        rooms = Some(budget - filter_words * 8);
+        // Fewer partitions under a small budget, so that each keeps some
+        // room in every scan task of the first side.
+        let most = (budget / 2 / threads / LEAST_ROOM).max(1);
+        partitions = partitions.min(1 << most.ilog2()).max(FEWEST_PARTITIONS);
     }
     let reading = Reading {
         form: Arc::new(Form::of(&plan.compared)?),
@@ -181,25 +157,36 @@ pub async fn spread(
         true => (staged, label, other, other_label.as_str()),
         false => (other, other_label.as_str(), staged, label),
     };
-    let (firsts, first_read) = reading.side(first, first_rows, None, first_label).await?;
-    // The filter's word of a fingerprint is picked by the high bits of its
-    // mix, as its partition is: built partition by partition, it is
-    // written a small block at a time.
-    let shift = 64 - (filter_bits - 6);
-    let mut filter = vec![0u64; filter_words];
+    // The filter, built from the first side's records (those written to
+    // disk as they are), partition by partition.
+    let builds = Arc::new(Mutex::new(match filtered {
+        true => Filter::new(filter_words, filter_bits),
+        false => Filter::default(),
+    }));
+    let room = |most| Room {
+        runtime: runtime.clone(),
+        most,
+        builds: filtered.then(|| builds.clone()),
+    };
+    let first_room = rooms.map(|r| room(r / 2));
+    let (firsts, first_read) =
+        (reading.side(first, first_rows, None, first_room, first_label)).await?;
+    let mut filter = std::mem::take(&mut *builds.lock().expect("lock"));
     if filtered {
         for p in 0..partitions {
             for s in &firsts {
-                each_record(&s.parts[p], |fp, _| {
-                    let (w, m) = filter_spot(fp.mix(), shift);
-                    filter[w] |= m;
-                });
+                each_record(&s.parts[p], |fp, _| filter.add(fp));
             }
         }
     }
-    let through = filtered.then(|| (Arc::new(filter), shift));
+    let through = filtered.then(|| (Arc::new(filter.words), filter.shift));
+    let first_held: usize = firsts.iter().map(Records::bytes).sum();
+    let second_room = rooms.map(|r| Room {
+        builds: None,
+        ..room(r.saturating_sub(first_held))
+    });
     let (seconds, second_read) = reading
-        .side(second, second_kept, through, second_label)
+        .side(second, second_kept, through, second_room, second_label)
         .await?;
     let ((stageds, staged_read), (others, other_read)) = match staged_first {
         true => ((firsts, first_read), (seconds, second_read)),
@@ -213,6 +200,7 @@ pub async fn spread(
     };
     let (staged_kept, other_kept) = (kept(&stageds), kept(&others));
     let held: usize = stageds.iter().chain(&others).map(Records::bytes).sum();
+    let written: u64 = stageds.iter().chain(&others).map(Records::written).sum();
     // What the records took, when more than was reserved (a side of many
     // duplicates, past the filter).
     reservation.resize(reservation.size().max(held + filter_words * 8));
@@ -225,22 +213,18 @@ pub async fn spread(
         partitions,
         threads,
         || (KeySet::default(), Vec::<u64>::new()),
-        |(set, seen): &mut (KeySet, Vec<u64>), p, _| {
+        |(set, seen): &mut (KeySet, Vec<u64>), p, buf| {
             let keys: usize = stageds.iter().map(|s| s.counts[p] as usize).sum();
-            let bytes: usize = stageds.iter().map(|s| s.parts[p].len()).sum();
+            let bytes: usize = stageds.iter().map(|s| s.bytes_of(p)).sum();
             set.reset(keys, bytes.saturating_sub(keys * HEAD));
-            for s in &stageds {
-                each_record(&s.parts[p], |fp, key| set.add(fp, key, 1));
-            }
+            each_of(&stageds, p, buf, |fp, key| set.add(fp, key, 1))?;
             seen.clear();
             seen.resize(set.entries.len().div_ceil(64), 0);
-            for o in &others {
-                each_record(&o.parts[p], |fp, key| {
-                    if let Some(e) = set.find(fp, key) {
-                        seen[e as usize >> 6] |= 1 << (e & 63);
-                    }
-                });
-            }
+            each_of(&others, p, buf, |fp, key| {
+                if let Some(e) = set.find(fp, key) {
+                    seen[e as usize >> 6] |= 1 << (e & 63);
+                }
+            })?;
             set.finish();
             let (hits, value) = set.reported(seen, want);
             let best: Vec<(u64, Vec<u8>, u64)> = set
@@ -276,8 +260,12 @@ pub async fn spread(
         located: None,
         passes: vec![
             format!(
-                "spread {staged_kept} of {staged_read} staged and {other_kept} of {other_read} other-side key(s) (64-bit fingerprints, with their bytes: {} MB) into {partitions} radix partitions: {:.2} s",
+                "spread {staged_kept} of {staged_read} staged and {other_kept} of {other_read} other-side key(s) (64-bit fingerprints, with their bytes: {} MB{}) into {partitions} radix partitions: {:.2} s",
                 held >> 20,
+                match written {
+                    0 => String::new(),
+                    n => format!(" in memory, {} MB written to disk", n >> 20),
+                },
                 scanned.as_secs_f64()
             ),
             format!(
@@ -309,22 +297,23 @@ impl Reading {
         side: Side,
         kept: u64,
         filter: Option<(Arc<Vec<u64>>, u32)>,
+        room: Option<Room>,
         label: &str,
     ) -> Result<(Vec<Records>, u64), Error> {
         if let Some(pages) = side.pages_as(&self.compared) {
-            return self.paged(pages, kept, filter, label).await;
+            return self.paged(pages, kept, filter, room, label).await;
         }
         let (streams, bar) = side_streams(side, label).await?;
         let partitions = self.partitions;
         // Each scan task's partitions start with room for their share.
-        let share =
-            (kept as usize).div_ceil(streams.len().max(1) * partitions) * self.record * 11 / 10;
+        let tasks = streams.len().max(1);
+        let share = (kept as usize).div_ceil(tasks * partitions) * self.record * 11 / 10;
         let (types, shape, bits) = (self.compared.clone(), self.form.clone(), self.bits);
         let read = scan(
             streams,
             move || {
                 (
-                    Records::new(partitions, share),
+                    Records::new(partitions, share, room.as_ref().map(|r| (r, tasks))),
                     Vec::new(),
                     Vec::new(),
                     0u64,
@@ -354,7 +343,7 @@ impl Reading {
         .await?;
         drop(bar);
         let rows = read.iter().map(|r| r.3).sum();
-        Ok((read.into_iter().map(|r| r.0).collect(), rows))
+        kept_whole(read.into_iter().map(|r| r.0).collect(), rows)
     }
 
     /// [`Reading::side`] of a single text key walked page by page: each
@@ -365,21 +354,31 @@ impl Reading {
         pages: &TextPages,
         kept: u64,
         filter: Option<(Arc<Vec<u64>>, u32)>,
+        room: Option<Room>,
         label: &str,
     ) -> Result<(Vec<Records>, u64), Error> {
         let partitions = self.partitions;
-        let share =
-            (kept as usize).div_ceil(pages.runs.len().max(1) * partitions) * self.record * 11 / 10;
+        let tasks = pages.runs.len().max(1);
+        let share = (kept as usize).div_ceil(tasks * partitions) * self.record * 11 / 10;
         let mask = encode::fingerprint_mask(self.bits);
         let (filed, _) = walk(pages, label, || Filing {
-            records: Records::new(partitions, share),
+            records: Records::new(partitions, share, room.as_ref().map(|r| (r, tasks))),
             filter: filter.clone(),
             mask,
             read: 0,
         })
         .await?;
         let rows = filed.iter().map(|f| f.read).sum();
-        Ok((filed.into_iter().map(|f| f.records).collect(), rows))
+        kept_whole(filed.into_iter().map(|f| f.records).collect(), rows)
+    }
+}
+
+/// A side's records and rows read, or the error of a write that failed
+/// (after which its task kept no record).
+fn kept_whole(mut records: Vec<Records>, rows: u64) -> Result<(Vec<Records>, u64), Error> {
+    match records.iter_mut().find_map(|r| r.failed.take()) {
+        Some(e) => Err(e.into()),
+        None => Ok((records, rows)),
     }
 }
 
@@ -407,43 +406,5 @@ impl Visit for Filing {
 
     fn nulls(&mut self, n: u64) {
         self.read += n;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Records come back as they went in, each in the partition its
-    /// fingerprint's mix picks, keys of any length (none included).
-    #[test]
-    fn records_come_back_in_their_partitions() {
-        let mut records = Records::new(16, 0);
-        let keys: Vec<(u64, Vec<u8>)> = (0..500u64)
-            .map(|i| {
-                (
-                    i.wrapping_mul(0x2545_F491_4F6C_DD1D),
-                    vec![i as u8; (i % 40) as usize],
-                )
-            })
-            .collect();
-        for (fp, key) in &keys {
-            records.push(*fp, key);
-        }
-        let mut back = Vec::new();
-        for (p, part) in records.parts.iter().enumerate() {
-            let mut n = 0;
-            each_record(part, |fp, key| {
-                assert_eq!(partition_of(fp, records.shift), p);
-                back.push((fp, key.to_vec()));
-                n += 1;
-            });
-            assert_eq!(n, records.counts[p]);
-        }
-        back.sort();
-        let mut want = keys.clone();
-        want.sort();
-        assert_eq!(back, want);
-        assert!(records.counts.iter().filter(|&&n| n > 0).count() > 8);
     }
 }
