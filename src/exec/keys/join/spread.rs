@@ -59,6 +59,25 @@ const LEAST_ROOM: usize = 4 << 10;
 /// The fewest partitions.
 const FEWEST_PARTITIONS: usize = 16;
 
+/// The most partitions of a spilling join.
+const MOST_SPILLED_PARTITIONS: usize = 8192;
+
+/// The partitions of a join of `records` bytes of records that spills
+/// past `budget` on `threads` threads, from the `partitions` it would have
+/// in memory: more when a partition's records, read back for its join,
+/// would take more than an eighth of the budget a thread (up to 8,192),
+/// and fewer when each would keep less than [`LEAST_ROOM`] in every scan
+/// task of the first side (half the budget); a power of two, at least 16.
+fn spilled_partitions(partitions: usize, records: usize, budget: usize, threads: usize) -> usize {
+    let threads = threads.max(1);
+    let read_back = (budget / 8 / threads).max(1);
+    let wanted = records.div_ceil(read_back).next_power_of_two();
+    let most = (budget / 2 / threads / LEAST_ROOM).max(1);
+    (partitions.max(wanted).min(MOST_SPILLED_PARTITIONS))
+        .min(1 << most.ilog2())
+        .max(FEWEST_PARTITIONS)
+}
+
 /// Partitions for `staged` staged rows: a power of two, 16 to 1,024. At
 /// 10M staged rows of 26-byte keys against a reference of as many, 64,
 /// 256, 1,024 and 2,048 partitions all took 1.5 to 1.7 s: fewer make the
@@ -140,10 +159,8 @@ pub async fn spread(
             second_kept = kept(false);
         }
         rooms = Some(budget - filter_words * 8);
-        // Fewer partitions under a small budget, so that each keeps some
-        // room in every scan task of the first side.
-        let most = (budget / 2 / threads / LEAST_ROOM).max(1);
-        partitions = partitions.min(1 << most.ilog2()).max(FEWEST_PARTITIONS);
+        let records = (first_rows + second_kept) as usize * record;
+        partitions = spilled_partitions(partitions, records, budget, threads);
     }
     let reading = Reading {
         form: Arc::new(Form::of(&plan.compared)?),
@@ -406,5 +423,30 @@ impl Visit for Filing {
 
     fn nulls(&mut self, n: u64) {
         self.read += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spilling join keeps its partitions unless a partition read back
+    /// would outgrow an eighth of the budget a thread (more of them, up to
+    /// 8,192) or the budget leaves a partition less than 4 KiB a task
+    /// (fewer, at least 16).
+    #[test]
+    fn a_spilling_join_picks_partitions_its_budget_can_hold() {
+        const GIB: usize = 1 << 30;
+        // 3.4 GB at the default budget: 1,024 as in memory.
+        assert_eq!(spilled_partitions(1024, 3_400_000_000, GIB, 2), 1024);
+        // 34 GB: 512 partitions would each read back 66 MB; 64 MiB a thread.
+        assert_eq!(spilled_partitions(1024, 34_000_000_000, GIB, 2), 1024);
+        assert_eq!(spilled_partitions(1024, 340_000_000_000, GIB, 2), 8192);
+        // 256 MiB of limit (64 MiB of budget): 3.4 GB in 1,024 of 3.3 MB.
+        assert_eq!(spilled_partitions(1024, 3_400_000_000, 64 << 20, 2), 1024);
+        assert_eq!(spilled_partitions(1024, 34_000_000_000, 64 << 20, 2), 4096);
+        // 1 MiB of budget: 64 partitions keep 4 KiB each in two tasks.
+        assert_eq!(spilled_partitions(1024, 600_000_000, 1 << 20, 2), 64);
+        assert_eq!(spilled_partitions(16, 0, 0, 2), 16);
     }
 }
