@@ -45,6 +45,7 @@ impl Prepared {
         let sources = failed::Sources {
             references: &self.references,
             published: others.as_deref(),
+            engine: self.plan.join_engine,
         };
         let mut written = failed::write(
             &self.ctx,

@@ -218,6 +218,8 @@ pub struct Sources<'a> {
     pub references: &'a [(String, Dataset)],
     /// The other published partitions (`across published`), when read.
     pub published: Option<&'a [PublishedPart]>,
+    /// Whether the joins run on the key engine (not forced to DataFusion's).
+    pub engine: bool,
 }
 
 /// The files written, by check index, and what could not be.
@@ -380,7 +382,7 @@ async fn passes(
                 Rows::Duplicated { keys, nulls_equal } => {
                     select::duplicated(ctx, input, keys, *nulls_equal)
                 }
-                Rows::Orphans(lookup) => orphans(ctx, input, lookup, sources),
+                Rows::Orphans(lookup) => orphans(ctx, input, lookup, sources).await,
                 Rows::Published(keys) => match sources.published {
                     None => continue,
                     Some(parts) => clashing(ctx, input, parts, keys).await,
@@ -407,7 +409,13 @@ async fn passes(
     out
 }
 
-fn orphans(
+/// The staged rows whose key the reference lacks: on the key engine, the
+/// rows of the exact missing keys its spread lookup finds (in bounded
+/// memory: it writes to disk past its budget), semi-joined with the
+/// staged rows (a join whose table holds only those keys); else, or when
+/// they are too many, DataFusion's anti-join of the staged rows with the
+/// reference (a hash join, which does not spill).
+async fn orphans(
     ctx: &SessionContext,
     input: &StagedInput,
     lookup: &crate::check::RefLookup,
@@ -421,6 +429,13 @@ fn orphans(
         .ok_or_else(|| {
             ExecError::Audit(format!("reference `{}` was not opened", lookup.reference))
         })?;
+    if sources.engine {
+        let missing = crate::exec::join::missing_keys(ctx, input, reference, lookup).await?;
+        if let Some(keys) = missing {
+            let keys = select::keys_frame(ctx, &keys, &lookup.key_types)?;
+            return select::matching(ctx, input, keys, &lookup.columns, &lookup.key_types);
+        }
+    }
     let other = crate::exec::join::reference_keys(ctx, reference, lookup)?;
     select::orphans(ctx, input, other, &lookup.columns, &lookup.key_types)
 }

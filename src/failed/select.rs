@@ -8,7 +8,7 @@
 //! groups whatever the scan skipped).
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{DFSchema, JoinType};
+use datafusion::common::{DFSchema, JoinType, ScalarValue};
 use datafusion::dataframe::DataFrame;
 use datafusion::error::Result;
 use datafusion::functions::core::expr_fn::{file_row_index, input_file_name};
@@ -21,6 +21,7 @@ use super::{PARTITION_COLUMN, ROW_COLUMN};
 use crate::exec::{self, ExecError};
 use crate::plan::join::{other_key, PARTITION};
 use crate::staged::StagedInput;
+use crate::value::Value;
 
 /// The column holding the object-store location of a row's file.
 pub const FILE_LOCATION: &str = "__dqgate_file_location";
@@ -179,13 +180,75 @@ pub fn orphans(
     columns: &[String],
     types: &[DataType],
 ) -> Result<DataFrame, ExecError> {
+    let how = (
+        JoinType::LeftAnti,
+        "planning the orphan rows of a reference check",
+    );
+    keyed_join(ctx, input, other, (columns, types), how)
+}
+
+/// Staged rows whose key is one of `keys` (its key parts as [`other_key`]
+/// columns).
+pub fn matching(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    keys: DataFrame,
+    columns: &[String],
+    types: &[DataType],
+) -> Result<DataFrame, ExecError> {
+    let how = (
+        JoinType::LeftSemi,
+        "planning the rows of a reference check's missing keys",
+    );
+    keyed_join(ctx, input, keys, (columns, types), how)
+}
+
+/// The staged rows [`keyed`] by `columns` cast to `types`, joined (`how`:
+/// an anti- or semi-join, and what it plans) with `other`'s
+/// [`other_key`] columns.
+fn keyed_join(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    other: DataFrame,
+    (columns, types): (&[String], &[DataType]),
+    (how, what): (JoinType, &str),
+) -> Result<DataFrame, ExecError> {
     let (left, kept, l) = keyed(ctx, input, columns, types)?;
     let r: Vec<String> = (0..columns.len()).map(other_key).collect();
     let l: Vec<&str> = l.iter().map(String::as_str).collect();
     let r: Vec<&str> = r.iter().map(String::as_str).collect();
-    left.join(other, JoinType::LeftAnti, &l, &r, None)
+    left.join(other, how, &l, &r, None)
         .and_then(|f| f.select(kept))
-        .map_err(engine("planning the orphan rows of a reference check"))
+        .map_err(engine(what))
+}
+
+/// `keys` (each its parts' values) as a frame of [`other_key`] columns of
+/// `types`.
+pub fn keys_frame(
+    ctx: &SessionContext,
+    keys: &[Vec<Value>],
+    types: &[DataType],
+) -> Result<DataFrame, ExecError> {
+    let columns = types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let values = keys
+                .iter()
+                .map(|k| crate::scalar::to_scalar(&k[i]).cast_to(t))
+                .collect::<Result<Vec<_>>>()?;
+            let array = match values.is_empty() {
+                true => datafusion::arrow::array::new_empty_array(t),
+                false => ScalarValue::iter_to_array(values)?,
+            };
+            Ok((other_key(i), array))
+        })
+        .collect::<Result<Vec<_>>>()
+        .map_err(engine("typing a reference check's missing keys"))?;
+    let batch = datafusion::arrow::array::RecordBatch::try_from_iter(columns)
+        .map_err(|e| engine("typing a reference check's missing keys")(e.into()))?;
+    ctx.read_batch(batch)
+        .map_err(engine("typing a reference check's missing keys"))
 }
 
 /// Staged rows whose key another published partition holds, with the

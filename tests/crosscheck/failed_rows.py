@@ -57,13 +57,17 @@ CHECKS = [
      "AND (t.f, t.r) <> (s.f, s.r))"),
     ("check values(store) in stores(store_id)",
      "store IS NOT NULL AND store NOT IN (SELECT store_id FROM ref WHERE store_id IS NOT NULL)"),
+    # A text key (dictionary-typed): the key engine's exact missing keys
+    # select the rows.
+    ("check values(code) in codes(code)",
+     "code IS NOT NULL AND code NOT IN (SELECT code FROM codes WHERE code IS NOT NULL)"),
     ("check unique(id) across published",
      "id IN (SELECT id FROM p)"),
     # Failing because it counts too few rows: no offending row, no file.
     ("warn count(where amount > 0) >= 1000000", None),
 ]
 
-HEADER = "table fr\npartitioned by day\nreference stores at 'ref'\n"
+HEADER = "table fr\npartitioned by day\nreference stores at 'ref'\nreference codes at 'codes'\n"
 
 
 def write_staged(rng, dir, n, day):
@@ -119,6 +123,11 @@ def main():
     # The reference: stores 0..49 (staged stores go to 59).
     os.makedirs(f"{work}/ref")
     pq.write_table(pa.table({"store_id": pa.array(range(50), pa.int32())}), f"{work}/ref/stores.parquet")
+    # The codes: C-0-é .. C-2499-é without every seventh (staged codes go
+    # to about 3,000).
+    os.makedirs(f"{work}/codes")
+    codes = [f"C-{i}-é" for i in range(2500) if i % 7 != 0] + ["C-3-é", None]
+    pq.write_table(pa.table({"code": pa.array(codes)}), f"{work}/codes/codes.parquet")
     # Two published days; the staged day is the third.
     rules = HEADER + "\n".join(c for c, _ in CHECKS) + "\n"
     with open(f"{work}/fr.dq", "w") as fh:
@@ -141,6 +150,7 @@ def main():
                 f"FROM read_parquet('{work}/staged/**/*.parquet', filename = true, file_row_number = true, "
                 f"hive_partitioning = true, hive_types = {{'batch': BIGINT}})")
     con.execute(f"CREATE VIEW ref AS SELECT * FROM read_parquet('{work}/ref/*.parquet')")
+    con.execute(f"CREATE VIEW codes AS SELECT * FROM read_parquet('{work}/codes/*.parquet')")
     con.execute(f"CREATE VIEW p AS SELECT * FROM read_parquet('{work}/table/*/*/*.parquet', hive_partitioning = false)")
     columns = [r[0] for r in con.execute("DESCRIBE SELECT * EXCLUDE (f, r) FROM s").fetchall()]
 
@@ -183,17 +193,22 @@ def main():
                      f"DuckDB {shown[first] if first < len(shown) else None}")
             if entry["rows"] != len(shown) or entry["cut"] != (len(want) > len(shown)):
                 fail(f"{statement} (limit {limit}): verdict says {entry}, DuckDB {len(want)} rows")
-        # Two runs: the same bytes.
-        again = run(binary, ["check", "fr.dq", "--staged", "staged", "--partition", f"day={day}", "--table", "table",
-                             "--format", "json", "--failed-rows", out_dir + "-again", "--failed-rows-limit", limit,
-                             "--threads", "1"], work)
-        checked += 1
-        if again.stdout != got.stdout:
-            fail(f"limit {limit}: the second run's verdict differs")
-        for name in sorted(os.listdir(out_dir)):
-            with open(f"{out_dir}/{name}", "rb") as a, open(f"{out_dir}-again/{name}", "rb") as b:
-                if a.read() != b.read():
-                    fail(f"limit {limit}: {name} differs between two runs")
+        # Two runs: the same bytes. And under a memory limit, with the
+        # missing keys' lookup written to disk past 256 bytes: the same
+        # verdict and the same bytes.
+        for suffix, extra, env in [("-again", ["--threads", "1"], {}),
+                                   ("-limited", ["--memory-limit", "16MiB"], {"DQGATE_TEST_SPREAD_BYTES": "256"})]:
+            again = subprocess.run(
+                [binary, "check", "fr.dq", "--staged", "staged", "--partition", f"day={day}", "--table", "table",
+                 "--format", "json", "--failed-rows", out_dir + suffix, "--failed-rows-limit", limit, *extra],
+                capture_output=True, text=True, cwd=work, env={**os.environ, **env})
+            checked += 1
+            if again.stdout != got.stdout:
+                fail(f"limit {limit}: the verdict of the run {extra} differs: {again.stderr}")
+            for name in sorted(os.listdir(out_dir)):
+                with open(f"{out_dir}/{name}", "rb") as a, open(f"{out_dir}{suffix}/{name}", "rb") as b:
+                    if a.read() != b.read():
+                        fail(f"limit {limit}: {name} differs in the run {extra}")
 
     checked += unwritable(binary, work, day, fail)
     print(f"failed rows: {checked} checks compared with DuckDB, {failures} mismatches")

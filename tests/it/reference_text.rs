@@ -262,3 +262,67 @@ fn lookups_beyond_the_in_place_table_are_spread() {
     assert_eq!(got, grouped);
     assert!(log.contains(SPILL_LOG) && log.contains(SPREAD_LOG), "{log}");
 }
+
+/// The failed rows of a text reference check, selected by the key
+/// engine's exact missing keys (spread, and written to disk past 256
+/// bytes under a memory limit), are byte for byte those DataFusion's
+/// anti-join selects, composites and every Arrow layout of text included.
+#[test]
+fn failed_rows_by_the_missing_keys_equal_the_anti_join() {
+    for seed in [41u64, 42, 43] {
+        let tmp = tempfile::tempdir().unwrap();
+        let cwd = tmp.path();
+        let mut rng = Rng(seed);
+        let keys = pool(&mut rng, 300);
+        let n = keys.len();
+        let layout = rng.below(4);
+        write(&mut rng, &cwd.join("ref"), &keys, (60, n - 60, 200), layout);
+        let layout = rng.below(4);
+        write(&mut rng, &cwd.join("new"), &keys, (0, n, 200), layout);
+        fs::write(
+            cwd.join("rules.dq"),
+            "table t\nreference r at 'ref'\n\
+             check values(s) in r(s)\n\
+             check values(s, n) in r(s, n)\n",
+        )
+        .unwrap();
+        let run = |dir: &str, env: &[(&str, &str)], extra: &[&str]| {
+            let out = Command::new(env!("CARGO_BIN_EXE_dqgate"))
+                .current_dir(cwd)
+                .args(["check", "rules.dq", "--staged", "new", "--format", "json"])
+                .args(["--failed-rows", dir, "--failed-rows-limit", "all"])
+                .args(extra)
+                .envs(env.iter().copied())
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let mut files: Vec<(String, Vec<u8>)> = fs::read_dir(cwd.join(dir))
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    (
+                        e.file_name().into_string().unwrap(),
+                        fs::read(e.path()).unwrap(),
+                    )
+                })
+                .collect();
+            files.sort();
+            (String::from_utf8(out.stdout).unwrap(), files)
+        };
+        let grouped = run("grouped", &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], &[]);
+        assert_eq!(grouped.1.len(), 2, "both checks have rows");
+        let engine = run("engine", &[], &[]);
+        assert_eq!(engine, grouped, "seed {seed}");
+        let spilled = run(
+            "spilled",
+            &[SPILL, ("DQGATE_TEST_FINGERPRINT_BITS", "3")],
+            &["--memory-limit", "16MiB"],
+        );
+        assert_eq!(spilled, grouped, "seed {seed}, spilled and colliding");
+    }
+}

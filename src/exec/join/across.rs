@@ -284,7 +284,15 @@ pub async fn across_published(
             // pool refused it.
             (None, Some(plan)) => {
                 let side = super::staged_side(ctx, staged, keys)?;
-                let spread = keys::join::spread(ctx, side, other()?, plan, want, label).await?;
+                let spread = keys::join::spread(
+                    ctx,
+                    (side, other()?),
+                    plan,
+                    want,
+                    (crate::exec::SAMPLES, false),
+                    label,
+                )
+                .await?;
                 if spread.is_none() {
                     read_passes.push(
                         "DataFusion's semi-join, not the key engine's: the memory pool refuses the keys' partitions".into(),

@@ -35,7 +35,7 @@ pub use across::{
 };
 pub use indexed::key_index;
 pub use reference::{
-    not_in_reference, not_in_reference_frame, reference_keys, reference_on_engine,
+    missing_keys, not_in_reference, not_in_reference_frame, reference_keys, reference_on_engine,
 };
 pub use side::{published_keys_frame, published_side, PublishedSide};
 

@@ -10,11 +10,12 @@ use datafusion::prelude::{ident, lit, SessionContext};
 use super::{fingerprint_plan, on_engine, union_all, JoinResult, JoinSample};
 use crate::check::RefLookup;
 use crate::exec::keys;
-use crate::exec::ExecError;
 use crate::exec::{grouped_top, table};
+use crate::exec::{ExecError, SAMPLES};
 use crate::plan::join::{self as pj, other_key};
 use crate::staged::reference::Dataset;
 use crate::staged::StagedInput;
+use crate::value::Value;
 
 /// The reference's key parts, cast, as [`other_key`] columns.
 pub fn reference_keys(
@@ -107,6 +108,58 @@ fn lookup_keys() -> usize {
     crate::hooks::lookup_keys().unwrap_or(1 << 18)
 }
 
+/// The reference's keys as the other side of the key engine's lookup.
+fn reference_side(
+    ctx: &SessionContext,
+    reference: &Dataset,
+    lookup: &RefLookup,
+) -> Result<keys::join::Side, ExecError> {
+    let frame = reference_keys(ctx, reference, lookup)?;
+    // A reference of one part may be walked page by page.
+    let input = match &reference.parts[..] {
+        [part] => {
+            keys::join::SideInput::of(&part.input, &lookup.ref_columns, frame, keys::threads(ctx))
+        }
+        _ => keys::join::SideInput::Frame(frame),
+    };
+    Ok(keys::join::Side {
+        input,
+        rows: reference_rows(reference),
+    })
+}
+
+/// Every distinct staged key the reference lacks, exact, values in the
+/// order of the key columns (typed as the staged columns), found by the
+/// key engine's spread lookup, whose memory is bounded (it writes to disk
+/// past its budget); `None` when the key takes no fingerprinted lookup,
+/// the pool refuses even its budget, or more keys are missing than the
+/// key engine's budget holds (64 bytes a key more than its own: the
+/// failed rows select the staged rows by them, in a join whose table
+/// holds them).
+pub async fn missing_keys(
+    ctx: &SessionContext,
+    staged: &StagedInput,
+    reference: &Dataset,
+    lookup: &RefLookup,
+) -> Result<Option<Vec<Vec<Value>>>, ExecError> {
+    let (columns, types) = (&lookup.columns, &lookup.key_types);
+    let bits = crate::hooks::fingerprint_bits();
+    let Some(plan) = fingerprint_plan(staged, columns, types, bits)? else {
+        return Ok(None);
+    };
+    let side = super::staged_side(ctx, staged, columns)?;
+    let other = reference_side(ctx, reference, lookup)?;
+    let want = keys::join::Want::Missing;
+    let label = "failed rows: the missing keys";
+    let most = (keys::budget(ctx) / (plan.key_bytes() + 64)) as usize;
+    let spread = keys::join::spread(ctx, (side, other), &plan, want, (most + 1, true), label);
+    let Some(joined) = spread.await? else {
+        return Ok(None);
+    };
+    Ok((joined.samples.len() <= most)
+        .then(|| joined.samples.into_iter().map(|(key, _)| key).collect()))
+}
+
 /// Staged rows whose key is absent from the reference, and the top keys.
 /// With `engine`, the key engine runs it: by packed words when the key
 /// packs exactly, else by fingerprint when the staged keys' table fits
@@ -124,23 +177,7 @@ pub async fn not_in_reference(
     let mut gave_up: Option<String> = None;
     if engine {
         let reference_rows = reference_rows(reference);
-        let other = || {
-            let frame = reference_keys(ctx, reference, lookup)?;
-            // A reference of one part may be walked page by page.
-            let input = match &reference.parts[..] {
-                [part] => keys::join::SideInput::of(
-                    &part.input,
-                    &lookup.ref_columns,
-                    frame,
-                    keys::threads(ctx),
-                ),
-                _ => keys::join::SideInput::Frame(frame),
-            };
-            Ok(keys::join::Side {
-                input,
-                rows: reference_rows,
-            })
-        };
+        let other = || reference_side(ctx, reference, lookup);
         let want = keys::join::Want::Missing;
         let (columns, types) = (&lookup.columns, &lookup.key_types);
         let most = lookup_keys();
@@ -174,7 +211,8 @@ pub async fn not_in_reference(
                     Err(why) => {
                         let side = super::staged_side(ctx, staged, columns)?;
                         let spread =
-                            keys::join::spread(ctx, side, other()?, &plan, want, label).await?;
+                            keys::join::spread(ctx, (side, other()?), &plan, want, (SAMPLES, false), label)
+                                .await?;
                         if spread.is_none() {
                             gave_up = Some("the memory pool refuses the keys' partitions".into());
                         }

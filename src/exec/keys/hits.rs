@@ -146,7 +146,7 @@ const DEFAULT_BUDGET: u64 = 1 << 30;
 
 /// The bytes the exact keys may take: a quarter of `--memory-limit` (at
 /// least 1 MiB), or [`DEFAULT_BUDGET`].
-pub(super) fn budget(ctx: &SessionContext) -> u64 {
+pub(crate) fn budget(ctx: &SessionContext) -> u64 {
     match ctx.runtime_env().memory_pool.memory_limit() {
         MemoryLimit::Finite(limit) => (limit as u64 / 4).max(1 << 20),
         _ => DEFAULT_BUDGET,

@@ -73,6 +73,7 @@ use tasks::{scan, Sidecar};
 pub use encode::PackError;
 pub use found::Found;
 pub use gave_up::GaveUp;
+pub(crate) use hits::budget;
 pub(crate) use retain::key_bytes;
 pub use store::StoreError;
 pub(crate) use tasks::threads;

@@ -60,6 +60,11 @@ pub struct Fingerprinted {
 }
 
 impl Fingerprinted {
+    /// Expected bytes of one staged key, from the footers.
+    pub fn key_bytes(&self) -> u64 {
+        self.key_bytes
+    }
+
     /// The same join, giving up past `most` distinct staged keys in a
     /// scan task's table.
     pub fn with_most_keys(self, most: usize) -> Fingerprinted {

@@ -46,7 +46,6 @@ use crate::exec::keys::key::Key;
 use crate::exec::keys::pages::{walk, TextPages, Visit};
 use crate::exec::keys::tasks::{scan, threads};
 use crate::exec::ExecError as Error;
-use crate::exec::SAMPLES;
 
 /// Staged keys a partition is meant to hold: its set (slots, entries and
 /// bytes) then stays in a core's own cache.
@@ -96,13 +95,17 @@ pub fn describe_spread() -> String {
 
 /// The staged rows whose key `other` lacks ([`Want::Missing`]), or the
 /// distinct staged keys it holds too ([`Want::Present`]; their parts are
-/// not located), or `None` when the pool refuses the records' memory.
+/// not located), with the `samples` keys of the most rows; with `every`,
+/// every key reported, up to a bound (the failed rows of a lookup select
+/// the staged rows by them): more than `samples` of them come back as
+/// `samples` keys, whichever they are. `None` when the pool refuses the
+/// records' memory.
 pub async fn spread(
     ctx: &SessionContext,
-    staged: Side,
-    other: Side,
+    (staged, other): (Side, Side),
     plan: &Fingerprinted,
     want: Want,
+    (samples, every): (usize, bool),
     label: &str,
 ) -> Result<Option<Joined>, Error> {
     // A key's rows are counted in 32 bits.
@@ -245,7 +248,7 @@ pub async fn spread(
             set.finish();
             let (hits, value) = set.reported(seen, want);
             let best: Vec<(u64, Vec<u8>, u64)> = set
-                .top(hits, SAMPLES)
+                .top(hits, samples)
                 .into_iter()
                 .map(|e| {
                     (
@@ -257,7 +260,11 @@ pub async fn spread(
                 .collect();
             let mut f = found.lock().expect("lock");
             f.0 += value;
-            f.1.extend(best);
+            // Every key asked for: past `samples` of them, the answer is
+            // that there are more, whichever they are.
+            if !every || f.1.len() <= samples {
+                f.1.extend(best);
+            }
             Ok(())
         },
     )?;
@@ -269,7 +276,7 @@ pub async fn spread(
         top.add(*fp, key, *rows as u32);
     }
     top.finish();
-    let ranked = top.top((0..top.entries.len() as u32).collect(), SAMPLES);
+    let ranked = top.top((0..top.entries.len() as u32).collect(), samples);
     let samples = reading.form.decode(&top, &ranked, &plan.staged)?;
     Ok(Some(Joined {
         value,
