@@ -8,6 +8,7 @@
 
 use std::fs::{self, File};
 use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray, UInt64Array};
@@ -130,6 +131,67 @@ fn key_zones_rule_out_only_the_partitions_without_a_staged_key() {
         let v: serde_json::Value = serde_json::from_str(&got).unwrap();
         for c in v["checks"].as_array().unwrap() {
             assert_eq!(c["value"], stale.len(), "seed {seed}: {c}");
+        }
+        // The failed rows read the published side only where the zones
+        // leave it, and equal those read from every partition's files (a
+        // copy of the table without its key indexes).
+        copy_without_indexes(&cwd.join("table"), &cwd.join("plain"));
+        let files = |table: &str, out: &str| {
+            let run = Command::new(env!("CARGO_BIN_EXE_dqgate"))
+                .current_dir(cwd)
+                .args([
+                    "check",
+                    "rules.dq",
+                    "--staged",
+                    "new",
+                    "--partition",
+                    "day=9",
+                ])
+                .args([
+                    "--table",
+                    table,
+                    "--failed-rows",
+                    out,
+                    "--failed-rows-limit",
+                    "all",
+                ])
+                .output()
+                .unwrap();
+            assert_eq!(
+                run.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&run.stderr)
+            );
+            let mut files: Vec<(String, Vec<u8>)> = fs::read_dir(cwd.join(out))
+                .unwrap()
+                .map(|e| e.unwrap())
+                .map(|e| {
+                    (
+                        e.file_name().into_string().unwrap(),
+                        fs::read(e.path()).unwrap(),
+                    )
+                })
+                .collect();
+            files.sort();
+            files
+        };
+        let zoned = files("table", "zoned");
+        assert_eq!(zoned.len(), 4, "seed {seed}: a file a check");
+        assert_eq!(zoned, files("plain", "plain-rows"), "seed {seed}");
+    }
+}
+
+/// Copies the table `from` to `to`, leaving its key index files out.
+fn copy_without_indexes(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_without_indexes(&e.path(), &to.join(&name));
+        } else if !(name.starts_with("_dqgate_keys_") && name.ends_with(".idx")) {
+            fs::copy(e.path(), to.join(&name)).unwrap();
         }
     }
 }

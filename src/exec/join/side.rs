@@ -414,7 +414,14 @@ pub async fn published_keys_frame(
     parts: &[PublishedPart],
     keys: &[String],
 ) -> Result<Option<(Vec<DataType>, DataFrame)>, ExecError> {
-    let side = published_side(ctx, staged, parts, keys, None).await?;
+    let mut side = published_side(ctx, staged, parts, keys, None).await?;
+    // The key zones of the published versions' indexes leave out the
+    // partitions that hold no staged key where the footers cannot (keys
+    // whose footer ranges span every region), as the check itself does.
+    let types = across_types(staged, parts, keys)?;
+    if let Ok(mut indexes) = super::indexed::expected(staged, parts, keys, &types) {
+        side.pruned = side.kept(&mut indexes, parts).pruned;
+    }
     let frames = side.frames(ctx, staged, parts, keys)?;
     Ok(frames.map(|(published, _)| (side.types, published)))
 }
