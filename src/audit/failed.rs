@@ -45,7 +45,7 @@ impl Prepared {
         let sources = failed::Sources {
             references: &self.references,
             published: others.as_deref(),
-            engine: self.plan.join_engine,
+            engine: (self.plan.join_engine, self.plan.join_test_bits),
         };
         let mut written = failed::write(
             &self.ctx,

@@ -218,8 +218,9 @@ pub struct Sources<'a> {
     pub references: &'a [(String, Dataset)],
     /// The other published partitions (`across published`), when read.
     pub published: Option<&'a [PublishedPart]>,
-    /// Whether the joins run on the key engine (not forced to DataFusion's).
-    pub engine: bool,
+    /// Whether the joins run on the key engine (not forced to DataFusion's),
+    /// and the test-only bits its fingerprints keep, as the audit's joins.
+    pub engine: (bool, Option<u32>),
 }
 
 /// The files written, by check index, and what could not be.
@@ -429,8 +430,8 @@ async fn orphans(
         .ok_or_else(|| {
             ExecError::Audit(format!("reference `{}` was not opened", lookup.reference))
         })?;
-    if sources.engine {
-        let missing = crate::exec::join::missing_keys(ctx, input, reference, lookup).await?;
+    if let (true, bits) = sources.engine {
+        let missing = crate::exec::join::missing_keys(ctx, input, reference, lookup, bits).await?;
         if let Some(keys) = missing {
             let keys = select::keys_frame(ctx, &keys, &lookup.key_types)?;
             return select::matching(ctx, input, keys, &lookup.columns, &lookup.key_types);

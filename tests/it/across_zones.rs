@@ -17,7 +17,7 @@ use datafusion::parquet::arrow::ArrowWriter;
 use super::across_index::publish;
 use super::across_text::rules;
 use super::oracle::splitmix::Rng;
-use crate::support::{check_across, check_across_with};
+use crate::support::{check_across, check_across_with, files_in};
 
 const PREFIXES: [&str; 4] = ["eu-", "us-", "", "é"];
 
@@ -163,18 +163,7 @@ fn key_zones_rule_out_only_the_partitions_without_a_staged_key() {
                 "{}",
                 String::from_utf8_lossy(&run.stderr)
             );
-            let mut files: Vec<(String, Vec<u8>)> = fs::read_dir(cwd.join(out))
-                .unwrap()
-                .map(|e| e.unwrap())
-                .map(|e| {
-                    (
-                        e.file_name().into_string().unwrap(),
-                        fs::read(e.path()).unwrap(),
-                    )
-                })
-                .collect();
-            files.sort();
-            files
+            files_in(&cwd.join(out))
         };
         let zoned = files("table", "zoned");
         assert_eq!(zoned.len(), 4, "seed {seed}: a file a check");

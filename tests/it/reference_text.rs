@@ -16,7 +16,7 @@ use std::process::Command;
 
 use super::across_text::{pool, write};
 use super::oracle::splitmix::Rng;
-use crate::support::verdict_and_log;
+use crate::support::{files_in, verdict_and_log};
 
 /// `check` of `rules.dq` in `cwd` against `staged` (JSON verdict, and the
 /// `-v` log), with `env`; `grouped` forces DataFusion's joins.
@@ -301,18 +301,10 @@ fn failed_rows_by_the_missing_keys_equal_the_anti_join() {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            let mut files: Vec<(String, Vec<u8>)> = fs::read_dir(cwd.join(dir))
-                .unwrap()
-                .map(|e| {
-                    let e = e.unwrap();
-                    (
-                        e.file_name().into_string().unwrap(),
-                        fs::read(e.path()).unwrap(),
-                    )
-                })
-                .collect();
-            files.sort();
-            (String::from_utf8(out.stdout).unwrap(), files)
+            (
+                String::from_utf8(out.stdout).unwrap(),
+                files_in(&cwd.join(dir)),
+            )
         };
         let grouped = run("grouped", &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], &[]);
         assert_eq!(grouped.1.len(), 2, "both checks have rows");

@@ -127,6 +127,23 @@ pub fn audit_in_process(
 
 /// Copies a staged directory without hidden names (publish moves it, and
 /// refuses Spark's `_temporary/` leftovers).
+/// The files of `dir` (not its subdirectories), by name, with their bytes.
+pub fn files_in(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            (
+                e.file_name().into_string().unwrap(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
 pub fn stage(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {

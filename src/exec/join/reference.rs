@@ -131,7 +131,8 @@ fn reference_side(
 /// Every distinct staged key the reference lacks, exact, values in the
 /// order of the key columns (typed as the staged columns), found by the
 /// key engine's spread lookup, whose memory is bounded (it writes to disk
-/// past its budget); `None` when the key takes no fingerprinted lookup,
+/// past its budget; `bits`: the test-only collision switch); `None` when
+/// the key takes no fingerprinted lookup,
 /// the pool refuses even its budget, or more keys are missing than the
 /// key engine's budget holds (64 bytes a key more than its own: the
 /// failed rows select the staged rows by them, in a join whose table
@@ -141,9 +142,9 @@ pub async fn missing_keys(
     staged: &StagedInput,
     reference: &Dataset,
     lookup: &RefLookup,
+    bits: Option<u32>,
 ) -> Result<Option<Vec<Vec<Value>>>, ExecError> {
     let (columns, types) = (&lookup.columns, &lookup.key_types);
-    let bits = crate::hooks::fingerprint_bits();
     let Some(plan) = fingerprint_plan(staged, columns, types, bits)? else {
         return Ok(None);
     };
