@@ -83,12 +83,13 @@ impl Adjacent {
 /// The keys of `runs` (each in order) counted together, null rows as one
 /// key when `nulls_equal`; `None` if the runs' ranges overlap.
 pub(super) fn together(runs: Vec<Adjacent>, nulls_equal: bool) -> Option<Tallied> {
+    // Every run's null rows, those of runs of nulls alone included.
+    let nulls: u64 = runs.iter().map(|r| r.nulls).sum();
     let mut runs: Vec<(Vec<Key>, Adjacent)> = runs.into_iter().map(|mut r| (r.ends(), r)).collect();
     runs.retain(|(ends, _)| !ends.is_empty());
     runs.sort_by(|a, b| a.0[0].0.cmp(&b.0[0].0));
     let mut total = Tallied::default();
     let mut open: Option<Key> = None;
-    let mut nulls = 0;
     for (ends, run) in runs {
         for (key, rows) in ends {
             open = match open {
@@ -103,7 +104,6 @@ pub(super) fn together(runs: Vec<Adjacent>, nulls_equal: bool) -> Option<Tallied
                 },
             };
         }
-        nulls += run.nulls;
         total.absorb(run.tallied);
     }
     if let Some((k, n)) = open {
@@ -162,5 +162,15 @@ mod tests {
         let mut a = run(&[("x", 1)]);
         a.nulls(3);
         assert_eq!(together(vec![a], false).map(|t| t.distinct), Some(1));
+    }
+
+    /// A run that met only null rows (a row group of nulls read on its
+    /// own) still counts them: they were dropped with its empty ends.
+    #[test]
+    fn a_run_of_null_rows_alone_counts_them() {
+        let mut nulls = Adjacent::default();
+        nulls.nulls(4);
+        let t = together(vec![nulls, run(&[("x", 1), ("y", 1)])], true).expect("in order");
+        assert_eq!((t.distinct, t.repeated), (3, 1));
     }
 }
