@@ -166,6 +166,14 @@ pub fn sorted_keys() -> Option<usize> {
     parsed!("DQGATE_TEST_SORTED_KEYS")
 }
 
+/// `DQGATE_TEST_FOOTER_ORDER`: `0` makes a text key's first pass over
+/// files whose footers say they are in order keep its fingerprints,
+/// tables and stretches all along as for any other files, instead of
+/// first counting the values in order alone.
+pub fn footer_order() -> Option<usize> {
+    parsed!("DQGATE_TEST_FOOTER_ORDER")
+}
+
 /// `DQGATE_TEST_EXACT_VALUES`: the most values a run of a text key's
 /// first pass tables before it gives its table up (`0`: no table), so
 /// that small files give it up at any point, or never take it.

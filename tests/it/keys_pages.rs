@@ -272,7 +272,17 @@ proptest! {
                 ("DQGATE_TEST_EXACT_VALUES", "0"),
             ];
             env.extend(bits.map(|b| ("DQGATE_TEST_FINGERPRINT_BITS", b)));
+            // Files whose footers say they are in order are counted in
+            // order alone first.
             let (got, stderr) = check(tmp.path(), &env, None);
+            let footers = stderr.contains("as the footers' ranges said (nothing else kept)");
+            prop_assert!(!footers || !overlapping || files == 1, "{}", stderr);
+            prop_assert!(got == grouped, "footers, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+            // The rest keep their tables, fingerprints and stretches all
+            // along.
+            env.push(("DQGATE_TEST_FOOTER_ORDER", "0"));
+            let (got, stderr) = check(tmp.path(), &env, None);
+            prop_assert!(!stderr.contains("footers' ranges"), "{}", stderr);
             let side_by_side = stderr.contains("the values in order: counted side by side");
             prop_assert!(side_by_side == (!overlapping || files == 1), "{}", stderr);
             let merged = stderr.contains("merge the stretches in order");
@@ -300,6 +310,124 @@ proptest! {
             }
         }
     }
+}
+
+/// `values` written as one file of row groups of `group` rows, with
+/// statistics (a text column, pages of 1,000 rows).
+fn write_groups(dir: &Path, values: Vec<Option<String>>, group: usize) {
+    write_named(dir, "part-0.parquet", values, group);
+}
+
+/// [`write_groups`] to the file `name`.
+fn write_named(dir: &Path, name: &str, values: Vec<Option<String>>, group: usize) {
+    fs::create_dir_all(dir).unwrap();
+    let column: ArrayRef = Arc::new(StringArray::from(values));
+    let field = Field::new("s", DataType::Utf8, true);
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(vec![field])), vec![column]).unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(group))
+        .set_data_page_row_count_limit(1_000)
+        .set_write_batch_size(100)
+        .build();
+    let file = fs::File::create(dir.join(name)).unwrap();
+    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// Sorted files whose ranges follow one another, listed out of their
+/// order (`data_10` before `data_2`, as a sorted export of many files is
+/// named): their row groups are read in the order of their ranges, and
+/// counted in order alone, a key at the end of one file and the start of
+/// the next counted once. Their ranges overlapping, they are not.
+#[test]
+fn sorted_files_listed_out_of_their_order_are_counted_in_order() {
+    // Each file's first key this many below the one before's last plus one.
+    for overlap in [0, 1, 2] {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("k.dq"), RULES).unwrap();
+        let staged = tmp.path().join("staged");
+        for f in 0..12u64 {
+            let first = (f * 1_000).saturating_sub(overlap);
+            let values =
+                (first..(f + 1) * 1_000).map(|k| Some(format!("key-{k:06}-of-some-width")));
+            let mut values: Vec<Option<String>> = values.collect();
+            values.push(values[3].clone());
+            values.sort();
+            write_named(&staged, &format!("data_{f}.parquet"), values, 400);
+        }
+        let ((got, counted, again), grouped) = in_order_check(tmp.path());
+        assert_eq!(
+            (counted, again),
+            (overlap < 2, false),
+            "overlapping: {overlap}"
+        );
+        assert_eq!(got, grouped);
+    }
+}
+
+/// The fingerprint strategy's run of `k.dq` over `dir`'s staged files,
+/// the key columns not kept: (its verdict, whether the first pass counted
+/// the values in order as the footers said, whether it had to read them
+/// again), beside the grouped verdict.
+fn in_order_check(dir: &Path) -> ((String, bool, bool), String) {
+    let (grouped, _) = check(dir, &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
+    let env = [
+        ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
+        ("DQGATE_TEST_KEEP_BYTES", "0"),
+    ];
+    let (got, stderr) = check(dir, &env, None);
+    let counted = stderr.contains("as the footers' ranges said (nothing else kept)");
+    let again = stderr.contains("as the footers' ranges said, until one came out of order");
+    ((got, counted, again), grouped)
+}
+
+/// Row groups whose ranges follow one another, each holding its range's
+/// keys out of order (a range-partitioned write, not sorted within): the
+/// footers say the values are in order, the first value out of order ends
+/// that count, and the whole pass reads them again for the verdict.
+#[test]
+fn values_out_of_order_within_row_groups_the_footers_order_are_read_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(tmp.path().join("k.dq"), RULES).unwrap();
+    let mut rng = Rng(7);
+    let mut values = Vec::new();
+    for group in 0..4u64 {
+        let mut keys: Vec<u64> = (0..10_000)
+            .map(|_| group * 1_000_000 + rng.below(9_000))
+            .collect();
+        keys.swap(0, 9_999);
+        values.extend(
+            keys.iter()
+                .map(|k| Some(format!("order-{k:012}-of-a-long-key"))),
+        );
+    }
+    write_groups(&tmp.path().join("staged"), values, 10_000);
+    let ((got, counted, again), grouped) = in_order_check(tmp.path());
+    assert!(!counted && again, "the first pass met values out of order");
+    assert_eq!(got, grouped);
+    assert!(got.contains("\"status\": \"fail\""), "{got}");
+}
+
+/// Sorted keys after a row group of nulls alone, each read by a run of
+/// its own: the nulls are one repeated key with nulls not distinct, and
+/// are counted though their run met no value (they were lost before).
+#[test]
+fn sorted_keys_after_a_row_group_of_nulls_count_the_nulls() {
+    let tmp = tempfile::tempdir().unwrap();
+    fs::write(tmp.path().join("k.dq"), RULES).unwrap();
+    let mut values: Vec<Option<String>> = vec![None; 20_000];
+    values.extend((0..20_000).map(|i| Some(format!("customer-{:08}@example-mail.com", i / 2))));
+    write_groups(&tmp.path().join("staged"), values, 20_000);
+    let ((got, counted, again), grouped) = in_order_check(tmp.path());
+    assert!(counted && !again, "the footers say the values are in order");
+    assert_eq!(got, grouped);
+    let verdict: serde_json::Value = serde_json::from_str(&got).unwrap();
+    let values: Vec<u64> = (verdict["checks"].as_array().unwrap().iter())
+        .map(|c| c["value"].as_u64().unwrap())
+        .collect();
+    // unique(s), the nulls' key besides, and the distinct keys.
+    assert_eq!(values, vec![10_000, 10_001, 10_000]);
 }
 
 /// A run that gives its table of exact values up pushes what it tabled as

@@ -92,6 +92,15 @@ pub(super) trait Visit {
     fn stop(&mut self) -> Option<Error> {
         None
     }
+    /// Whether values are hashed for it (else their fingerprints are 0).
+    fn hashed(&self) -> bool {
+        true
+    }
+    /// Whether it wants no more values: the walk skips the rest of its
+    /// run, from the next page on.
+    fn done(&self) -> bool {
+        false
+    }
 }
 
 /// How many values [`Visit::batch`] is given at a time.
@@ -134,6 +143,7 @@ pub(super) async fn walk<V: Visit + Send + 'static>(
 ) -> Result<(Vec<V>, u64), Error> {
     let group = |reader: &mut Reader, file: &FileColumns, group, v: &mut V| match v.stop() {
         Some(why) => Err(why),
+        None if v.done() => Ok(0),
         None => reader.group(file, group, v),
     };
     let done = walk_runs(pages, label, (Reader::default, visitor), group).await?;
@@ -222,9 +232,9 @@ impl Reader {
                 &"internal: a single key planned with several columns",
             ));
         };
-        self.set(kind, true);
+        self.set(kind, v.hashed());
         let done = self.chunk(path, rg.column(leaf), rows, v)?;
-        if done == rows {
+        if done == rows || v.done() {
             return Ok(rows);
         }
         // The rest of the chunk through the Arrow reader.
@@ -312,6 +322,9 @@ impl Reader {
         self.chunk_rows = rows;
         let mut done = 0;
         while let Some(page) = pages.get_next_page().map_err(|e| failed(&e))? {
+            if v.done() {
+                break;
+            }
             match self.page(page, nullable, v) {
                 Ok(Ok(n)) => done += n,
                 Ok(Err(Surprise)) => break,
