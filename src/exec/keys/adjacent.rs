@@ -11,14 +11,8 @@
 //! one key, its rows summed. The keys between a run's first and last lie
 //! in no other run, so they are counted once.
 //!
-//! Files whose footers say the values come in order (each run's row
-//! groups' ranges follow one another, and the runs' do too, or the row
-//! groups' ranges once taken in their order: [`in_order`]) are first counted so and in no other way
-//! ([`Ordered`]): no fingerprint is computed and nothing is kept, and the
-//! first value out of order ends the count; only then is the whole first
-//! pass run, a second read. On 10M keys each twice, in one sorted file,
-//! that took the pass from 0.28 s and 195 MB to 0.10 s and 51 MB, the
-//! time to read the column.
+//! Files whose footers say the values come in order are first counted
+//! so alone ([`super::in_order`]).
 //!
 //! The order is that of the values' bytes. Rows that come by value (a
 //! dictionary page's rows tallied, [`super::pages::Visit::by_value`]) come
@@ -28,7 +22,6 @@
 use std::cmp::Ordering;
 
 use super::found::Tallied;
-use super::pages::{TextPages, Visit};
 
 /// A key's bytes and its rows.
 type Key = (Vec<u8>, u64);
@@ -123,146 +116,6 @@ pub(super) fn together(runs: Vec<Adjacent>, nulls_equal: bool) -> Option<Tallied
         total.key(0, &[], nulls);
     }
     Some(total)
-}
-
-/// A run's values counted in order and nothing else (no fingerprint, no
-/// table, no stretches): the first pass over files whose footers say they
-/// are in order ([`in_order`]). At the first value out of order it
-/// is done, and the walk skips the rest of its run.
-#[derive(Default)]
-pub(super) struct Ordered {
-    adjacent: Adjacent,
-    broken: bool,
-}
-
-impl Ordered {
-    /// The runs' count in order, or `None` when a value came out of order
-    /// or the runs' ranges overlap.
-    pub(super) fn together(runs: Vec<Ordered>, nulls_equal: bool) -> Option<Tallied> {
-        let runs: Option<Vec<Adjacent>> = (runs.into_iter())
-            .map(|r| (!r.broken).then_some(r.adjacent))
-            .collect();
-        together(runs?, nulls_equal)
-    }
-}
-
-impl Visit for Ordered {
-    #[inline]
-    fn value(&mut self, _: u64, value: &[u8]) {
-        self.rows(0, value, 1);
-    }
-
-    fn nulls(&mut self, n: u64) {
-        self.adjacent.nulls(n);
-    }
-
-    fn by_value(&self) -> bool {
-        true
-    }
-
-    #[inline]
-    fn rows(&mut self, _: u64, value: &[u8], rows: u64) {
-        if !self.broken && !self.adjacent.add(value, rows) {
-            self.broken = true;
-        }
-    }
-
-    fn hashed(&self) -> bool {
-        false
-    }
-
-    fn done(&self) -> bool {
-        self.broken
-    }
-}
-
-/// The range of a single text key's values in row group `group` of file
-/// `file` of `walks`, as its footer gives it, and its rows: `Some(None)`
-/// for a row group of nulls alone, `None` when the footer gives no range.
-fn range_of(walks: &TextPages, (file, group): (usize, usize)) -> Option<(Option<Range<'_>>, u64)> {
-    let file = &walks.files[file];
-    let &(leaf, _) = file.parts.first()?;
-    let group = file.arrow.metadata.metadata().row_group(group);
-    let rows = group.num_rows().max(0) as u64;
-    let chunk = group.column(leaf);
-    let stats = chunk.statistics()?;
-    if stats.null_count_opt() == Some(chunk.num_values().max(0) as u64) {
-        return Some((None, rows));
-    }
-    Some((Some((stats.min_bytes_opt()?, stats.max_bytes_opt()?)), rows))
-}
-
-/// The least and the greatest value of a row group.
-type Range<'a> = (&'a [u8], &'a [u8]);
-
-/// Whether ranges in this order follow one another: none begins below the
-/// greatest value of the one before (they may share it).
-fn follow(ranges: &[Range]) -> bool {
-    ranges.windows(2).all(|w| w[0].1 <= w[1].0)
-}
-
-/// The walks of `walks` (a single text key) in which the footers say each
-/// run's values come in order and the runs' ranges do not overlap; `None`
-/// when they say no order does. Only a hint (the values are still
-/// compared one by one): files sorted by the key, as a sorted DuckDB,
-/// Spark or Polars write leaves them.
-///
-/// The runs as planned, when in each every row group with a value has a
-/// least and a greatest value, none below the one before's greatest, and
-/// the runs' ranges, taken by their least, follow one another. Else, when
-/// the row groups' ranges follow one another once taken by their least
-/// (sorted files listed out of their order: `data_10` before `data_2`),
-/// the row groups in that order, cut into as many runs of about as many
-/// rows; row groups of nulls alone go first.
-pub(super) fn in_order(walks: &TextPages) -> Option<TextPages> {
-    let mut ranges = Vec::with_capacity(walks.runs.len());
-    let mut planned = true;
-    for run in &walks.runs {
-        let mut groups = Vec::with_capacity(run.len());
-        for &at in run {
-            groups.extend(range_of(walks, at)?.0);
-        }
-        planned &= follow(&groups);
-        if let (Some(first), Some(last)) = (groups.first(), groups.last()) {
-            ranges.push((first.0, last.1));
-        }
-    }
-    ranges.sort_unstable();
-    if planned && follow(&ranges) {
-        return Some(TextPages {
-            files: walks.files.clone(),
-            runs: walks.runs.clone(),
-            rows: walks.rows,
-        });
-    }
-    let mut groups = Vec::new();
-    for &at in walks.runs.iter().flatten() {
-        let (range, rows) = range_of(walks, at)?;
-        groups.push((range, at, rows));
-    }
-    // Nulls alone (`None`) first, then by range.
-    groups.sort_unstable();
-    let ranges: Vec<Range> = groups.iter().filter_map(|g| g.0).collect();
-    if !follow(&ranges) {
-        return None;
-    }
-    let n = walks.runs.len().max(1) as u64;
-    let per = walks.rows.div_ceil(n).max(1);
-    let mut runs: Vec<Vec<(usize, usize)>> = vec![Vec::new()];
-    let mut filled = 0;
-    for (_, at, rows) in groups {
-        if filled >= per && (runs.len() as u64) < n {
-            runs.push(Vec::new());
-            filled = 0;
-        }
-        runs.last_mut().expect("a run").push(at);
-        filled += rows;
-    }
-    Some(TextPages {
-        files: walks.files.clone(),
-        runs,
-        rows: walks.rows,
-    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::SessionContext;
 
-use super::adjacent::{self, Adjacent, Ordered};
+use super::adjacent::{self, Adjacent};
 use super::binned::{self, Binned};
 use super::count;
 use super::encode;
@@ -38,55 +38,9 @@ pub(super) enum Scanned {
 /// [`partition_and_count`] of the fingerprints of a key walked page by
 /// page ([`pages`], [`rowpages`]); cut by `bits`. A single text key's runs
 /// table its exact values as they go, and when every run kept its table
-/// they are the answer ([`values`]).
-///
-/// Files whose footers say a single text key's values come in order are
-/// first counted in order alone ([`adjacent::Ordered`]: no fingerprint, no
-/// table, no stretches); a value out of order, or runs whose ranges
-/// overlap, send them through the whole pass after, a second read.
-pub(super) async fn partition_pages<R: Split<u64>>(
-    ctx: &SessionContext,
-    paged: &Paged,
-    job: &KeyJob,
-    label: &str,
-    (partitions, split): (usize, R),
-    bits: u32,
-) -> Result<Scanned, Error> {
-    let started = Instant::now();
-    let text = match paged {
-        Paged::One(text) if crate::hooks::footer_order() != Some(0) => adjacent::in_order(text),
-        _ => None,
-    };
-    let Some(text) = text else {
-        return partition_all(ctx, paged, job, label, (partitions, split), bits).await;
-    };
-    let (runs, repeats) = pages::walk(&text, label, Ordered::default).await?;
-    let how = format!(
-        "scan (page by page{}) on {} run(s)",
-        pages::repeats(repeats),
-        runs.len()
-    );
-    if let Some(counted) = Ordered::together(runs, job.nulls_equal) {
-        let passes = vec![format!(
-            "{how}, the values in order: counted side by side, as the footers' ranges said (nothing else kept): {:.2} s",
-            started.elapsed().as_secs_f64()
-        )];
-        return exact(counted, job, passes, 0);
-    }
-    let first = format!(
-        "{how}, counting the values in order as the footers' ranges said, until one came out of order: {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
-    let mut scanned = partition_all(ctx, paged, job, label, (partitions, split), bits).await?;
-    match &mut scanned {
-        Scanned::Counted(_, _, passes, _) => passes.insert(0, first),
-        Scanned::Exact(found) => found.passes.insert(0, first),
-    }
-    Ok(scanned)
-}
-
-/// [`partition_pages`] with everything kept all along.
-async fn partition_all<R: Split<u64>>(
+/// they are the answer ([`values`]). (Files in order are counted first by
+/// [`super::in_order::partition_pages`].)
+pub(super) async fn partition_all<R: Split<u64>>(
     ctx: &SessionContext,
     paged: &Paged,
     job: &KeyJob,
@@ -318,7 +272,7 @@ fn binned_of(
 
 /// The exact keys of a single text key `counted` in the first pass, as
 /// the answer.
-fn exact(
+pub(super) fn exact(
     counted: Tallied,
     job: &KeyJob,
     passes: Vec<String>,
