@@ -412,8 +412,11 @@ def crosscheck_repeated_text(binary, work):
     up at 5,000 values and what they held counted as fingerprints; no
     table, so that more than 16,384 fingerprints repeat and the
     verification, reading the key again page by page, takes the rows by
-    value (a dictionary's tallied, plain values in batches). Returns
-    (checked, failures)."""
+    value (a dictionary's tallied, plain values in batches). The same rows
+    in files each sorted on its own (stretches merged), and in one order
+    across the files (counted in order alone, as the footers say; a file
+    whose row groups' ranges follow one another but whose rows do not,
+    read again by the whole pass). Returns (checked, failures)."""
     rng = random.Random(20261206)
     base = os.path.join(work, "repeated-text")
     shutil.rmtree(base, ignore_errors=True)
@@ -457,6 +460,34 @@ def crosscheck_repeated_text(binary, work):
                 con.register("s", pa.table({"k": pa.array(part, pa.string())}))
                 con.execute(f"COPY (SELECT k FROM s ORDER BY k NULLS LAST) TO '{base}/{name}/part-{p}.parquet' "
                             "(ROW_GROUP_SIZE 15000)")
+    # The same rows in one order across the files: DuckDB's one sorted
+    # file; pyarrow's three typed as a dictionary, listed out of their order
+    # (part-0 holds the greatest keys); and DuckDB's three row groups each
+    # holding a range of keys out of order (a range-partitioned write). The
+    # footers say the first two are in order, counted so alone; the third,
+    # read again after its first value out of order.
+    in_order = sorted(rows, key=lambda v: (v is None, v or ""))
+    con = duckdb.connect()
+    con.register("s", pa.table({"k": pa.array(rows, pa.string())}))
+    os.makedirs(f"{base}/duckdb-one-order")
+    con.execute(f"COPY (SELECT k FROM s ORDER BY k NULLS FIRST) TO '{base}/duckdb-one-order/part-0.parquet' "
+                "(ROW_GROUP_SIZE 20000)")
+    os.makedirs(f"{base}/dictionary-one-order")
+    third = len(in_order) // 3
+    for p in range(3):
+        part = in_order[(2 - p) * third:(3 - p) * third if p else None]
+        col = pa.array(part, pa.string()).dictionary_encode()
+        pq.write_table(pa.table({"k": col}), f"{base}/dictionary-one-order/part-{p}.parquet", row_group_size=15_000)
+    os.makedirs(f"{base}/duckdb-ranges")
+    con.execute("COPY (SELECT k FROM (SELECT k, row_number() OVER (ORDER BY k NULLS FIRST) - 1 AS n FROM s) "
+                f"ORDER BY n // 40960, hash(n)) TO '{base}/duckdb-ranges/part-0.parquet' (ROW_GROUP_SIZE 40960)")
+    order_ways = [("footers in order", {}, "as the footers' ranges said (nothing else kept)")]
+    # One file not heeding its footers: each run counts its values in
+    # order while it keeps its stretches, as before.
+    one_way = order_ways + [
+        ("footers not heeded", {"DQGATE_TEST_FOOTER_ORDER": "0"}, "the values in order: counted side by side: "),
+    ]
+    ranges_ways = [("out of order", {}, "until one came out of order")]
     sorted_ways = [
         ("merged", {}, "merge the stretches in order"),
         ("to disk", {"DQGATE_TEST_SORTED_KEYS": "2000"}, "written to disk"),
@@ -467,6 +498,8 @@ def crosscheck_repeated_text(binary, work):
     checked = failures = 0
     layouts = [(n, ways) for n in ("duckdb", "pyarrow", "dictionary-typed")]
     layouts += [(n, sorted_ways) for n in ("duckdb-sorted-files", "dictionary-sorted-files")]
+    layouts += [("duckdb-one-order", one_way), ("dictionary-one-order", order_ways)]
+    layouts += [("duckdb-ranges", ranges_ways)]
     for name, ways in layouts:
         theirs = duckdb_values(f"{base}/{name}", REPEATED_SQL)
         for way, extra, said in ways:
