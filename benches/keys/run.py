@@ -232,6 +232,14 @@ PAIRS = [
      "SELECT count(*) FROM (SELECT k FROM {t} WHERE k IS NOT NULL GROUP BY k HAVING count(*) > 1)"),
 ]
 PAIRS_SCATTERED = [(w[0].replace("in key order", "scattered"),) + w[1:] for w in PAIRS]
+# Every key twice, in row groups of 122,880 rows each holding a range of
+# keys in no order (a range-partitioned write not sorted within: Spark's
+# `repartitionByRange`): the footers' ranges follow one another, the rows do
+# not. And in key order but for the last 2% of rows, reversed: the order
+# breaks near the end.
+PAIRS_RANGES = [(w[0].replace("in key order", "row groups of key ranges, unsorted within"),) + w[1:]
+                for w in PAIRS]
+PAIRS_LATE = [(w[0].replace("in key order", "in key order but the last 2% reversed"),) + w[1:] for w in PAIRS]
 # Every key twice, in FILES files each sorted by the key on its own, each row
 # in a file drawn by hash (Spark's `repartition(FILES)` then
 # `sortWithinPartitions("k")`, a hash-partitioned sorted write): the files'
@@ -257,6 +265,23 @@ def pairs(python, data, size):
             os.makedirs(d, exist_ok=True)
             sql = (f"COPY (SELECT {k} AS k FROM range({rows}) t(i) ORDER BY {order}) "
                    f"TO '{d}/part-0.parquet'")
+            subprocess.run([python, "-c", f"import duckdb; duckdb.sql({sql!r})"], check=True)
+    return dirs
+
+
+def ranges_and_late(python, data, size):
+    """(DIR/pairs-SIZE-ranges, DIR/pairs-SIZE-late) for PAIRS_RANGES and
+    PAIRS_LATE, written once."""
+    rows = int(size[:-1]) * {"K": 1000, "M": 1000_000}[size[-1]]
+    dirs = [os.path.join(data, f"pairs-{size}-{s}") for s in ("ranges", "late")]
+    cut = rows * 98 // 100
+    orders = ("i // 122880, hash(i)", f"CASE WHEN i >= {cut} THEN {cut + rows - 1} - i ELSE i END")
+    k = "'customer-' || lpad((i // 2)::VARCHAR, 8, '0') || '@example-mail.com'"
+    for d, order in zip(dirs, orders):
+        if not os.path.exists(os.path.join(d, "part-0.parquet")):
+            os.makedirs(d, exist_ok=True)
+            sql = (f"COPY (SELECT {k} AS k FROM range({rows}) t(i) ORDER BY {order}) "
+                   f"TO '{d}/part-0.parquet' (ROW_GROUP_SIZE 122880)")
             subprocess.run([python, "-c", f"import duckdb; duckdb.sql({sql!r})"], check=True)
     return dirs
 
@@ -396,6 +421,10 @@ def main():
                 ordered, scattered = pairs(python, a.data, size)
                 jobs += [(size, w, ordered, None) for w in PAIRS]
                 jobs += [(size, w, scattered, None) for w in PAIRS_SCATTERED]
+            if not a.only or any(a.only in w[0] for w in PAIRS_RANGES + PAIRS_LATE):
+                ranges, late = ranges_and_late(python, a.data, size)
+                jobs += [(size, w, ranges, None) for w in PAIRS_RANGES]
+                jobs += [(size, w, late, None) for w in PAIRS_LATE]
             for w in PAIRS_FILES:
                 if not a.only or a.only in w[0]:
                     jobs.append((size, w[:4], sorted_files(python, a.data, size, w[4]), None))

@@ -487,7 +487,7 @@ def crosscheck_repeated_text(binary, work):
     one_way = order_ways + [
         ("footers not heeded", {"DQGATE_TEST_FOOTER_ORDER": "0"}, "the values in order: counted side by side: "),
     ]
-    ranges_ways = [("out of order", {}, "until one came out of order")]
+    ranges_ways = [("out of order", {}, "each row group's values tabled on their own")]
     sorted_ways = [
         ("merged", {}, "merge the stretches in order"),
         ("to disk", {"DQGATE_TEST_SORTED_KEYS": "2000"}, "written to disk"),

@@ -356,7 +356,7 @@ fn sorted_files_listed_out_of_their_order_are_counted_in_order() {
             values.sort();
             write_named(&staged, &format!("data_{f}.parquet"), values, 400);
         }
-        let ((got, counted, again), grouped) = in_order_check(tmp.path());
+        let ((got, counted, again, _), grouped) = in_order_check(tmp.path(), None);
         assert_eq!(
             (counted, again),
             (overlap < 2, false),
@@ -367,46 +367,108 @@ fn sorted_files_listed_out_of_their_order_are_counted_in_order() {
 }
 
 /// The fingerprint strategy's run of `k.dq` over `dir`'s staged files,
-/// the key columns not kept: (its verdict, whether the first pass counted
-/// the values in order as the footers said, whether it had to read them
-/// again), beside the grouped verdict.
-fn in_order_check(dir: &Path) -> ((String, bool, bool), String) {
+/// the key columns not kept (`limit`: a memory limit): (its verdict,
+/// whether the first pass counted the values in order as the footers
+/// said, whether it had to read them again, and then whether it tabled
+/// each row group on its own), beside the grouped verdict.
+fn in_order_check(dir: &Path, limit: Option<&str>) -> ((String, bool, bool, bool), String) {
     let (grouped, _) = check(dir, &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
     let env = [
         ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
         ("DQGATE_TEST_KEEP_BYTES", "0"),
     ];
-    let (got, stderr) = check(dir, &env, None);
+    let (got, stderr) = check(dir, &env, limit);
     let counted = stderr.contains("as the footers' ranges said (nothing else kept)");
     let again = stderr.contains("as the footers' ranges said, until one came out of order");
-    ((got, counted, again), grouped)
+    let tabled = stderr.contains("each row group's values tabled on their own");
+    ((got, counted, again, tabled), grouped)
+}
+
+/// Keys of `groups` row groups of `rows` rows each holding a range of
+/// keys out of order (a range-partitioned write, not sorted within), with
+/// nulls (`nulls` in 1,000): the keys sorted, then shuffled within each
+/// row group, so that the ranges follow one another and may share a key
+/// at their ends.
+fn ranges(
+    rng: &mut Rng,
+    groups: usize,
+    rows: usize,
+    distinct: u64,
+    nulls: u64,
+) -> Vec<Option<String>> {
+    let mut keys: Vec<String> = (0..groups * rows)
+        .map(|_| value(rng.below(distinct)))
+        .collect();
+    keys.sort_unstable();
+    let mut values: Vec<Option<String>> = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks_mut(rows) {
+        for i in (1..chunk.len()).rev() {
+            chunk.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        values.extend(
+            chunk
+                .iter()
+                .map(|k| (rng.below(1000) >= nulls).then(|| k.clone())),
+        );
+    }
+    values
 }
 
 /// Row groups whose ranges follow one another, each holding its range's
-/// keys out of order (a range-partitioned write, not sorted within): the
-/// footers say the values are in order, the first value out of order ends
-/// that count, and the whole pass reads them again for the verdict.
+/// keys out of order: the footers say the values are in order, the first
+/// value out of order ends that count, and each row group's values are
+/// tabled on their own and counted as the runs in order are. Under a
+/// memory limit too small for a row group's table, the whole pass reads
+/// them again instead.
 #[test]
-fn values_out_of_order_within_row_groups_the_footers_order_are_read_again() {
+fn row_groups_of_key_ranges_out_of_order_are_tabled_each_on_its_own() {
     let tmp = tempfile::tempdir().unwrap();
     fs::write(tmp.path().join("k.dq"), RULES).unwrap();
-    let mut rng = Rng(7);
-    let mut values = Vec::new();
-    for group in 0..4u64 {
-        let mut keys: Vec<u64> = (0..10_000)
-            .map(|_| group * 1_000_000 + rng.below(9_000))
-            .collect();
-        keys.swap(0, 9_999);
-        values.extend(
-            keys.iter()
-                .map(|k| Some(format!("order-{k:012}-of-a-long-key"))),
-        );
-    }
-    write_groups(&tmp.path().join("staged"), values, 10_000);
-    let ((got, counted, again), grouped) = in_order_check(tmp.path());
-    assert!(!counted && again, "the first pass met values out of order");
+    let values = ranges(&mut Rng(7), 4, 40_000, 100_000, 20);
+    write_groups(&tmp.path().join("staged"), values, 40_000);
+    let ((got, counted, again, tabled), grouped) = in_order_check(tmp.path(), None);
+    assert!(
+        !counted && again && tabled,
+        "the first pass met values out of order"
+    );
     assert_eq!(got, grouped);
     assert!(got.contains("\"status\": \"fail\""), "{got}");
+    let ((got, _, again, tabled), _) = in_order_check(tmp.path(), Some("64KiB"));
+    assert!(again && !tabled, "no room for a row group's table");
+    assert_eq!(got, grouped);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// Row groups of key ranges out of order within, of random text and
+    /// row group sizes, with nulls, keys shared at the ranges' ends, with
+    /// whole and colliding fingerprints: each tabled on its own, they
+    /// give the grouped verdict, samples included.
+    #[test]
+    fn row_groups_of_key_ranges_give_the_grouped_verdict(seed in any::<u64>()) {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("k.dq"), RULES).unwrap();
+        let mut rng = Rng(seed);
+        let (groups, rows) = (2 + rng.below(6) as usize, 500 + rng.below(5_000) as usize);
+        let distinct = 50 + rng.below(20_000);
+        let nulls = rng.below(3) * 50;
+        let values = ranges(&mut rng, groups, rows, distinct, nulls);
+        write_groups(&tmp.path().join("staged"), values, rows);
+        let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
+        for bits in [None, Some("6")] {
+            let mut env = vec![
+                ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
+                ("DQGATE_TEST_KEEP_BYTES", "0"),
+            ];
+            env.extend(bits.map(|b| ("DQGATE_TEST_FINGERPRINT_BITS", b)));
+            let (got, stderr) = check(tmp.path(), &env, None);
+            let tabled = stderr.contains("each row group's values tabled on their own");
+            let counted = stderr.contains("as the footers' ranges said (nothing else kept)");
+            prop_assert!(tabled || counted, "{}", stderr);
+            prop_assert!(got == grouped, "bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+        }
+    }
 }
 
 /// Sorted keys after a row group of nulls alone, each read by a run of
@@ -419,7 +481,7 @@ fn sorted_keys_after_a_row_group_of_nulls_count_the_nulls() {
     let mut values: Vec<Option<String>> = vec![None; 20_000];
     values.extend((0..20_000).map(|i| Some(format!("customer-{:08}@example-mail.com", i / 2))));
     write_groups(&tmp.path().join("staged"), values, 20_000);
-    let ((got, counted, again), grouped) = in_order_check(tmp.path());
+    let ((got, counted, again, _), grouped) = in_order_check(tmp.path(), None);
     assert!(counted && !again, "the footers say the values are in order");
     assert_eq!(got, grouped);
     let verdict: serde_json::Value = serde_json::from_str(&got).unwrap();
@@ -457,6 +519,7 @@ fn a_table_given_up_counts_the_null_rows_it_held() {
         ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
         ("DQGATE_TEST_KEEP_BYTES", "0"),
         ("DQGATE_TEST_EXACT_VALUES", "10"),
+        ("DQGATE_TEST_FOOTER_ORDER", "0"),
     ];
     let (got, stderr) = check(tmp.path(), &env, None);
     assert!(stderr.contains("giving up their table"), "{stderr}");

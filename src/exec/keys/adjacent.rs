@@ -24,7 +24,7 @@ use std::cmp::Ordering;
 use super::found::Tallied;
 
 /// A key's bytes and its rows.
-type Key = (Vec<u8>, u64);
+pub(super) type Key = (Vec<u8>, u64);
 
 /// A run's count of keys in order.
 #[derive(Default)]
@@ -68,6 +68,23 @@ impl Adjacent {
             Ordering::Less => return false,
         }
         true
+    }
+
+    /// The count of keys that came in no order but lie in a range no other
+    /// run's keys enter (a row group's, tabled): its least key and its
+    /// greatest (`None`: the same) at its ends, the others in `between`.
+    pub(super) fn of_range(least: Key, greatest: Option<Key>, between: Tallied) -> Adjacent {
+        let (first, (open, rows)) = match greatest {
+            None => (None, least),
+            Some(g) => (Some(least), g),
+        };
+        Adjacent {
+            first,
+            open,
+            rows,
+            tallied: between,
+            nulls: 0,
+        }
     }
 
     /// `n` null rows.

@@ -487,6 +487,20 @@ impl Values {
         Some(u64::from(self.u32_at(self.slots[i].start as usize)))
     }
 
+    /// Empties the table, keeping its room (and its reservation).
+    pub(super) fn clear(&mut self) {
+        let free = Slot {
+            tag: 0,
+            start: FREE,
+        };
+        self.slots.fill(free);
+        self.arena.clear();
+        self.fingerprints.clear();
+        self.marks.clear();
+        (self.len, self.repeated, self.twice) = (0, 0, 0);
+        (self.rows, self.nulls, self.grown) = (0, 0, (0, 0));
+    }
+
     /// Adds `n` null rows.
     pub(super) fn nulls(&mut self, n: u64) {
         self.nulls += n;
