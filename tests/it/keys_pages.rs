@@ -396,12 +396,29 @@ fn ranges(
     distinct: u64,
     nulls: u64,
 ) -> Vec<Option<String>> {
+    clusters(rng, &vec![1; groups], rows, distinct, nulls)
+}
+
+/// [`ranges`] with the rows of each cluster of row groups (`sizes`: how
+/// many row groups each) shuffled together, so that the ranges of a
+/// cluster's row groups meet.
+fn clusters(
+    rng: &mut Rng,
+    sizes: &[usize],
+    rows: usize,
+    distinct: u64,
+    nulls: u64,
+) -> Vec<Option<String>> {
+    let groups: usize = sizes.iter().sum();
     let mut keys: Vec<String> = (0..groups * rows)
         .map(|_| value(rng.below(distinct)))
         .collect();
     keys.sort_unstable();
     let mut values: Vec<Option<String>> = Vec::with_capacity(keys.len());
-    for chunk in keys.chunks_mut(rows) {
+    let mut at = 0;
+    for n in sizes {
+        let chunk = &mut keys[at..at + n * rows];
+        at += n * rows;
         for i in (1..chunk.len()).rev() {
             chunk.swap(i, rng.below(i as u64 + 1) as usize);
         }
@@ -442,18 +459,25 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
 
     /// Row groups of key ranges out of order within, of random text and
-    /// row group sizes, with nulls, keys shared at the ranges' ends, with
-    /// whole and colliding fingerprints: each tabled on its own, they
-    /// give the grouped verdict, samples included.
+    /// row group sizes, with nulls, keys shared at the ranges' ends, some
+    /// meeting in clusters, with whole and colliding fingerprints: each
+    /// (cluster) tabled on its own, they give the grouped verdict, samples
+    /// included.
     #[test]
     fn row_groups_of_key_ranges_give_the_grouped_verdict(seed in any::<u64>()) {
         let tmp = tempfile::tempdir().unwrap();
         fs::write(tmp.path().join("k.dq"), RULES).unwrap();
         let mut rng = Rng(seed);
-        let (groups, rows) = (2 + rng.below(6) as usize, 500 + rng.below(5_000) as usize);
+        let rows = 500 + rng.below(5_000) as usize;
         let distinct = 50 + rng.below(20_000);
         let nulls = rng.below(3) * 50;
-        let values = ranges(&mut rng, groups, rows, distinct, nulls);
+        // Row groups apart, or meeting in clusters of two (the clusters'
+        // ranges apart).
+        let sizes: Vec<usize> = match rng.below(2) {
+            0 => vec![1; 2 + rng.below(6) as usize],
+            _ => (0..3 + rng.below(4)).map(|_| 1 + rng.below(2) as usize).collect(),
+        };
+        let values = clusters(&mut rng, &sizes, rows, distinct, nulls);
         write_groups(&tmp.path().join("staged"), values, rows);
         let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
         for bits in [None, Some("6")] {

@@ -19,10 +19,13 @@
 //! next ([`Ranged`]), and their counts put together as the runs' in order
 //! are: a row group's keys lie in no other but for its least and its
 //! greatest. Every key twice, 10M rows in row groups of key ranges: 0.61 s
-//! and 390 MB by the whole pass, 0.28 s and 77 MB so. Only when the ranges
-//! meet after all, or a table does not fit (twice a row group's key
-//! column, in a run's share of the budget), does the whole first pass
-//! read them again ([`partition_all`]).
+//! and 390 MB by the whole pass, 0.28 s and 77 MB so. Row groups whose
+//! ranges meet (the rows of a few of them shuffled together: a sorted file
+//! whose last rows came reversed) are tabled together, as one cluster,
+//! when the clusters' ranges lie apart; the values are not first counted
+//! in order then. Only when the ranges meet after all, or a table does not
+//! fit (twice a cluster's key column, in a run's share of the budget), does
+//! the whole first pass read them again ([`partition_all`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -53,50 +56,62 @@ pub(super) async fn partition_pages<R: Split<u64>>(
     bits: u32,
 ) -> Result<Scanned, Error> {
     let started = Instant::now();
-    let text = match paged {
+    let clustered = match paged {
         Paged::One(text) if crate::hooks::footer_order() != Some(0) => in_order(text),
         _ => None,
     };
-    let Some(text) = text else {
+    let Some(clustered) = clustered else {
         return partition_all(ctx, paged, job, label, (partitions, split), bits).await;
     };
-    let (runs, repeats) = pages::walk(&text, label, Ordered::default).await?;
-    let how = format!(
-        "scan (page by page{}) on {} run(s)",
-        pages::repeats(repeats),
-        runs.len()
-    );
-    if let Some(counted) = Ordered::together(runs, job.nulls_equal) {
-        let passes = vec![format!(
-            "{how}, the values in order: counted side by side, as the footers' ranges said (nothing else kept): {:.2} s",
+    let text = &clustered.walks;
+    let mut lines = Vec::new();
+    if clustered.apart {
+        let (runs, repeats) = pages::walk(text, label, Ordered::default).await?;
+        let how = format!(
+            "scan (page by page{}) on {} run(s)",
+            pages::repeats(repeats),
+            runs.len()
+        );
+        if let Some(counted) = Ordered::together(runs, job.nulls_equal) {
+            let passes = vec![format!(
+                "{how}, the values in order: counted side by side, as the footers' ranges said (nothing else kept): {:.2} s",
+                started.elapsed().as_secs_f64()
+            )];
+            return exact(counted, job, passes, 0);
+        }
+        lines.push(format!(
+            "{how}, counting the values in order as the footers' ranges said, until one came out of order: {:.2} s",
             started.elapsed().as_secs_f64()
-        )];
-        return exact(counted, job, passes, 0);
+        ));
     }
-    let mut lines = vec![format!(
-        "{how}, counting the values in order as the footers' ranges said, until one came out of order: {:.2} s",
-        started.elapsed().as_secs_f64()
-    )];
-    // The row groups' ranges still lie apart: each is tabled on its own,
-    // when there are several and a table of one fits a run's share.
+    // The row groups' ranges still lie apart, or meet only in clusters:
+    // each cluster is tabled on its own, when there are several and a
+    // table of one fits a run's share.
     let tabling = Instant::now();
     let most = (hits::budget(ctx) / text.runs.len().max(1) as u64) as usize;
-    if !tables_fit(&text, most) {
+    if !tables_fit(&clustered, most) {
         return partition_all_after(lines, ctx, paged, job, label, (partitions, split), bits).await;
     }
     let pool = ctx.runtime_env().memory_pool.clone();
     let mask = encode::fingerprint_mask(Some(bits));
-    let (runs, _) = pages::walk(&text, label, || Ranged::new(mask, most, &pool)).await?;
+    // Each run's visitor is made in run order, and takes its run's starts.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let starts = |i: usize| clustered.starts.get(i).cloned().unwrap_or_default();
+    let (runs, _) = pages::walk(text, label, || {
+        let run = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ranged::new(mask, most, &pool, starts(run))
+    })
+    .await?;
     let n = runs.len();
     if let Some(counted) = Ranged::together(runs, job.nulls_equal) {
         lines.push(format!(
-            "scan (page by page) on {n} run(s), each row group's values tabled on their own, their ranges apart as the footers said: {:.2} s",
+            "scan (page by page) on {n} run(s), each row group's values tabled on their own (with those of row groups whose ranges meet theirs), their ranges apart as the footers said: {:.2} s",
             tabling.elapsed().as_secs_f64()
         ));
         return exact(counted, job, lines, 0);
     }
     lines.push(format!(
-        "scan (page by page) on {n} run(s), tabling each row group's values on their own, until the ranges met or a table did not fit: {:.2} s",
+        "scan (page by page) on {n} run(s), tabling each row group's values on their own (with those of row groups whose ranges meet theirs), until the ranges met or a table did not fit: {:.2} s",
         tabling.elapsed().as_secs_f64()
     ));
     partition_all_after(lines, ctx, paged, job, label, (partitions, split), bits).await
@@ -121,20 +136,27 @@ async fn partition_all_after<R: Split<u64>>(
     Ok(scanned)
 }
 
-/// Whether `walks` has more than one row group, and a table of any one
-/// row group's values fits `most` bytes: twice its key column's bytes
+/// Whether `clustered` has more than one cluster, and a table of any one
+/// cluster's values fits `most` bytes: twice its key column's bytes
 /// decompressed (the values, their entries' heads and the table's slots).
 /// (One row group tabled whole is the first pass's own table, which knows
 /// when to give itself up.)
-fn tables_fit(walks: &TextPages, most: usize) -> bool {
-    let groups = walks.runs.iter().flatten();
-    let biggest = groups.clone().map(|&(file, group)| {
-        let file = &walks.files[file];
-        let leaf = file.parts.first().map_or(0, |p| p.0);
-        let chunk = file.arrow.metadata.metadata().row_group(group).column(leaf);
-        chunk.uncompressed_size().max(0) as usize
-    });
-    groups.count() > 1 && biggest.max().unwrap_or(0).saturating_mul(2) <= most
+fn tables_fit(clustered: &Clustered, most: usize) -> bool {
+    let walks = &clustered.walks;
+    let (mut clusters, mut biggest, mut bytes) = (0, 0usize, 0usize);
+    for (run, starts) in walks.runs.iter().zip(&clustered.starts) {
+        for (&(file, group), &start) in run.iter().zip(starts) {
+            let file = &walks.files[file];
+            let leaf = file.parts.first().map_or(0, |p| p.0);
+            let chunk = file.arrow.metadata.metadata().row_group(group).column(leaf);
+            if start {
+                (clusters, bytes) = (clusters + 1, 0);
+            }
+            bytes += chunk.uncompressed_size().max(0) as usize;
+            biggest = biggest.max(bytes);
+        }
+    }
+    clusters > 1 && biggest.saturating_mul(2) <= most
 }
 
 /// A run's row groups each tabled on its own ([`Values`]), when their
@@ -149,15 +171,21 @@ struct Ranged {
     table: Option<Values>,
     counts: Vec<Adjacent>,
     nulls: u64,
+    /// Which of the run's row groups begins a cluster, and the next one's
+    /// place.
+    starts: Vec<bool>,
+    next: usize,
 }
 
 impl Ranged {
-    fn new(mask: u64, most: usize, pool: &Arc<dyn MemoryPool>) -> Ranged {
+    fn new(mask: u64, most: usize, pool: &Arc<dyn MemoryPool>, starts: Vec<bool>) -> Ranged {
         let table = Values::new(mask, most, pool).map(|v| v.for_lookup(usize::MAX));
         Ranged {
             table,
             counts: Vec::new(),
             nulls: 0,
+            starts,
+            next: 0,
         }
     }
 
@@ -237,9 +265,12 @@ impl Visit for Ranged {
         }
     }
 
-    /// Before each row group: the one before becomes a count of its own.
+    /// Before each row group: the cluster before becomes a count of its
+    /// own, if this one begins another.
     fn stop(&mut self) -> Option<Error> {
-        if self.table.as_ref().is_some_and(|t| t.len() > 0) || self.nulls > 0 {
+        let begins = self.starts.get(self.next).copied().unwrap_or(true);
+        self.next += 1;
+        if begins && (self.table.as_ref().is_some_and(|t| t.len() > 0) || self.nulls > 0) {
             self.close();
         }
         None
@@ -335,20 +366,33 @@ fn follow(ranges: &[Range]) -> bool {
     ranges.windows(2).all(|w| w[0].1 <= w[1].0)
 }
 
+/// Row groups walked so that those whose ranges meet lie side by side in
+/// one run: the walks, and for each run which of its row groups begins a
+/// cluster (a row group, or row groups whose ranges meet, apart from the
+/// others' ranges).
+pub(super) struct Clustered {
+    pub walks: TextPages,
+    pub starts: Vec<Vec<bool>>,
+    /// Whether every cluster is one row group (the values may come in
+    /// order throughout).
+    pub apart: bool,
+}
+
 /// The walks of `walks` (a single text key) in which the footers say each
-/// run's values come in order and the runs' ranges do not overlap; `None`
-/// when they say no order does. Only a hint (the values are still
-/// compared one by one): files sorted by the key, as a sorted DuckDB,
-/// Spark or Polars write leaves them.
+/// run's values may come in order and the runs' ranges do not overlap, or
+/// the row groups' ranges meet only in clusters; `None` when they say the
+/// ranges all meet. Only a hint (the values are still compared one by
+/// one): files sorted by the key, as a sorted DuckDB, Spark or Polars
+/// write leaves them, or range-partitioned.
 ///
 /// The runs as planned, when in each every row group with a value has a
 /// least and a greatest value, none below the one before's greatest, and
-/// the runs' ranges, taken by their least, follow one another. Else, when
-/// the row groups' ranges follow one another once taken by their least
-/// (sorted files listed out of their order: `data_10` before `data_2`),
-/// the row groups in that order, cut into as many runs of about as many
-/// rows; row groups of nulls alone go first.
-pub(super) fn in_order(walks: &TextPages) -> Option<TextPages> {
+/// the runs' ranges, taken by their least, follow one another. Else the
+/// row groups taken by their least value (sorted files listed out of their
+/// order: `data_10` before `data_2`), those whose ranges meet in clusters,
+/// cut into as many runs of about as many rows between clusters; row
+/// groups of nulls alone go first.
+pub(super) fn in_order(walks: &TextPages) -> Option<Clustered> {
     let mut ranges = Vec::with_capacity(walks.runs.len());
     let mut planned = true;
     for run in &walks.runs {
@@ -363,10 +407,14 @@ pub(super) fn in_order(walks: &TextPages) -> Option<TextPages> {
     }
     ranges.sort_unstable();
     if planned && follow(&ranges) {
-        return Some(TextPages {
-            files: walks.files.clone(),
-            runs: walks.runs.clone(),
-            rows: walks.rows,
+        return Some(Clustered {
+            starts: walks.runs.iter().map(|r| vec![true; r.len()]).collect(),
+            walks: TextPages {
+                files: walks.files.clone(),
+                runs: walks.runs.clone(),
+                rows: walks.rows,
+            },
+            apart: true,
         });
     }
     let mut groups = Vec::new();
@@ -374,27 +422,51 @@ pub(super) fn in_order(walks: &TextPages) -> Option<TextPages> {
         let (range, rows) = range_of(walks, at)?;
         groups.push((range, at, rows));
     }
-    // Nulls alone (`None`) first, then by range.
+    // Nulls alone (`None`) first, then by range; a row group begins a
+    // cluster unless its least lies below a greatest of the cluster before.
     groups.sort_unstable();
-    let ranges: Vec<Range> = groups.iter().filter_map(|g| g.0).collect();
-    if !follow(&ranges) {
+    let mut top: Option<&[u8]> = None;
+    let starts: Vec<bool> = (groups.iter().map(|g| g.0))
+        .map(|range| match range {
+            None => true,
+            Some((min, max)) => {
+                let starts = top.is_none_or(|t| min >= t);
+                top = Some(match top {
+                    Some(t) if !starts && t > max => t,
+                    _ => max,
+                });
+                starts
+            }
+        })
+        .collect();
+    let clusters = (groups.iter().zip(&starts))
+        .filter(|(g, s)| g.0.is_some() && **s)
+        .count();
+    let apart = starts.iter().all(|s| *s);
+    if clusters < 2 && !apart {
         return None;
     }
     let n = walks.runs.len().max(1) as u64;
     let per = walks.rows.div_ceil(n).max(1);
-    let mut runs: Vec<Vec<(usize, usize)>> = vec![Vec::new()];
+    let (mut runs, mut begins) = (vec![Vec::new()], vec![Vec::new()]);
     let mut filled = 0;
-    for (_, at, rows) in groups {
-        if filled >= per && (runs.len() as u64) < n {
+    for ((_, at, rows), start) in groups.into_iter().zip(starts) {
+        if start && filled >= per && (runs.len() as u64) < n {
             runs.push(Vec::new());
+            begins.push(Vec::new());
             filled = 0;
         }
         runs.last_mut().expect("a run").push(at);
+        begins.last_mut().expect("a run").push(start);
         filled += rows;
     }
-    Some(TextPages {
-        files: walks.files.clone(),
-        runs,
-        rows: walks.rows,
+    Some(Clustered {
+        walks: TextPages {
+            files: walks.files.clone(),
+            runs,
+            rows: walks.rows,
+        },
+        starts: begins,
+        apart,
     })
 }
