@@ -122,6 +122,17 @@ fn write_file(rng: &mut Rng, path: &Path, batch: &RecordBatch, delta: impl Fn(Bu
 }
 
 /// `dqgate check -v` with `env`: (JSON verdict, stderr).
+/// The fingerprint strategy, the key columns not kept (so that they are
+/// read page by page), with fingerprints cut to `bits` if given.
+fn paged_env(bits: Option<&'static str>) -> Vec<(&'static str, &'static str)> {
+    let mut env = vec![
+        ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
+        ("DQGATE_TEST_KEEP_BYTES", "0"),
+    ];
+    env.extend(bits.map(|b| ("DQGATE_TEST_FINGERPRINT_BITS", b)));
+    env
+}
+
 fn check(dir: &Path, env: &[(&str, &str)], limit: Option<&str>) -> (String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dqgate"));
     cmd.current_dir(dir)
@@ -373,11 +384,7 @@ fn sorted_files_listed_out_of_their_order_are_counted_in_order() {
 /// each row group on its own), beside the grouped verdict.
 fn in_order_check(dir: &Path, limit: Option<&str>) -> ((String, bool, bool, bool), String) {
     let (grouped, _) = check(dir, &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
-    let env = [
-        ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
-        ("DQGATE_TEST_KEEP_BYTES", "0"),
-    ];
-    let (got, stderr) = check(dir, &env, limit);
+    let (got, stderr) = check(dir, &paged_env(None), limit);
     let counted = stderr.contains("as the footers' ranges said (nothing else kept)");
     let again = stderr.contains("as the footers' ranges said, until one came out of order");
     let tabled = stderr.contains("each row group's values tabled on their own");
@@ -481,11 +488,7 @@ proptest! {
         write_groups(&tmp.path().join("staged"), values, rows);
         let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
         for bits in [None, Some("6")] {
-            let mut env = vec![
-                ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
-                ("DQGATE_TEST_KEEP_BYTES", "0"),
-            ];
-            env.extend(bits.map(|b| ("DQGATE_TEST_FINGERPRINT_BITS", b)));
+            let env = paged_env(bits);
             let (got, stderr) = check(tmp.path(), &env, None);
             let tabled = stderr.contains("each row group's values tabled on their own");
             let counted = stderr.contains("as the footers' ranges said (nothing else kept)");
@@ -623,11 +626,7 @@ proptest! {
         write_composite(&mut Rng(seed), &tmp.path().join("staged"), (layout, wide));
         let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
         for bits in [None, Some("6")] {
-            let mut env = vec![
-                ("DQGATE_TEST_KEY_STRATEGY", "fingerprint"),
-                ("DQGATE_TEST_KEEP_BYTES", "0"),
-            ];
-            env.extend(bits.map(|b| ("DQGATE_TEST_FINGERPRINT_BITS", b)));
+            let env = paged_env(bits);
             let (got, stderr) = check(tmp.path(), &env, None);
             prop_assert!(stderr.contains("scan (page by page)"), "{}", stderr);
             prop_assert!(got == grouped, "bits {:?}:\n{}\n---\n{}", bits, got, grouped);

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use datafusion::execution::memory_pool::MemoryPool;
+use datafusion::parquet::file::metadata::ColumnChunkMetaData;
 use datafusion::prelude::SessionContext;
 
 use super::adjacent::{together, Adjacent};
@@ -94,7 +95,8 @@ pub(super) async fn partition_pages<R: Split<u64>>(
     }
     let pool = ctx.runtime_env().memory_pool.clone();
     let mask = encode::fingerprint_mask(Some(bits));
-    // Each run's visitor is made in run order, and takes its run's starts.
+    // Each run's visitor is made in run order (`walks::walk_runs`), and
+    // takes its run's starts.
     let next = std::sync::atomic::AtomicUsize::new(0);
     let starts = |i: usize| clustered.starts.get(i).cloned().unwrap_or_default();
     let (runs, _) = pages::walk(text, label, || {
@@ -145,10 +147,10 @@ fn tables_fit(clustered: &Clustered, most: usize) -> bool {
     let walks = &clustered.walks;
     let (mut clusters, mut biggest, mut bytes) = (0, 0usize, 0usize);
     for (run, starts) in walks.runs.iter().zip(&clustered.starts) {
-        for (&(file, group), &start) in run.iter().zip(starts) {
-            let file = &walks.files[file];
-            let leaf = file.parts.first().map_or(0, |p| p.0);
-            let chunk = file.arrow.metadata.metadata().row_group(group).column(leaf);
+        for (&at, &start) in run.iter().zip(starts) {
+            let Some((chunk, _)) = chunk_of(walks, at) else {
+                return false;
+            };
             if start {
                 (clusters, bytes) = (clusters + 1, 0);
             }
@@ -335,12 +337,8 @@ impl Visit for Ordered {
 /// The range of a single text key's values in row group `group` of file
 /// `file` of `walks`, as its footer gives it, and its rows: `Some(None)`
 /// for a row group of nulls alone, `None` when the footer gives no range.
-fn range_of(walks: &TextPages, (file, group): (usize, usize)) -> Option<(Option<Range<'_>>, u64)> {
-    let file = &walks.files[file];
-    let &(leaf, _) = file.parts.first()?;
-    let group = file.arrow.metadata.metadata().row_group(group);
-    let rows = group.num_rows().max(0) as u64;
-    let chunk = group.column(leaf);
+fn range_of(walks: &TextPages, at: (usize, usize)) -> Option<(Option<Range<'_>>, u64)> {
+    let (chunk, rows) = chunk_of(walks, at)?;
     let stats = chunk.statistics()?;
     if stats.null_count_opt() == Some(chunk.num_values().max(0) as u64) {
         return Some((None, rows));
@@ -355,6 +353,18 @@ fn range_of(walks: &TextPages, (file, group): (usize, usize)) -> Option<(Option<
         false => &max[..max.len().saturating_sub(1)],
     };
     Some((Some((min, max)), rows))
+}
+
+/// The key column's chunk in row group `group` of file `file` of `walks`,
+/// and the row group's rows.
+fn chunk_of(
+    walks: &TextPages,
+    (file, group): (usize, usize),
+) -> Option<(&ColumnChunkMetaData, u64)> {
+    let file = &walks.files[file];
+    let &(leaf, _) = file.parts.first()?;
+    let group = file.arrow.metadata.metadata().row_group(group);
+    Some((group.column(leaf), group.num_rows().max(0) as u64))
 }
 
 /// The least and the greatest value of a row group.

@@ -115,9 +115,10 @@ pub(super) fn planned(
 }
 
 /// Walks every run of `walks` in a blocking task of its own, each with a
-/// state from `state` and a visitor from `visitor`, `group` reading one
-/// row group and returning its rows; returns each run's state and
-/// visitor, in run order.
+/// state from `state` and a visitor from `visitor` (made one run after the
+/// other, in run order, before any is walked), `group` reading one row
+/// group and returning its rows; returns each run's state and visitor, in
+/// run order.
 pub(super) async fn walk_runs<F, S, V>(
     walks: &Walks<F>,
     label: &str,
