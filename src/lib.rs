@@ -50,6 +50,8 @@ pub mod runkey;
 pub mod scalar;
 pub mod staged;
 pub mod suggest;
+#[cfg(test)]
+mod test_rng;
 pub mod units;
 pub mod value;
 pub mod verdict;

@@ -10,6 +10,7 @@ use twox_hash::XxHash3_64;
 
 use super::canon::{Columns, Kind};
 use super::topbits::{bucket, bucket_bits, starts, TopBits};
+use super::zones::Within;
 
 /// One distinct key.
 #[derive(Debug, Clone, Copy)]
@@ -51,6 +52,9 @@ pub struct Distinct {
     bits: u32,
     arena: Vec<u8>,
     pub entries: Vec<Entry>,
+    /// Rows whose key was left out as in no partition's zones (see
+    /// [`Collecting::within`]).
+    pub outside: u64,
     _memory: MemoryReservation,
 }
 
@@ -64,6 +68,9 @@ pub struct Collecting {
     rows: Vec<u32>,
     /// Bits of each fingerprint kept.
     bits: u32,
+    /// Only the keys that can lie in a partition are kept, when known.
+    within: Option<Within>,
+    outside: u64,
 }
 
 impl Collecting {
@@ -77,7 +84,16 @@ impl Collecting {
             lens: Vec::with_capacity(n),
             rows: Vec::with_capacity(n),
             bits,
+            within: None,
+            outside: 0,
         }
+    }
+
+    /// Keeps only the keys `within` holds (those that can lie in some
+    /// published partition); the others are counted, not kept.
+    pub fn within(mut self, within: Option<Within>) -> Collecting {
+        self.within = within;
+        self
     }
 
     /// The bytes it holds now.
@@ -99,6 +115,13 @@ impl Collecting {
         for row in 0..rows {
             let start = self.arena.len();
             if columns.encode(row, &mut self.arena) {
+                if let Some(w) = &self.within {
+                    if !w.holds(&self.arena[start..]) {
+                        self.arena.truncate(start);
+                        self.outside += 1;
+                        continue;
+                    }
+                }
                 self.hashes
                     .push(fingerprint(&self.arena[start..], self.bits));
                 self.lens.push((self.arena.len() - start) as u32);
@@ -126,6 +149,8 @@ impl Collecting {
             lens,
             rows,
             bits,
+            outside,
+            ..
         } = self;
         let key = |e: &Entry| &arena[e.start as usize..][..e.len as usize];
         // Fingerprints are uniform: the entries are made straight into
@@ -178,6 +203,7 @@ impl Collecting {
             bits,
             arena,
             entries: kept,
+            outside,
             _memory: memory,
         }
     }

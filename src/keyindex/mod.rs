@@ -43,7 +43,7 @@ pub use distinct::{fingerprint, Collecting, Distinct, Finder};
 pub use file::{file_name, Header, IndexError, Opened, PREFIX};
 pub use rows::read_keys;
 pub(crate) use zones::two_bytes_after;
-pub use zones::Zones;
+pub use zones::{Within, Zones};
 
 /// An index ready to be written: the distinct keys of the staged files,
 /// each with the first row that holds it, and their key zones.

@@ -16,6 +16,8 @@
 //! empty buckets, then by count. Every value lies in its zone, whatever the
 //! cut: a zone map that is not fine is still exact.
 
+use std::cmp::Ordering;
+
 use serde::{Deserialize, Serialize};
 
 use super::canon::{int_of, part, Kind};
@@ -151,6 +153,114 @@ fn cuts(full: &[Bucket], most: usize) -> Vec<usize> {
     picked
 }
 
+/// The keys that can lie in some partition of a table whose every
+/// partition has key zones: for each column zoned in all of them, the
+/// union of their zones. A key with a column outside that union is in no
+/// partition, so a lookup need not fingerprint it (keys that rise with
+/// time: the day's new keys lie beyond every published zone).
+pub struct Within {
+    kinds: Vec<Kind>,
+    /// Per column, the union of the zones, merged and ascending; `None`
+    /// for a column some partition has no zones of.
+    columns: Vec<Option<Union>>,
+}
+
+/// One column's zones put together: merged where they meet, ascending.
+enum Union {
+    Int(Vec<(i128, i128)>),
+    Text(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+impl Within {
+    /// Of the zones of every partition (`parts`, one entry a column each);
+    /// `None` when no column is zoned in all of them.
+    pub fn of<'a>(
+        kinds: &[Kind],
+        parts: impl IntoIterator<Item = &'a [Option<Zones>]>,
+    ) -> Option<Within> {
+        let mut columns: Vec<Option<Union>> = (kinds.iter())
+            .map(|k| {
+                Some(match k {
+                    Kind::Int => Union::Int(Vec::new()),
+                    Kind::Text => Union::Text(Vec::new()),
+                })
+            })
+            .collect();
+        for zones in parts {
+            if zones.len() != kinds.len() {
+                return None;
+            }
+            for (column, zones) in columns.iter_mut().zip(zones) {
+                match (column.as_mut(), zones) {
+                    (Some(Union::Int(all)), Some(Zones::Int(z))) => all.extend(z),
+                    (Some(Union::Text(all)), Some(Zones::Text(z))) => all.extend(
+                        z.iter()
+                            .map(|(lo, hi)| (lo.as_bytes().to_vec(), hi.as_bytes().to_vec())),
+                    ),
+                    _ => *column = None,
+                }
+            }
+        }
+        for column in columns.iter_mut().flatten() {
+            match column {
+                // No integer lies between two zones that follow at once.
+                Union::Int(all) => merge(all, |lo, hi| *lo <= hi.saturating_add(1)),
+                Union::Text(all) => merge(all, |lo, hi| lo <= hi),
+            }
+        }
+        columns.iter().any(Option::is_some).then(|| Within {
+            kinds: kinds.to_vec(),
+            columns,
+        })
+    }
+
+    /// Whether the canonical `key` has every zoned column within a zone.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.columns.iter().enumerate().all(|(c, union)| {
+            let Some(union) = union else { return true };
+            let Some(v) = part(&self.kinds, key, c) else {
+                return true;
+            };
+            match union {
+                Union::Int(zones) => int_of(v).is_none_or(|v| inside(zones, |z| z.cmp(&v))),
+                Union::Text(zones) => inside(zones, |z| z.as_slice().cmp(v)),
+            }
+        })
+    }
+}
+
+/// Sorts `all` and merges the ranges that `meet` (the next one's least
+/// against the greatest so far).
+fn merge<T: Ord + Clone>(all: &mut Vec<(T, T)>, meet: impl Fn(&T, &T) -> bool) {
+    all.sort_unstable();
+    let mut merged: Vec<(T, T)> = Vec::with_capacity(all.len());
+    for (lo, hi) in all.drain(..) {
+        match merged.last_mut() {
+            Some(last) if meet(&lo, &last.1) => {
+                if hi > last.1 {
+                    last.1 = hi;
+                }
+            }
+            _ => merged.push((lo, hi)),
+        }
+    }
+    *all = merged;
+}
+
+/// Whether a value lies in one of `zones` (ascending, apart), `against`
+/// ordering a bound before or after it: the ends first, as keys that rise
+/// with time lie past the last.
+fn inside<T>(zones: &[(T, T)], against: impl Fn(&T) -> Ordering) -> bool {
+    let below = |bound: &T| against(bound).is_le();
+    match (zones.first(), zones.last()) {
+        (Some(first), Some(last)) if below(&first.0) && against(&last.1).is_ge() => {
+            let at = zones.partition_point(|(lo, _)| below(lo));
+            at > 0 && against(&zones[at - 1].1).is_ge()
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +340,80 @@ mod tests {
                     .iter()
                     .filter(|(lo, hi)| *lo <= v.as_slice() && v.as_slice() <= *hi);
                 assert_eq!(within.count(), 1, "round {round}: {v:?} in {z:?}");
+            }
+        }
+    }
+
+    /// The canonical key of (n, s), as the staged columns encode it.
+    fn key(n: i64, s: &str) -> Vec<u8> {
+        use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
+        use std::sync::Arc;
+        let columns: [ArrayRef; 2] = [
+            Arc::new(Int64Array::from(vec![n])),
+            Arc::new(StringArray::from(vec![s])),
+        ];
+        let mut out = Vec::new();
+        assert!(
+            super::super::canon::Columns::new(&columns, &[Kind::Int, Kind::Text])
+                .unwrap()
+                .encode(0, &mut out)
+        );
+        out
+    }
+
+    #[test]
+    fn within_holds_a_key_exactly_when_each_zoned_column_lies_in_some_zone() {
+        let kinds = [Kind::Int, Kind::Text];
+        let mut next = crate::test_rng::below(7);
+        for round in 0..200 {
+            // A few partitions, each with a few zones a column (integer
+            // zones that follow at once, that overlap, and apart; text
+            // zones sharing prefixes); now and then a column unzoned.
+            let parts: Vec<Vec<Option<Zones>>> = (0..1 + next(4))
+                .map(|_| {
+                    let ints = (0..1 + next(3))
+                        .map(|_| {
+                            let lo = next(60) as i128 - 30;
+                            (lo, lo + next(6) as i128)
+                        })
+                        .collect();
+                    let texts = (0..1 + next(3))
+                        .map(|_| {
+                            let lo = format!("k{}", next(50));
+                            let hi = format!("{lo}{}", next(9));
+                            (lo, hi)
+                        })
+                        .collect();
+                    vec![
+                        (next(9) > 0).then_some(Zones::Int(ints)),
+                        (next(9) > 0).then_some(Zones::Text(texts)),
+                    ]
+                })
+                .collect();
+            let within = Within::of(&kinds, parts.iter().map(Vec::as_slice));
+            let zoned = |c: usize| parts.iter().all(|p| p[c].is_some());
+            assert_eq!(within.is_some(), zoned(0) || zoned(1), "round {round}");
+            let in_some = |c: usize, n: i64, s: &str| {
+                parts.iter().any(|p| match &p[c] {
+                    Some(Zones::Int(z)) => {
+                        z.iter().any(|(lo, hi)| (*lo..=*hi).contains(&(n as i128)))
+                    }
+                    Some(Zones::Text(z)) => z
+                        .iter()
+                        .any(|(lo, hi)| lo.as_str() <= s && s <= hi.as_str()),
+                    None => true,
+                })
+            };
+            for _ in 0..100 {
+                let n = next(80) as i64 - 40;
+                let s = format!(
+                    "k{}{}",
+                    next(60),
+                    ["", "0", "5", "9", "99"][next(5) as usize]
+                );
+                let want = (!zoned(0) || in_some(0, n, &s)) && (!zoned(1) || in_some(1, n, &s));
+                let got = within.as_ref().is_none_or(|w| w.holds(&key(n, &s)));
+                assert_eq!(got, want, "round {round}: ({n}, {s}) in {parts:?}");
             }
         }
     }

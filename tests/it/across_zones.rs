@@ -117,6 +117,14 @@ fn key_zones_rule_out_only_the_partitions_without_a_staged_key() {
             6 - days.len()
         );
         assert_eq!(log.matches(&zones).count(), 4, "seed {seed}:\n{log}");
+        // The new day's keys beyond or between every day's zones are not
+        // looked up at all: the distinct staged keys leave them out.
+        assert!(
+            log.contains(
+                "staged row(s) left out, their keys outside every published partition's key zones"
+            ),
+            "seed {seed}:\n{log}"
+        );
         // A sample of the staged keys falls within every row group's
         // range, but not within every zone: all the staged keys are read,
         // and the zones rule out as many partitions.

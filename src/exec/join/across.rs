@@ -16,6 +16,7 @@ use super::side::{across_types, published_side, PublishedSide};
 use super::{fingerprint_plan, on_engine, JoinResult, JoinSample, PublishedPart};
 use crate::exec::ExecError;
 use crate::exec::{grouped_top, keys, table};
+use crate::keyindex::Kind;
 use crate::plan::join as pj;
 use crate::staged::StagedInput;
 use crate::value::Value;
@@ -163,6 +164,12 @@ pub async fn across_published(
     };
     // A task of its own, so that it runs on another core than the
     // footers' comparison.
+    // Keys outside every partition's key zones are in none: the distinct
+    // keys leave them out (the day's new keys, when keys rise with time).
+    let within = match (&indexes, Kind::all(&super::staged_types(staged, keys)?)) {
+        (Ok(i), Some(kinds)) => i.within(&kinds),
+        _ => None,
+    };
     let distinct = {
         let (want, ctx, staged, keys) =
             (indexes.is_ok(), ctx.clone(), staged.clone(), keys.to_vec());
@@ -172,7 +179,8 @@ pub async fn across_published(
             }
             let task = async move {
                 let keys =
-                    super::indexed::distinct_keys(&ctx, &staged, &keys, 64, for_distinct).await?;
+                    super::indexed::distinct_keys(&ctx, &staged, &keys, 64, (for_distinct, within))
+                        .await?;
                 let keys = keys.map(super::indexed::StagedKeys::new);
                 Ok::<_, ExecError>(keys.map(|k| (k, started.elapsed())))
             };

@@ -18,7 +18,7 @@ use futures::StreamExt;
 use super::PublishedPart;
 use crate::exec::published;
 use crate::exec::{keys, ExecError, SAMPLES};
-use crate::keyindex::{self, Built, Collecting, Columns, Distinct, Expected, Finder, Kind};
+use crate::keyindex::{self, Built, Collecting, Columns, Distinct, Expected, Finder, Kind, Within};
 use crate::staged::{Location, StagedInput};
 use crate::value::Value;
 
@@ -35,13 +35,14 @@ pub(super) struct ByIndex {
 /// `None` when a column's type has no index kind or the memory pool refuses
 /// the keys. `shared`: a scan of the key columns, as they come, that
 /// serves another reader too (see [`super::side::tee_staged_keys`]); else they are
-/// read here.
+/// read here. `within`: the zones of every published partition, when each
+/// has them: only the keys within are kept (see [`Indexes::within`]).
 pub async fn distinct_keys(
     ctx: &SessionContext,
     staged: &StagedInput,
     columns: &[String],
     bits: u32,
-    shared: Option<SendableRecordBatchStream>,
+    (shared, within): (Option<SendableRecordBatchStream>, Option<Within>),
 ) -> Result<Option<Distinct>, ExecError> {
     let types = super::staged_types(staged, columns)?;
     let Some(kinds) = Kind::all(&types) else {
@@ -57,7 +58,7 @@ pub async fn distinct_keys(
         Some(stream) => stream,
         None => super::staged_keys_stream(ctx, staged, columns, "keys for the key index").await?,
     };
-    let mut keys = Collecting::new(rows, key_bytes, bits);
+    let mut keys = Collecting::new(rows, key_bytes, bits).within(within);
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(|e| ExecError::engine("reading keys for the key index", e))?;
         keys.push(&Columns::new(batch.columns(), &kinds)?, batch.num_rows(), 0);
@@ -178,6 +179,16 @@ impl Indexes {
             keep
         });
         out
+    }
+
+    /// The keys that can lie in a published partition, by the key zones
+    /// of every part's index (keys of `kinds`); `None` when a part has no
+    /// usable index or no zones: then every staged key is looked up.
+    pub fn within(&self, kinds: &[Kind]) -> Option<Within> {
+        if !self.lacking.is_empty() || self.indexed.iter().any(|(_, e)| e.zones.is_empty()) {
+            return None;
+        }
+        Within::of(kinds, self.indexed.iter().map(|(_, e)| e.zones.as_slice()))
     }
 
     /// Why the parts without an index cannot be read beside the others'
@@ -435,8 +446,12 @@ async fn probe_rows(
 
 /// The timing line of reading the distinct staged keys (`took`).
 fn staged_pass(distinct: &Distinct, took: &Took) -> String {
+    let outside = match distinct.outside {
+        0 => String::new(),
+        n => format!("; {n} staged row(s) left out, their keys outside every published partition's key zones"),
+    };
     format!(
-        "distinct staged keys for the key indexes ({}): {:.2} s, beside the footers' comparison with the staged keys: {:.2} s",
+        "distinct staged keys for the key indexes ({}{outside}): {:.2} s, beside the footers' comparison with the staged keys: {:.2} s",
         distinct.entries.len(),
         took.distinct.as_secs_f64(),
         took.footers.as_secs_f64()

@@ -580,13 +580,7 @@ mod tests {
     /// count on any number of threads.
     #[test]
     fn keys_alike_in_their_prefixes_are_told_apart_by_their_bytes() {
-        let mut rng = 7u64;
-        let mut next = move |n: u64| {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (rng >> 33) % n
-        };
+        let mut next = crate::test_rng::below(7);
         let keys: Vec<Vec<u8>> = (0..4_000)
             .map(|_| {
                 let head = [b"shared-prefix-".as_slice(), b""][next(2) as usize];
