@@ -82,6 +82,23 @@ impl Columns {
         Ok(Columns { parts })
     }
 
+    /// Part `c` of `row` as an integer; `None` for a text part or a null.
+    pub(super) fn int_at(&self, c: usize, row: usize) -> Option<i128> {
+        match self.parts.get(c)? {
+            Part::Signed(a) => a.is_valid(row).then(|| a.value(row) as i128),
+            Part::Unsigned(a) => a.is_valid(row).then(|| a.value(row) as i128),
+            Part::Text(_) => None,
+        }
+    }
+
+    /// Part `c` of `row` as text; `None` for an integer part or a null.
+    pub(super) fn text_at(&self, c: usize, row: usize) -> Option<&[u8]> {
+        match self.parts.get(c)? {
+            Part::Text(a) => a.is_valid(row).then(|| a.value(row).as_bytes()),
+            _ => None,
+        }
+    }
+
     /// Appends the key of `row` to `out`; `false` (and nothing appended)
     /// when a part is null.
     pub fn encode(&self, row: usize, out: &mut Vec<u8>) -> bool {

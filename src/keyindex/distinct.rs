@@ -114,14 +114,11 @@ impl Collecting {
     pub fn push(&mut self, columns: &Columns, rows: usize, first: u64) {
         for row in 0..rows {
             let start = self.arena.len();
+            if self.within.as_ref().is_some_and(|w| !w.holds(columns, row)) {
+                self.outside += 1;
+                continue;
+            }
             if columns.encode(row, &mut self.arena) {
-                if let Some(w) = &self.within {
-                    if !w.holds(&self.arena[start..]) {
-                        self.arena.truncate(start);
-                        self.outside += 1;
-                        continue;
-                    }
-                }
                 self.hashes
                     .push(fingerprint(&self.arena[start..], self.bits));
                 self.lens.push((self.arena.len() - start) as u32);

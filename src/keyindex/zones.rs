@@ -20,7 +20,7 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
-use super::canon::{int_of, part, Kind};
+use super::canon::{int_of, part, Columns, Kind};
 
 /// At most this many zones a column.
 pub const ZONES: usize = 32;
@@ -159,7 +159,6 @@ fn cuts(full: &[Bucket], most: usize) -> Vec<usize> {
 /// partition, so a lookup need not fingerprint it (keys that rise with
 /// time: the day's new keys lie beyond every published zone).
 pub struct Within {
-    kinds: Vec<Kind>,
     /// Per column, the union of the zones, merged and ascending; `None`
     /// for a column some partition has no zones of.
     columns: Vec<Option<Union>>,
@@ -208,24 +207,27 @@ impl Within {
                 Union::Text(all) => merge(all, |lo, hi| lo <= hi),
             }
         }
-        columns.iter().any(Option::is_some).then(|| Within {
-            kinds: kinds.to_vec(),
-            columns,
-        })
+        columns
+            .iter()
+            .any(Option::is_some)
+            .then_some(Within { columns })
     }
 
-    /// Whether the canonical `key` has every zoned column within a zone.
-    pub fn holds(&self, key: &[u8]) -> bool {
-        self.columns.iter().enumerate().all(|(c, union)| {
-            let Some(union) = union else { return true };
-            let Some(v) = part(&self.kinds, key, c) else {
-                return true;
-            };
-            match union {
-                Union::Int(zones) => int_of(v).is_none_or(|v| inside(zones, |z| z.cmp(&v))),
-                Union::Text(zones) => inside(zones, |z| z.as_slice().cmp(v)),
-            }
-        })
+    /// Whether the key of `row` of `columns` has every zoned column within
+    /// a zone (a null part: it is no key, and held).
+    pub fn holds(&self, columns: &Columns, row: usize) -> bool {
+        self.columns
+            .iter()
+            .enumerate()
+            .all(|(c, union)| match union {
+                None => true,
+                Some(Union::Int(zones)) => {
+                    (columns.int_at(c, row)).is_none_or(|v| inside(zones, |z| z.cmp(&v)))
+                }
+                Some(Union::Text(zones)) => {
+                    (columns.text_at(c, row)).is_none_or(|v| inside(zones, |z| z.as_slice().cmp(v)))
+                }
+            })
     }
 }
 
@@ -344,21 +346,15 @@ mod tests {
         }
     }
 
-    /// The canonical key of (n, s), as the staged columns encode it.
-    fn key(n: i64, s: &str) -> Vec<u8> {
+    /// The key columns of the one row (n, s).
+    fn key(n: i64, s: &str) -> Columns {
         use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
         use std::sync::Arc;
         let columns: [ArrayRef; 2] = [
             Arc::new(Int64Array::from(vec![n])),
             Arc::new(StringArray::from(vec![s])),
         ];
-        let mut out = Vec::new();
-        assert!(
-            super::super::canon::Columns::new(&columns, &[Kind::Int, Kind::Text])
-                .unwrap()
-                .encode(0, &mut out)
-        );
-        out
+        Columns::new(&columns, &[Kind::Int, Kind::Text]).unwrap()
     }
 
     #[test]
@@ -412,7 +408,7 @@ mod tests {
                     ["", "0", "5", "9", "99"][next(5) as usize]
                 );
                 let want = (!zoned(0) || in_some(0, n, &s)) && (!zoned(1) || in_some(1, n, &s));
-                let got = within.as_ref().is_none_or(|w| w.holds(&key(n, &s)));
+                let got = within.as_ref().is_none_or(|w| w.holds(&key(n, &s), 0));
                 assert_eq!(got, want, "round {round}: ({n}, {s}) in {parts:?}");
             }
         }
