@@ -214,7 +214,8 @@ pub(super) async fn explain(p: &Prepared) -> Result<String, Error> {
                         "  {} other published partition(s), {files} file(s); only the key columns read",
                         parts.len()
                     );
-                    let side = join::published_side(&p.ctx, &p.input, &parts, keys, None).await?;
+                    let side =
+                        join::published_side(&p.ctx, &p.input, &parts, keys, (None, None)).await?;
                     if p.plan.join_engine {
                         match join::across_by_index_plan(&p.input, &parts, keys, &side)? {
                             IndexPlan::Indexes(how) => {

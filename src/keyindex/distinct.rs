@@ -69,7 +69,7 @@ pub struct Collecting {
     /// Bits of each fingerprint kept.
     bits: u32,
     /// Only the keys that can lie in a partition are kept, when known.
-    within: Option<Within>,
+    within: Option<Arc<Within>>,
     outside: u64,
 }
 
@@ -91,7 +91,7 @@ impl Collecting {
 
     /// Keeps only the keys `within` holds (those that can lie in some
     /// published partition); the others are counted, not kept.
-    pub fn within(mut self, within: Option<Within>) -> Collecting {
+    pub fn within(mut self, within: Option<Arc<Within>>) -> Collecting {
         self.within = within;
         self
     }

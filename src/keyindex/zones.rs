@@ -200,11 +200,23 @@ impl Within {
                 }
             }
         }
+        // Each staged value is held against the union, so it is kept
+        // short: zones that meet are merged, and then the closest ones
+        // until at most `UNION` are left (a coarser union holds more keys
+        // than it must, never fewer; a day's zones next to the day
+        // before's are the closest, the gaps between clusters the widest).
         for column in columns.iter_mut().flatten() {
             match column {
                 // No integer lies between two zones that follow at once.
-                Union::Int(all) => merge(all, |lo, hi| *lo <= hi.saturating_add(1)),
-                Union::Text(all) => merge(all, |lo, hi| lo <= hi),
+                Union::Int(all) => {
+                    merge(all, |lo, hi| *lo <= hi.saturating_add(1));
+                    coarsen(all, |hi, lo| lo.saturating_sub(*hi));
+                }
+                // Text: the longer the bytes two bounds share, the closer.
+                Union::Text(all) => {
+                    merge(all, |lo, hi| lo <= hi);
+                    coarsen(all, |hi, lo| std::cmp::Reverse(shared(hi, lo)));
+                }
             }
         }
         columns
@@ -216,18 +228,31 @@ impl Within {
     /// Whether the key of `row` of `columns` has every zoned column within
     /// a zone (a null part: it is no key, and held).
     pub fn holds(&self, columns: &Columns, row: usize) -> bool {
-        self.columns
-            .iter()
-            .enumerate()
-            .all(|(c, union)| match union {
-                None => true,
-                Some(Union::Int(zones)) => {
-                    (columns.int_at(c, row)).is_none_or(|v| inside(zones, |z| z.cmp(&v)))
-                }
-                Some(Union::Text(zones)) => {
-                    (columns.text_at(c, row)).is_none_or(|v| inside(zones, |z| z.as_slice().cmp(v)))
-                }
-            })
+        (0..self.columns.len()).all(|c| match &self.columns[c] {
+            Some(Union::Int(_)) => columns.int_at(c, row).is_none_or(|v| self.holds_int(c, v)),
+            Some(Union::Text(_)) => columns
+                .text_at(c, row)
+                .is_none_or(|v| self.holds_text(c, v)),
+            None => true,
+        })
+    }
+
+    /// Whether integer `v` of column `c` lies within one of its zones (a
+    /// column not zoned, or not of integers: yes).
+    pub fn holds_int(&self, c: usize, v: i128) -> bool {
+        match self.columns.get(c) {
+            Some(Some(Union::Int(zones))) => inside(zones, |z| z.cmp(&v)),
+            _ => true,
+        }
+    }
+
+    /// Whether text `v` of column `c` lies within one of its zones (a
+    /// column not zoned, or not of text: yes).
+    pub fn holds_text(&self, c: usize, v: &[u8]) -> bool {
+        match self.columns.get(c) {
+            Some(Some(Union::Text(zones))) => inside(zones, |z| z.as_slice().cmp(v)),
+            _ => true,
+        }
     }
 }
 
@@ -247,6 +272,39 @@ fn merge<T: Ord + Clone>(all: &mut Vec<(T, T)>, meet: impl Fn(&T, &T) -> bool) {
         }
     }
     *all = merged;
+}
+
+/// At most this many ranges a column of [`Within`].
+const UNION: usize = 16;
+
+/// Merges the ranges of `all` (ascending, apart) across their smallest
+/// gaps, `gap` of a range's greatest and the next one's least, until at
+/// most [`UNION`] are left.
+fn coarsen<T: Clone, G: Ord>(all: &mut Vec<(T, T)>, gap: impl Fn(&T, &T) -> G) {
+    if all.len() <= UNION {
+        return;
+    }
+    let mut gaps: Vec<(G, usize)> = (1..all.len())
+        .map(|i| (gap(&all[i - 1].1, &all[i].0), i))
+        .collect();
+    gaps.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut joined = vec![false; all.len()];
+    for (_, i) in gaps.iter().take(all.len() - UNION) {
+        joined[*i] = true;
+    }
+    let mut out: Vec<(T, T)> = Vec::with_capacity(UNION);
+    for (i, (lo, hi)) in all.drain(..).enumerate() {
+        match out.last_mut() {
+            Some(last) if joined[i] => last.1 = hi,
+            _ => out.push((lo, hi)),
+        }
+    }
+    *all = out;
+}
+
+/// How many bytes `a` and `b` start with alike.
+fn shared(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Whether a value lies in one of `zones` (ascending, apart), `against`
@@ -411,6 +469,48 @@ mod tests {
                 let got = within.as_ref().is_none_or(|w| w.holds(&key(n, &s), 0));
                 assert_eq!(got, want, "round {round}: ({n}, {s}) in {parts:?}");
             }
+        }
+    }
+
+    /// A table of many days, each a zone of rising integers and two
+    /// clusters of text: the union is cut down to a few ranges, holds every
+    /// key that some zone holds, and still leaves out the new day's keys
+    /// past every zone.
+    #[test]
+    fn within_of_many_zones_is_coarser_but_holds_every_zoned_key() {
+        let kinds = [Kind::Int, Kind::Text];
+        let mut next = crate::test_rng::below(11);
+        let days: Vec<Vec<Option<Zones>>> = (0..300i128)
+            .map(|d| {
+                let text = |region: &str| {
+                    let lo = format!("{region}-orders-{:07}", d * 1000);
+                    let hi = format!("{region}-orders-{:07}", d * 1000 + 999);
+                    (lo, hi)
+                };
+                vec![
+                    Some(Zones::Int(vec![(d * 1000, d * 1000 + 990)])),
+                    Some(Zones::Text(vec![text("eu"), text("us")])),
+                ]
+            })
+            .collect();
+        let within = Within::of(&kinds, days.iter().map(Vec::as_slice)).unwrap();
+        for c in &within.columns {
+            match c {
+                Some(Union::Int(z)) => assert!(z.len() <= UNION, "{z:?}"),
+                Some(Union::Text(z)) => assert!(z.len() <= UNION, "{z:?}"),
+                None => panic!("every column is zoned"),
+            }
+        }
+        for _ in 0..2000 {
+            let (d, i) = (next(300) as i64, next(1000) as i64);
+            let region = ["eu", "us"][next(2) as usize];
+            let n = d * 1000 + i.min(990);
+            let s = format!("{region}-orders-{:07}", d * 1000 + i);
+            assert!(within.holds(&key(n, &s), 0), "({n}, {s})");
+            // The next day's keys: past every zone of both columns.
+            let s = format!("{region}-orders-{:07}", 300_000 + i);
+            assert!(!within.holds(&key(300_000 + i, "eu-orders-0000000"), 0));
+            assert!(!within.holds(&key(0, &s), 0), "{s}");
         }
     }
 }

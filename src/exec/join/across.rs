@@ -4,6 +4,8 @@
 //! key (see `exec::published`), or, where that reader cannot go, the files
 //! outside the staged integer key range are skipped.
 
+use std::sync::Arc;
+
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
@@ -167,12 +169,17 @@ pub async fn across_published(
     // Keys outside every partition's key zones are in none: the distinct
     // keys leave them out (the day's new keys, when keys rise with time).
     let within = match (&indexes, Kind::all(&super::staged_types(staged, keys)?)) {
-        (Ok(i), Some(kinds)) => i.within(&kinds),
+        (Ok(i), Some(kinds)) => i.within(&kinds).map(Arc::new),
         _ => None,
     };
     let distinct = {
-        let (want, ctx, staged, keys) =
-            (indexes.is_ok(), ctx.clone(), staged.clone(), keys.to_vec());
+        let (want, ctx, staged, keys, within) = (
+            indexes.is_ok(),
+            ctx.clone(),
+            staged.clone(),
+            keys.to_vec(),
+            within.clone(),
+        );
         async move {
             if !want {
                 return Ok(None);
@@ -190,7 +197,7 @@ pub async fn across_published(
         }
     };
     let side = async {
-        let side = published_side(ctx, staged, parts, keys, for_side).await?;
+        let side = published_side(ctx, staged, parts, keys, (for_side, within.as_deref())).await?;
         Ok::<_, ExecError>((side, started.elapsed()))
     };
     let ((side, footers), mut built, distinct) =

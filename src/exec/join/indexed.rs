@@ -42,7 +42,7 @@ pub async fn distinct_keys(
     staged: &StagedInput,
     columns: &[String],
     bits: u32,
-    (shared, within): (Option<SendableRecordBatchStream>, Option<Within>),
+    (shared, within): (Option<SendableRecordBatchStream>, Option<Arc<Within>>),
 ) -> Result<Option<Distinct>, ExecError> {
     let types = super::staged_types(staged, columns)?;
     let Some(kinds) = Kind::all(&types) else {

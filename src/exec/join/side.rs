@@ -19,6 +19,7 @@ use crate::check::common_key_type;
 use crate::exec::published;
 use crate::exec::ExecError;
 use crate::exec::{keys, stats, table};
+use crate::keyindex::Within;
 use crate::plan::join::{other_key, PARTITION};
 use crate::staged::StagedInput;
 
@@ -267,7 +268,7 @@ pub async fn published_side(
     staged: &StagedInput,
     parts: &[PublishedPart],
     keys: &[String],
-    shared: Option<SendableRecordBatchStream>,
+    (shared, within): (Option<SendableRecordBatchStream>, Option<&Within>),
 ) -> Result<PublishedSide, ExecError> {
     let types = across_types(staged, parts, keys)?;
     // On Ballista the published side stays a plan of files, which the
@@ -276,7 +277,7 @@ pub async fn published_side(
         (None, None, None)
     } else {
         let (pruned, values, sampled) =
-            staged_values(ctx, staged, parts, keys, &types, shared).await?;
+            staged_values(ctx, staged, parts, keys, &types, (shared, within)).await?;
         (pruned, Some(values), sampled)
     };
     Ok(PublishedSide {
@@ -371,7 +372,7 @@ async fn staged_values(
     parts: &[PublishedPart],
     keys: &[String],
     types: &[DataType],
-    shared: Option<SendableRecordBatchStream>,
+    (shared, within): (Option<SendableRecordBatchStream>, Option<&Within>),
 ) -> Result<
     (
         Option<published::Pruned>,
@@ -381,12 +382,13 @@ async fn staged_values(
     ExecError,
 > {
     if let Some(stream) = shared {
-        let values = published::StagedValues::from_stream(stream, types).await?;
+        let values = published::StagedValues::from_stream(stream, types, within).await?;
         let pruned = published::Pruned::plan(parts, keys, types, &values)?;
         return Ok((pruned, values, None));
     }
     if let Some(sample) = sample_of(staged) {
-        let values = published::StagedValues::read(ctx, staged, keys, types, Some(sample)).await?;
+        let values =
+            published::StagedValues::read(ctx, staged, keys, types, (Some(sample), within)).await?;
         let pruned = published::Pruned::plan(parts, keys, types, &values)?;
         let all_read = pruned.as_ref().is_none_or(|p| p.counts.reads_all());
         // The zones of every partition with an index, as `kept` compares
@@ -400,7 +402,7 @@ async fn staged_values(
             return Ok((pruned, values, Some(sample)));
         }
     }
-    let values = published::StagedValues::read(ctx, staged, keys, types, None).await?;
+    let values = published::StagedValues::read(ctx, staged, keys, types, (None, within)).await?;
     let pruned = published::Pruned::plan(parts, keys, types, &values)?;
     Ok((pruned, values, None))
 }
@@ -414,7 +416,7 @@ pub async fn published_keys_frame(
     parts: &[PublishedPart],
     keys: &[String],
 ) -> Result<Option<(Vec<DataType>, DataFrame)>, ExecError> {
-    let mut side = published_side(ctx, staged, parts, keys, None).await?;
+    let mut side = published_side(ctx, staged, parts, keys, (None, None)).await?;
     // The key zones of the published versions' indexes leave out the
     // partitions that hold no staged key where the footers cannot (keys
     // whose footer ranges span every region), as the check itself does.

@@ -76,12 +76,13 @@ impl BytesValues {
     /// Adds the non-null values of `array` (of an [`is_bytes`] type) and
     /// keeps only their range once the values take more than `most`
     /// bytes. An array of another type makes every range admitted.
-    pub(super) fn push(&mut self, array: &ArrayRef, most: usize) {
+    /// Adds the non-null values of `array` that `keep` holds.
+    pub(super) fn push(&mut self, array: &ArrayRef, most: usize, keep: impl Fn(&[u8]) -> bool) {
         let Some(value) = bytes_of(array) else {
             self.unknown = true;
             return;
         };
-        self.extend((0..array.len()).filter_map(value), most);
+        self.extend((0..array.len()).filter_map(value).filter(|v| keep(v)), most);
     }
 
     /// Adds `values` (bytes that order as the values do: their own, or
@@ -301,7 +302,7 @@ pub(super) mod tests {
     fn staged(values: &[&[u8]], most: usize) -> StagedBytes {
         let mut v = BytesValues::default();
         let array: ArrayRef = Arc::new(BinaryArray::from(values.to_vec()));
-        v.push(&array, most);
+        v.push(&array, most, |_| true);
         v.finish().unwrap()
     }
 
@@ -419,18 +420,18 @@ pub(super) mod tests {
         ];
         for array in arrays {
             let mut v = BytesValues::default();
-            v.push(&array, usize::MAX);
+            v.push(&array, usize::MAX, |_| true);
             let s = v.finish().unwrap();
             assert!(s.admits(b"a", b"a") && s.admits(b"b", b"z"));
             assert!(!s.admits(b"", b"\0") && !s.admits(b"c", b"z"));
         }
         let ints: ArrayRef = Arc::new(datafusion::arrow::array::Int64Array::from(vec![1]));
         let mut v = BytesValues::default();
-        v.push(&ints, usize::MAX);
+        v.push(&ints, usize::MAX, |_| true);
         assert!(v.finish().unwrap().admits(b"x", b"x"));
         let nulls: ArrayRef = Arc::new(StringArray::from(vec![None::<&str>]));
         let mut v = BytesValues::default();
-        v.push(&nulls, usize::MAX);
+        v.push(&nulls, usize::MAX, |_| true);
         assert!(v.finish().is_none());
     }
 }

@@ -18,7 +18,7 @@ use futures::StreamExt;
 
 use super::staged_bytes::{bytes_of, is_bytes, BytesValues, StagedBytes};
 use crate::exec::ExecError as Error;
-use crate::keyindex::Zones;
+use crate::keyindex::{Within, Zones};
 use crate::staged::StagedInput;
 
 /// Staged values kept for pruning, in bytes of the row format a key
@@ -156,7 +156,7 @@ impl StagedValues {
         staged: &StagedInput,
         keys: &[String],
         types: &[DataType],
-        most: Option<usize>,
+        (most, within): (Option<usize>, Option<&Within>),
     ) -> Result<StagedValues, Error> {
         let frame = crate::exec::scan::table_of_views(ctx, staged)?
             .select(StagedValues::exprs(staged, keys, types))
@@ -169,15 +169,18 @@ impl StagedValues {
             .execute_stream()
             .await
             .map_err(|e| Error::engine("reading the staged keys", e))?;
-        StagedValues::from_stream(stream, types).await
+        StagedValues::from_stream(stream, types, within).await
     }
 
     /// The values of a stream of the staged key columns, read as
     /// [`StagedValues::read`] reads them (one column a key, cast to
-    /// `types`).
+    /// `types`). `within`: the published partitions' key zones, when every
+    /// one has them; a value outside them is in no partition, so it cannot
+    /// make one be read, and is left out.
     pub async fn from_stream(
         mut stream: SendableRecordBatchStream,
         types: &[DataType],
+        within: Option<&Within>,
     ) -> Result<StagedValues, Error> {
         let mut columns = Vec::new();
         for t in types {
@@ -191,10 +194,15 @@ impl StagedValues {
         }
         while let Some(batch) = stream.next().await {
             let batch = batch.map_err(|e| Error::engine("reading the staged keys", e))?;
-            for ((converter, values), array) in columns.iter_mut().zip(batch.columns()) {
+            let columns = columns.iter_mut().zip(batch.columns()).enumerate();
+            for (c, ((converter, values), array)) in columns {
                 match values {
-                    Values::Ints(acc) => acc.push(array),
-                    Values::Bytes(acc, false) => acc.push(array, VALUES_BYTES),
+                    Values::Ints(acc) => {
+                        acc.push(array, |v| within.is_none_or(|w| w.holds_int(c, v)))
+                    }
+                    Values::Bytes(acc, false) => acc.push(array, VALUES_BYTES, |v| {
+                        within.is_none_or(|w| w.holds_text(c, v))
+                    }),
                     Values::Bytes(acc, true) => {
                         let rows = converter
                             .convert_columns(std::slice::from_ref(array))
@@ -292,9 +300,13 @@ struct IntValues {
 }
 
 impl IntValues {
-    fn push(&mut self, array: &ArrayRef) {
+    /// Adds the codes of the non-null values of `array` that `keep` holds.
+    fn push(&mut self, array: &ArrayRef, keep: impl Fn(i128) -> bool) {
         let (mut range, ranged, codes) = (self.range, self.ranged, &mut self.codes);
-        let coded = each_code(array, |c| {
+        let coded = each_code(array, |c, v| {
+            if !keep(v) {
+                return;
+            }
             range = Some(range.map_or((c, c), |(lo, hi)| (lo.min(c), hi.max(c))));
             if !ranged {
                 codes.push(c);
@@ -358,9 +370,9 @@ fn is_int(t: &DataType) -> bool {
         )
 }
 
-/// Calls `f` with the code (see [`int_codes`]) of each non-null value of
-/// an integer-like array; `false` for other types.
-fn each_code(array: &ArrayRef, mut f: impl FnMut(u64)) -> bool {
+/// Calls `f` with the code (see [`int_codes`]) and the value of each
+/// non-null value of an integer-like array; `false` for other types.
+fn each_code(array: &ArrayRef, mut f: impl FnMut(u64, i128)) -> bool {
     use datafusion::arrow::array::AsArray;
     use datafusion::arrow::datatypes::{Int64Type, UInt64Type};
     if !is_int(array.data_type()) {
@@ -370,7 +382,7 @@ fn each_code(array: &ArrayRef, mut f: impl FnMut(u64)) -> bool {
         let Ok(a) = cast(array, &DataType::UInt64) else {
             return false;
         };
-        a.as_primitive::<UInt64Type>().iter().flatten().for_each(f);
+        (a.as_primitive::<UInt64Type>().iter().flatten()).for_each(|v| f(v, v as i128));
         return true;
     }
     let Ok(a) = cast(array, &DataType::Int64) else {
@@ -378,8 +390,14 @@ fn each_code(array: &ArrayRef, mut f: impl FnMut(u64)) -> bool {
     };
     let a = a.as_primitive::<Int64Type>();
     match a.null_count() {
-        0 => a.values().iter().for_each(|v| f((*v as u64) ^ (1 << 63))),
-        _ => a.iter().flatten().for_each(|v| f((v as u64) ^ (1 << 63))),
+        0 => a
+            .values()
+            .iter()
+            .for_each(|v| f((*v as u64) ^ (1 << 63), *v as i128)),
+        _ => a
+            .iter()
+            .flatten()
+            .for_each(|v| f((v as u64) ^ (1 << 63), v as i128)),
     }
     true
 }
@@ -558,7 +576,7 @@ mod tests {
 
     fn column(staged: Vec<Option<i64>>, ranged: bool) -> Column {
         let mut v = IntValues::default();
-        v.push(&ints(staged));
+        v.push(&ints(staged), |_| true);
         v.ranged = ranged;
         Column {
             converter: RowConverter::new(vec![SortField::new(DataType::Int64)]).unwrap(),
