@@ -283,6 +283,8 @@ pub(super) fn describe(i: &Indexes, parts: usize) -> String {
         out += &format!(
             "; {line}: their files are read and their keys probed with the same staged keys"
         );
+    } else if i.indexed.iter().all(|(_, e)| !e.zones.is_empty()) {
+        out += "; a staged key outside every index's key zones is in no partition, and is left out before it is fingerprinted";
     }
     out
 }
