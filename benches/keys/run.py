@@ -145,6 +145,20 @@ def has_column(python, d, column):
     return out.stdout.strip() == "True"
 
 
+def rows_of(size):
+    """The rows of a size such as `10M` or `500K`."""
+    return int(size[:-1]) * {"K": 1000, "M": 1000_000}[size[-1]]
+
+
+def duckdb_sql(python, sql):
+    """Runs `sql` in DuckDB, in a fresh `python -c` process."""
+    subprocess.run([python, "-c", f"import duckdb; duckdb.sql({sql!r})"], check=True)
+
+
+# Every key of the pairs layouts, each twice: `customer-NNNNNNNN@example-mail.com`.
+PAIR_KEY = "'customer-' || lpad((i // 2)::VARCHAR, 8, '0') || '@example-mail.com'"
+
+
 def text_reference(python, data, size, column="ref_id"):
     """DIR/text-SIZE-ref (DIR/text-SIZE-emailref): the reference of TEXT_REF
     (EMAIL_KNOWN), written once by DuckDB."""
@@ -154,7 +168,7 @@ def text_reference(python, data, size, column="ref_id"):
         os.makedirs(out, exist_ok=True)
         sql = (f"COPY (SELECT DISTINCT {column} FROM read_parquet('{src}/*.parquet') "
                f"WHERE {column} IS NOT NULL AND hash({column}) % 100 <> 0) TO '{out}/part-0.parquet'")
-        subprocess.run([python, "-c", f"import duckdb; duckdb.sql({sql!r})"], check=True)
+        duckdb_sql(python, sql)
     return out
 
 
@@ -167,7 +181,7 @@ DIM_REF = ("values(sku) in dim(sku), text, 200k SKUs, 1% missing", "dim_ref.dq",
 
 def dimension(python, data, size):
     """(DIR/sku-SIZE, DIR/sku-SIZE-dim) for DIM_REF, written once by DuckDB."""
-    rows = int(size[:-1]) * {"K": 1000, "M": 1000_000}[size[-1]]
+    rows = rows_of(size)
     fact, dim = os.path.join(data, f"sku-{size}"), os.path.join(data, f"sku-{size}-dim")
     if not os.path.exists(os.path.join(dim, "part-0.parquet")):
         os.makedirs(fact, exist_ok=True)
@@ -177,7 +191,7 @@ def dimension(python, data, size):
                f"TO '{fact}/part-0.parquet'; "
                f"COPY (SELECT DISTINCT {sku} AS sku FROM range(200000) t(h) WHERE h % 100 <> 7) "
                f"TO '{dim}/part-0.parquet'")
-        subprocess.run([python, "-c", f"import duckdb; duckdb.sql({sql!r})"], check=True)
+        duckdb_sql(python, sql)
     return fact, dim
 
 
@@ -191,7 +205,7 @@ EMAIL_REF = ("values(email) in dim(email), 150k e-mail addresses, 1% missing", "
 EMAIL_REF_DICT = ("values(email) in dim(email), dictionary-typed, 150k e-mail addresses, 1% missing",) + EMAIL_REF[1:]
 def email_dimension(python, data, size):
     """(DIR/email-SIZE, DIR/email-SIZE-dict, DIR/email-SIZE-dim) for EMAIL_REF, written once."""
-    rows = int(size[:-1]) * {"K": 1000, "M": 1000_000}[size[-1]]
+    rows = rows_of(size)
     fact, typed, dim = (os.path.join(data, f"email-{size}{s}") for s in ("", "-dict", "-dim"))
     if not os.path.exists(os.path.join(typed, "part-0.parquet")):
         for d in (fact, typed, dim):
@@ -257,43 +271,40 @@ TENTH = [(w[0].replace("every key twice, in key order", "a tenth of the keys twi
 
 def pairs(python, data, size):
     """(DIR/pairs-SIZE-sorted, DIR/pairs-SIZE-scattered) for PAIRS, written once."""
-    rows = int(size[:-1]) * {"K": 1000, "M": 1000_000}[size[-1]]
-    dirs = [os.path.join(data, f"pairs-{size}-{s}") for s in ("sorted", "scattered")]
-    if not os.path.exists(os.path.join(dirs[1], "part-0.parquet")):
-        k = "'customer-' || lpad((i // 2)::VARCHAR, 8, '0') || '@example-mail.com'"
-        for d, order in zip(dirs, ("i", "hash(i)")):
-            os.makedirs(d, exist_ok=True)
-            sql = (f"COPY (SELECT {k} AS k FROM range({rows}) t(i) ORDER BY {order}) "
-                   f"TO '{d}/part-0.parquet'")
-            subprocess.run([python, "-c", f"import duckdb; duckdb.sql({sql!r})"], check=True)
-    return dirs
+    return pairs_in_orders(python, data, size, [("sorted", "i"), ("scattered", "hash(i)")])
 
 
 def ranges_and_late(python, data, size):
     """(DIR/pairs-SIZE-ranges, DIR/pairs-SIZE-late) for PAIRS_RANGES and
     PAIRS_LATE, written once."""
-    rows = int(size[:-1]) * {"K": 1000, "M": 1000_000}[size[-1]]
-    dirs = [os.path.join(data, f"pairs-{size}-{s}") for s in ("ranges", "late")]
-    cut = rows * 98 // 100
-    orders = ("i // 122880, hash(i)", f"CASE WHEN i >= {cut} THEN {cut + rows - 1} - i ELSE i END")
-    k = "'customer-' || lpad((i // 2)::VARCHAR, 8, '0') || '@example-mail.com'"
-    for d, order in zip(dirs, orders):
+    cut = rows_of(size) * 98 // 100
+    late = f"CASE WHEN i >= {cut} THEN {cut + rows_of(size) - 1} - i ELSE i END"
+    return pairs_in_orders(python, data, size, [("ranges", "i // 122880, hash(i)"), ("late", late)],
+                           " (ROW_GROUP_SIZE 122880)")
+
+
+def pairs_in_orders(python, data, size, orders, options=""):
+    """DIR/pairs-SIZE-NAME for each (NAME, ORDER) of `orders`: every key of
+    PAIR_KEY twice, in that order, one DuckDB file (COPY `options`),
+    written once."""
+    dirs = []
+    for name, order in orders:
+        d = os.path.join(data, f"pairs-{size}-{name}")
         if not os.path.exists(os.path.join(d, "part-0.parquet")):
             os.makedirs(d, exist_ok=True)
-            sql = (f"COPY (SELECT {k} AS k FROM range({rows}) t(i) ORDER BY {order}) "
-                   f"TO '{d}/part-0.parquet' (ROW_GROUP_SIZE 122880)")
-            subprocess.run([python, "-c", f"import duckdb; duckdb.sql({sql!r})"], check=True)
+            duckdb_sql(python, f"COPY (SELECT {PAIR_KEY} AS k FROM range({rows_of(size)}) t(i) "
+                               f"ORDER BY {order}) TO '{d}/part-0.parquet'{options}")
+        dirs.append(d)
     return dirs
 
 
 def sorted_files(python, data, size, files):
     """DIR/pairs-SIZE-files-FILES for PAIRS_FILES, written once."""
-    rows = int(size[:-1]) * {"K": 1000, "M": 1000_000}[size[-1]]
+    rows = rows_of(size)
     d = os.path.join(data, f"pairs-{size}-files-{files}")
     if not os.path.exists(os.path.join(d, f"part-{files - 1}.parquet")):
-        k = "'customer-' || lpad((i // 2)::VARCHAR, 8, '0') || '@example-mail.com'"
         os.makedirs(d, exist_ok=True)
-        table = f"CREATE TABLE t AS SELECT {k} AS k, hash(i) % {files} AS p FROM range({rows}) t(i)"
+        table = f"CREATE TABLE t AS SELECT {PAIR_KEY} AS k, hash(i) % {files} AS p FROM range({rows}) t(i)"
         copy = f"COPY (SELECT k FROM t WHERE p = {{p}} ORDER BY k) TO '{d}/part-{{p}}.parquet'"
         code = f"import duckdb\nduckdb.sql({table!r})\nfor p in range({files}):\n    duckdb.sql({copy!r}.format(p=p))"
         subprocess.run([python, "-c", code], check=True)
@@ -302,13 +313,13 @@ def sorted_files(python, data, size, files):
 
 def tenth(python, data, size):
     """DIR/tenth-SIZE-scattered for TENTH, written once."""
-    rows = int(size[:-1]) * {"K": 1000, "M": 1000_000}[size[-1]]
+    rows = rows_of(size)
     d = os.path.join(data, f"tenth-{size}-scattered")
     if not os.path.exists(os.path.join(d, "part-0.parquet")):
         k = f"'customer-' || lpad((i % {rows * 9 // 10})::VARCHAR, 8, '0') || '@example-mail.com'"
         os.makedirs(d, exist_ok=True)
         sql = f"COPY (SELECT {k} AS k FROM range({rows}) t(i) ORDER BY hash(i)) TO '{d}/part-0.parquet'"
-        subprocess.run([python, "-c", f"import duckdb; duckdb.sql({sql!r})"], check=True)
+        duckdb_sql(python, sql)
     return d
 
 

@@ -164,14 +164,14 @@ pub async fn across_published(
         },
         false => (None, None),
     };
-    // A task of its own, so that it runs on another core than the
-    // footers' comparison.
-    // Keys outside every partition's key zones are in none: the distinct
-    // keys leave them out (the day's new keys, when keys rise with time).
+    // Keys outside every partition's key zones are in none: both readers
+    // leave them out (the day's new keys, when keys rise with time).
     let within = match (&indexes, Kind::all(&super::staged_types(staged, keys)?)) {
         (Ok(i), Some(kinds)) => i.within(&kinds).map(Arc::new),
         _ => None,
     };
+    // A task of its own, so that it runs on another core than the
+    // footers' comparison.
     let distinct = {
         let (want, ctx, staged, keys, within) = (
             indexes.is_ok(),

@@ -303,10 +303,10 @@ impl IntValues {
     /// Adds the codes of the non-null values of `array` that `keep` holds.
     fn push(&mut self, array: &ArrayRef, keep: impl Fn(i128) -> bool) {
         let (mut range, ranged, codes) = (self.range, self.ranged, &mut self.codes);
-        let coded = each_code(array, |c, v| {
-            if !keep(v) {
+        let coded = each_code(array, |coded| {
+            let Some((c, _)) = coded.filter(|(_, v)| keep(*v)) else {
                 return;
-            }
+            };
             range = Some(range.map_or((c, c), |(lo, hi)| (lo.min(c), hi.max(c))));
             if !ranged {
                 codes.push(c);
@@ -371,8 +371,9 @@ fn is_int(t: &DataType) -> bool {
 }
 
 /// Calls `f` with the code (see [`int_codes`]) and the value of each
-/// non-null value of an integer-like array; `false` for other types.
-fn each_code(array: &ArrayRef, mut f: impl FnMut(u64, i128)) -> bool {
+/// value of an integer-like array, in order (`None` for a null); `false`
+/// for other types.
+fn each_code(array: &ArrayRef, mut f: impl FnMut(Option<(u64, i128)>)) -> bool {
     use datafusion::arrow::array::AsArray;
     use datafusion::arrow::datatypes::{Int64Type, UInt64Type};
     if !is_int(array.data_type()) {
@@ -382,22 +383,17 @@ fn each_code(array: &ArrayRef, mut f: impl FnMut(u64, i128)) -> bool {
         let Ok(a) = cast(array, &DataType::UInt64) else {
             return false;
         };
-        (a.as_primitive::<UInt64Type>().iter().flatten()).for_each(|v| f(v, v as i128));
+        (a.as_primitive::<UInt64Type>().iter()).for_each(|v| f(v.map(|v| (v, v as i128))));
         return true;
     }
     let Ok(a) = cast(array, &DataType::Int64) else {
         return false;
     };
     let a = a.as_primitive::<Int64Type>();
+    let signed = |v: i64| ((v as u64) ^ (1 << 63), v as i128);
     match a.null_count() {
-        0 => a
-            .values()
-            .iter()
-            .for_each(|v| f((*v as u64) ^ (1 << 63), *v as i128)),
-        _ => a
-            .iter()
-            .flatten()
-            .for_each(|v| f((v as u64) ^ (1 << 63), v as i128)),
+        0 => a.values().iter().for_each(|v| f(Some(signed(*v)))),
+        _ => a.iter().for_each(|v| f(v.map(signed))),
     }
     true
 }
@@ -406,22 +402,8 @@ fn each_code(array: &ArrayRef, mut f: impl FnMut(u64, i128)) -> bool {
 /// and timestamps as their integers) with the sign bit flipped, unsigned
 /// values as they are; `None` for a null. `None` for other types.
 fn int_codes(array: &ArrayRef) -> Option<Vec<Option<u64>>> {
-    use datafusion::arrow::array::AsArray;
-    use datafusion::arrow::datatypes::{Int64Type, UInt64Type};
-    if !is_int(array.data_type()) {
-        return None;
-    }
-    if array.data_type().is_unsigned_integer() {
-        let a = cast(array, &DataType::UInt64).ok()?;
-        return Some(a.as_primitive::<UInt64Type>().iter().collect());
-    }
-    let a = cast(array, &DataType::Int64).ok()?;
-    Some(
-        a.as_primitive::<Int64Type>()
-            .iter()
-            .map(|v| v.map(|v| (v as u64) ^ (1 << 63)))
-            .collect(),
-    )
+    let mut codes = Vec::with_capacity(array.len());
+    each_code(array, |c| codes.push(c.map(|(code, _)| code))).then_some(codes)
 }
 
 #[cfg(test)]
