@@ -20,7 +20,7 @@ use crate::exec::ExecError;
 use crate::exec::{grouped_top, keys, table};
 use crate::keyindex::Kind;
 use crate::plan::join as pj;
-use crate::staged::StagedInput;
+use crate::staged::{Location, StagedInput};
 use crate::value::Value;
 
 /// How `across published` runs on the key engine, for `explain`; `None`:
@@ -99,6 +99,18 @@ pub fn across_by_index_plan(
     )
 }
 
+/// Runs `blocking` (file reads) so that the tasks this worker spawned last
+/// (a scan just started) go on on another worker meanwhile: on a
+/// multi-thread runtime the worker hands its tasks over for the time it
+/// blocks; on a current-thread one they wait, as they would anyway.
+fn beside_tasks<T>(blocking: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(blocking),
+        _ => blocking(),
+    }
+}
+
 /// The semi-join frame of `across published` and the published side, or
 /// `None` when pruning left nothing to compare with.
 pub fn across_published_frames(
@@ -128,12 +140,27 @@ pub async fn across_published(
     label: &str,
 ) -> Result<JoinResult, ExecError> {
     let started = std::time::Instant::now();
+    // Both the distinct keys and the footers' comparison read the staged
+    // key columns: one scan serves both where it can. It starts before the
+    // indexes' headers are read (a year of partitions is a year of
+    // headers), so that it runs beside them; where no index can be used
+    // after all, it is dropped, having read at most its channels' batches.
+    let local = parts
+        .iter()
+        .all(|p| matches!(p.input.location, Location::Local(_)));
+    let teed = match engine && local && Kind::all(&super::staged_types(staged, keys)?).is_some() {
+        true => super::side::tee_staged_keys(ctx, staged, parts, keys).await?,
+        false => None,
+    };
     // With a key index beside every other version, the staged keys are
     // read for them while the footers are compared with the staged keys:
     // the indexes are read unless the footers leave little to read (keys
     // that rise with time).
     let indexes = match engine {
-        true => super::indexed::expected(staged, parts, keys, &across_types(staged, parts, keys)?),
+        true => {
+            let types = across_types(staged, parts, keys)?;
+            beside_tasks(|| super::indexed::expected(staged, parts, keys, &types))
+        }
         false => Err(String::new()),
     };
     // Keys that pack into no word are fingerprinted: the staged side's
@@ -155,14 +182,9 @@ pub async fn across_published(
             }
         }
     };
-    // Both the distinct keys and the footers' comparison read the staged
-    // key columns: one scan serves both where it can.
-    let (for_distinct, for_side) = match indexes.is_ok() {
-        true => match super::side::tee_staged_keys(ctx, staged, parts, keys).await? {
-            Some([a, b]) => (Some(a), Some(b)),
-            None => (None, None),
-        },
-        false => (None, None),
+    let (for_distinct, for_side) = match (indexes.is_ok(), teed) {
+        (true, Some([a, b])) => (Some(a), Some(b)),
+        _ => (None, None),
     };
     // Keys outside every partition's key zones are in none: both readers
     // leave them out (the day's new keys, when keys rise with time).

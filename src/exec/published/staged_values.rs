@@ -126,13 +126,18 @@ impl StagedValues {
     /// bytes order the same in every layout): no copy of each value into a
     /// new buffer, by the scan or by a cast.
     fn exprs(staged: &StagedInput, keys: &[String], types: &[DataType]) -> Vec<Expr> {
-        let as_bytes = |k: &String| {
+        // A column already of its compared type, or text compared as text,
+        // is read as it comes.
+        let as_is = |k: &String, t: &DataType| {
             let field = staged.schema.field_with_name(k).ok();
-            field.is_some_and(|f| is_bytes(&crate::exec::scan::as_view(f.data_type())))
+            field.is_some_and(|f| {
+                f.data_type() == t
+                    || is_bytes(t) && is_bytes(&crate::exec::scan::as_view(f.data_type()))
+            })
         };
         keys.iter()
             .zip(types)
-            .map(|(k, t)| match is_bytes(t) && as_bytes(k) {
+            .map(|(k, t)| match as_is(k, t) {
                 true => ident(k),
                 false => cast_expr(ident(k), t.clone()).alias(k),
             })
