@@ -13,6 +13,7 @@
 use std::cmp::Ordering;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringViewArray};
+use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, UInt64Type};
 use datafusion::arrow::error::ArrowError;
@@ -82,20 +83,30 @@ impl Columns {
         Ok(Columns { parts })
     }
 
-    /// Part `c` of `row` as an integer; `None` for a text part or a null.
-    pub(super) fn int_at(&self, c: usize, row: usize) -> Option<i128> {
-        match self.parts.get(c)? {
-            Part::Signed(a) => a.is_valid(row).then(|| a.value(row) as i128),
-            Part::Unsigned(a) => a.is_valid(row).then(|| a.value(row) as i128),
-            Part::Text(_) => None,
+    /// Calls `f(row, value)` for each non-null value of integer part `c`
+    /// (nothing for a text part), in row order.
+    pub(super) fn each_int(&self, c: usize, mut f: impl FnMut(usize, i128)) {
+        fn each<T: Copy>(values: &[T], nulls: Option<&NullBuffer>, mut f: impl FnMut(usize, T)) {
+            match nulls.filter(|n| n.null_count() > 0) {
+                None => values.iter().enumerate().for_each(|(r, v)| f(r, *v)),
+                Some(n) => n.valid_indices().for_each(|r| f(r, values[r])),
+            }
+        }
+        match self.parts.get(c) {
+            Some(Part::Signed(a)) => each(a.values(), a.nulls(), |r, v| f(r, v as i128)),
+            Some(Part::Unsigned(a)) => each(a.values(), a.nulls(), |r, v| f(r, v as i128)),
+            _ => {}
         }
     }
 
-    /// Part `c` of `row` as text; `None` for an integer part or a null.
-    pub(super) fn text_at(&self, c: usize, row: usize) -> Option<&[u8]> {
-        match self.parts.get(c)? {
-            Part::Text(a) => a.is_valid(row).then(|| a.value(row).as_bytes()),
-            _ => None,
+    /// Calls `f(row, bytes)` for each non-null value of text part `c`
+    /// (nothing for an integer part), in row order.
+    pub(super) fn each_text(&self, c: usize, mut f: impl FnMut(usize, &[u8])) {
+        if let Some(Part::Text(a)) = self.parts.get(c) {
+            match a.nulls().filter(|n| n.null_count() > 0) {
+                None => (0..a.len()).for_each(|r| f(r, a.value(r).as_bytes())),
+                Some(n) => n.valid_indices().for_each(|r| f(r, a.value(r).as_bytes())),
+            }
         }
     }
 

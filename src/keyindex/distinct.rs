@@ -71,6 +71,8 @@ pub struct Collecting {
     /// Only the keys that can lie in a partition are kept, when known.
     within: Option<Arc<Within>>,
     outside: u64,
+    /// Which rows of a batch the zones hold (a buffer kept between batches).
+    keep: Vec<bool>,
 }
 
 impl Collecting {
@@ -86,6 +88,7 @@ impl Collecting {
             bits,
             within: None,
             outside: 0,
+            keep: Vec::new(),
         }
     }
 
@@ -112,9 +115,16 @@ impl Collecting {
     /// Adds the keys of the first `rows` rows of `columns`, the first of
     /// them row `first` of what was read.
     pub fn push(&mut self, columns: &Columns, rows: usize, first: u64) {
+        // Which rows the zones hold, a column at a time.
+        let mut keep = std::mem::take(&mut self.keep);
+        keep.clear();
+        if let Some(w) = &self.within {
+            keep.resize(rows, true);
+            w.sift(columns, &mut keep);
+        }
         for row in 0..rows {
             let start = self.arena.len();
-            if self.within.as_ref().is_some_and(|w| !w.holds(columns, row)) {
+            if keep.get(row) == Some(&false) {
                 self.outside += 1;
                 continue;
             }
@@ -125,6 +135,7 @@ impl Collecting {
                 self.rows.push((first + row as u64) as u32);
             }
         }
+        self.keep = keep;
     }
 
     /// The distinct keys, sorted by fingerprint and bytes.
