@@ -145,10 +145,11 @@ pub async fn across_published(
     // indexes' headers are read (a year of partitions is a year of
     // headers), so that it runs beside them; where no index can be used
     // after all, it is dropped, having read at most its channels' batches.
+    let kinds = Kind::all(&super::staged_types(staged, keys)?);
     let local = parts
         .iter()
         .all(|p| matches!(p.input.location, Location::Local(_)));
-    let teed = match engine && local && Kind::all(&super::staged_types(staged, keys)?).is_some() {
+    let teed = match engine && local && kinds.is_some() {
         true => super::side::tee_staged_keys(ctx, staged, parts, keys).await?,
         false => None,
     };
@@ -188,8 +189,8 @@ pub async fn across_published(
     };
     // Keys outside every partition's key zones are in none: both readers
     // leave them out (the day's new keys, when keys rise with time).
-    let within = match (&indexes, Kind::all(&super::staged_types(staged, keys)?)) {
-        (Ok(i), Some(kinds)) => i.within(&kinds).map(Arc::new),
+    let within = match (&indexes, &kinds) {
+        (Ok(i), Some(kinds)) => i.within(kinds).map(Arc::new),
         _ => None,
     };
     // A task of its own, so that it runs on another core than the
