@@ -18,11 +18,25 @@ pub(crate) fn add_run<E>(
     out: &mut PastRuns,
 ) {
     match text {
+        Ok(Some(text)) => {
+            let json = serde_json::from_str::<Json>(&text);
+            add_listed(json.as_ref().map(Some), pairs, out)
+        }
+        Ok(None) => add_listed(Ok::<_, ()>(None), pairs, out),
+        Err(_) => out.unreadable += 1,
+    }
+}
+
+/// Adds the run of a partition whose audit record (its parts `history(N)`
+/// reads, see [`crate::publish::record::ListedRecord`]) is `run`.
+pub(crate) fn add_listed<E>(
+    run: Result<Option<&Json>, E>,
+    pairs: &[(String, String)],
+    out: &mut PastRuns,
+) {
+    match run {
         Ok(None) => out.unrecorded += 1,
-        Ok(Some(text)) => match serde_json::from_str::<Json>(&text) {
-            Ok(json) => out.runs.push(past_run(&json, pairs)),
-            Err(_) => out.unreadable += 1,
-        },
+        Ok(Some(json)) => out.runs.push(past_run(json, pairs)),
         Err(_) => out.unreadable += 1,
     }
 }

@@ -53,15 +53,39 @@ impl Record {
 
     /// A record's text, read from `shown` (for messages).
     pub fn parse(text: &str, shown: &str) -> Result<Record, PublishError> {
-        let bad = |reason: String| PublishError::BadRecord {
-            path: shown.to_string(),
-            reason,
-        };
-        // Only `input` and `published` become values; the rest is skipped,
-        // and `read` kept as text. A record of an audit that read other
-        // partitions lists each of them in `read`, so that part grows with
-        // the table, and a snapshot opens every partition's record.
-        let head: Head<'_> = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        let head: Head<'_> = serde_json::from_str(text).map_err(|e| bad(shown, e.to_string()))?;
+        let read = head.read.map(|r| r.get().to_string());
+        Record::of_head(head)
+            .map(|r| Record { read, ..r })
+            .map_err(|reason| bad(shown, reason))
+    }
+
+    /// A record's text as a snapshot of the table reads it:
+    /// the record without its `read` (only `verify` shows it, and it lists
+    /// every other partition, so it is most of a record's text), and what
+    /// `history(N)` reads of it (see [`ListedRecord`]). `Err` (why) when
+    /// the text is not a record's JSON at all.
+    pub fn parse_listed(text: &str) -> Result<ListedRecord, String> {
+        let mut head: Head<'_> = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let mut run = serde_json::Map::new();
+        for (k, v) in [
+            ("verdict", head.verdict.take()),
+            ("checks", head.checks.take()),
+            ("input", head.input.clone()),
+        ] {
+            if let Some(v) = v {
+                run.insert(k.to_string(), v);
+            }
+        }
+        Ok(ListedRecord {
+            record: Record::of_head(head),
+            run: Json::Object(run),
+        })
+    }
+
+    /// The record a parsed head holds, without its `read`, or why it is
+    /// not one.
+    fn of_head(head: Head<'_>) -> Result<Record, String> {
         let mut json = serde_json::Map::new();
         for (k, v) in [("input", head.input), ("published", head.published)] {
             if let Some(v) = v {
@@ -73,18 +97,16 @@ impl Record {
             json.pointer(ptr)
                 .and_then(Json::as_str)
                 .map(str::to_string)
-                .ok_or_else(|| bad(format!("`{ptr}` is missing or not text")))
+                .ok_or_else(|| format!("`{ptr}` is missing or not text"))
         };
         let fingerprint = text_at("/input/fingerprint")?;
         let version = text_at("/published/version")?;
-        let files = listed_files(&json).map_err(bad)?;
-        let key_indexes = listed_indexes(&json).map_err(bad)?;
         Ok(Record {
             fingerprint,
             version,
-            files,
-            read: head.read.map(|r| r.get().to_string()),
-            key_indexes,
+            files: listed_files(&json)?,
+            read: None,
+            key_indexes: listed_indexes(&json)?,
         })
     }
 
@@ -102,13 +124,36 @@ impl Record {
     }
 }
 
-/// The parts of a record that are read back.
+/// The parts of a record that are read back. Only these become values; the
+/// rest is skipped, and `read` kept as text. A record of an audit that read
+/// other partitions lists each of them in `read`, so that part grows with
+/// the table, and a snapshot opens every partition's record.
 #[derive(serde::Deserialize)]
 struct Head<'a> {
     input: Option<Json>,
     published: Option<Json>,
+    /// What `history(N)` reads besides `input`.
+    verdict: Option<Json>,
+    checks: Option<Json>,
     #[serde(borrow)]
     read: Option<&'a serde_json::value::RawValue>,
+}
+
+/// A record as a snapshot of the table reads it.
+#[derive(Debug, Clone)]
+pub(crate) struct ListedRecord {
+    /// The record without its `read`, or why it is not one.
+    pub record: Result<Record, String>,
+    /// Its `verdict`, `input` and `checks` (those it has), as one object:
+    /// what `history(N)` reads.
+    pub run: Json,
+}
+
+fn bad(shown: &str, reason: String) -> PublishError {
+    PublishError::BadRecord {
+        path: shown.to_string(),
+        reason,
+    }
 }
 
 /// A record's `read` object in one line: which statements read the table,
@@ -166,8 +211,6 @@ pub(crate) fn write(
         to_record_json(verdict, manifest, read).as_bytes(),
     )
 }
-
-impl Record {}
 
 /// How a re-computed fingerprint (or the error computing it) differs from
 /// the record's, if it does.
@@ -252,4 +295,43 @@ fn listed_indexes(json: &Json) -> Result<Vec<KeyIndexFile>, String> {
 /// when an entry is malformed (nothing is then removed by their names).
 pub(crate) fn key_indexes_of(json: &Json) -> Vec<KeyIndexFile> {
     listed_indexes(json).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = r#"{"format": "dqgate.verdict/1", "verdict": "fail",
+        "input": {"fingerprint": "sha256:ab", "row_count": 7},
+        "checks": [{"metric": "row_count", "value": 7}],
+        "published": {"version": "v1-ab", "files": [{"path": "p.parquet", "staged_path": "p.parquet", "bytes": 9}],
+                      "key_indexes": [{"path": "_dqgate_keys_1.idx", "columns": ["k"], "bytes": 3, "checksum": "xxh3:1"}]},
+        "read": {"reads": ["line 4: unique(k) across published"], "partitions": [{"partition": "d=1", "version": "v1-cd", "fingerprint": "sha256:cd"}]}}"#;
+
+    #[test]
+    fn a_listed_record_is_the_record_without_its_read_and_what_history_reads() {
+        let whole = Record::parse(TEXT, "r").unwrap();
+        assert!(whole
+            .read_described()
+            .unwrap()
+            .contains("1 other partition(s): d=1 v1-cd"));
+        let listed = Record::parse_listed(TEXT).unwrap();
+        assert_eq!(
+            listed.record,
+            Ok(Record {
+                read: None,
+                ..whole
+            })
+        );
+        let run: Json = serde_json::from_str(TEXT).unwrap();
+        for k in ["verdict", "input", "checks"] {
+            assert_eq!(listed.run.get(k), run.get(k), "{k}");
+        }
+        assert_eq!(listed.run.as_object().unwrap().len(), 3);
+        // Not JSON: not listed; JSON that is no record: its run still is.
+        assert!(Record::parse_listed("{\"input\": ").is_err());
+        let other = Record::parse_listed(r#"{"verdict": "pass", "extra": [1]}"#).unwrap();
+        assert!(other.record.unwrap_err().contains("/input/fingerprint"));
+        assert_eq!(other.run, serde_json::json!({"verdict": "pass"}));
+    }
 }

@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -27,15 +27,17 @@ use crate::publish::error::{IoContext, PublishError};
 use crate::publish::readset::PartVersion;
 use crate::publish::record::Record;
 use crate::verdict::history::PastRuns;
+use serde_json::Value as Json;
 
 /// One partition directory found by the walk.
 #[derive(Debug, Clone)]
 struct Part {
     pairs: Vec<(String, String)>,
     dir: PathBuf,
-    /// The record's text: `Ok(None)` when there is none, `Err` when it could
-    /// not be read.
-    text: Result<Option<String>, Unreadable>,
+    /// What `history(N)` reads of the record (see
+    /// [`crate::publish::record::ListedRecord`]):
+    /// `Ok(None)` when there is none, `Err` when it could not be read.
+    run: Result<Option<Json>, Unreadable>,
     /// The record, or why there is none: `Ok(None)` missing, `Err` the reason
     /// it could not be read or parsed.
     record: Result<Option<Record>, Unreadable>,
@@ -78,9 +80,17 @@ impl HiveSnapshot {
 /// Each found partition with its record read, on a few threads when there
 /// are many (a year of partitions is a year of records).
 fn open_parts(found: Vec<(Vec<(String, String)>, PathBuf)>) -> Vec<(String, Part)> {
+    // Each thread reads its records into one buffer: only what is parsed
+    // out of a record is kept.
+    let open_all = |c: Vec<_>| {
+        let mut text = String::new();
+        c.into_iter()
+            .map(|f| open_part(f, &mut text))
+            .collect::<Vec<_>>()
+    };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     if found.len() < 64 || threads < 2 {
-        return found.into_iter().map(open_part).collect();
+        return open_all(found);
     }
     let per = found.len().div_ceil(threads);
     let mut chunks: Vec<Vec<_>> = Vec::new();
@@ -95,7 +105,7 @@ fn open_parts(found: Vec<(Vec<(String, String)>, PathBuf)>) -> Vec<(String, Part
     std::thread::scope(|s| {
         let handles: Vec<_> = chunks
             .into_iter()
-            .map(|c| s.spawn(|| c.into_iter().map(open_part).collect::<Vec<_>>()))
+            .map(|c| s.spawn(|| open_all(c)))
             .collect();
         handles
             .into_iter()
@@ -104,28 +114,28 @@ fn open_parts(found: Vec<(Vec<(String, String)>, PathBuf)>) -> Vec<(String, Part
     })
 }
 
-/// A found partition (its `k=v` pairs and directory) with its record read.
-fn open_part((pairs, dir): (Vec<(String, String)>, PathBuf)) -> (String, Part) {
+/// A found partition (its `k=v` pairs and directory) with its record read
+/// (into `text`, a buffer reused from record to record).
+fn open_part((pairs, dir): (Vec<(String, String)>, PathBuf), text: &mut String) -> (String, Part) {
     let rel = rel_of(&pairs);
-    let text = match fs::read_to_string(dir.join(RECORD)) {
-        Ok(t) => Ok(Some(t)),
+    text.clear();
+    let read = fs::File::open(dir.join(RECORD)).and_then(|mut f| f.read_to_string(text));
+    let listed = match read {
+        Ok(_) => Record::parse_listed(text)
+            .map(Some)
+            .map_err(Unreadable::Bad),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Unreadable::Io(Arc::new(e))),
     };
-    let shown = dir.join(RECORD).display().to_string();
-    let record = match &text {
-        Ok(Some(t)) => match Record::parse(t, &shown) {
-            Ok(r) => Ok(Some(r)),
-            Err(PublishError::BadRecord { reason, .. }) => Err(Unreadable::Bad(reason)),
-            Err(e) => Err(Unreadable::Bad(e.to_string())),
-        },
-        Ok(None) => Ok(None),
-        Err(e) => Err(e.clone()),
+    let (record, run) = match listed {
+        Ok(Some(l)) => (l.record.map(Some).map_err(Unreadable::Bad), Ok(Some(l.run))),
+        Ok(None) => (Ok(None), Ok(None)),
+        Err(e) => (Err(e.clone()), Err(e)),
     };
     let part = Part {
         pairs,
         dir,
-        text,
+        run,
         record,
     };
     (rel, part)
@@ -247,7 +257,11 @@ impl HiveSnapshot {
     pub fn past_runs(&self) -> PastRuns {
         let mut out = PastRuns::default();
         for part in self.parts.values() {
-            crate::publish::history::add_run(part.text.clone(), &part.pairs, &mut out);
+            crate::publish::history::add_listed(
+                part.run.as_ref().map(Option::as_ref),
+                &part.pairs,
+                &mut out,
+            );
         }
         out
     }
