@@ -353,6 +353,11 @@ impl Finder {
         self.hashes[i]
     }
 
+    /// The canonical bytes of entry `i`'s key.
+    pub fn key(&self, i: usize) -> &[u8] {
+        self.keys.key(&self.keys.entries[i])
+    }
+
     /// The entry whose key is `key` (fingerprint `hash`), if there is one.
     pub fn find(&self, key: &[u8], hash: u64) -> Option<usize> {
         // Sorted by whole fingerprints, so by their cut ones too.

@@ -1,5 +1,6 @@
 //! The index file: `_dqgate_keys_<hash of the columns>.idx` in a version's
-//! directory. This dqgate writes format 3 and reads formats 1 to 3.
+//! directory. This dqgate writes format 4 for keys of integer parts only
+//! and format 3 for the others, and reads formats 1 to 4.
 //!
 //! ```text
 //! "DQGKEYS3"                     magic, 8 bytes
@@ -26,6 +27,15 @@
 //! index refused, never a key missed. The whole index is about 12 bytes a
 //! distinct key.
 //!
+//! Format 4 (`"DQGKEYS4"`) is format 3 for keys whose parts are all
+//! integers: its tail holds each key's canonical bytes (9 bytes a part, see
+//! `canon`) instead of the low halves and rows. Where a top equals a staged
+//! key's, the key is read from the tail and compared as bytes: no Parquet
+//! file is read, where in format 3 each file with a clashing key has its
+//! key column chunk decompressed and decoded for a few rows (the files
+//! have no page index to read less). The whole index is about 13 bytes a
+//! distinct key of one part.
+//!
 //! Format 2 (`"DQGKEYS2"`, written until 2026-12-03) is format 3 without
 //! zones, with one checksum over the header and the rest of the head.
 //! Format 1 (`"DQGKEYS1"`) kept a bucket table and the 32 bits after each
@@ -45,29 +55,48 @@ use twox_hash::XxHash3_64;
 
 use super::canon::Kind;
 use super::distinct::{Distinct, Finder};
-use super::topbits::{starts, TopBits};
+pub use super::legacy::Probe;
 use super::zones::Zones;
 
 const MAGIC_1: &[u8; 8] = b"DQGKEYS1";
 const MAGIC_2: &[u8; 8] = b"DQGKEYS2";
-const MAGIC: &[u8; 8] = b"DQGKEYS3";
-/// The format this dqgate writes.
+const MAGIC_3: &[u8; 8] = b"DQGKEYS3";
+const MAGIC_4: &[u8; 8] = b"DQGKEYS4";
+/// The format this dqgate writes for keys with a text part.
 const FORMAT: u32 = 3;
-/// The tail's checked blocks, by format: small in format 2, where the low
-/// halves of scattered fingerprints are read one at a time.
-fn block_size(format: u32) -> u64 {
+/// The format this dqgate writes for keys whose parts are all integers:
+/// their canonical bytes in the tail.
+const EXACT_FORMAT: u32 = 4;
+/// The bytes of an integer part's canonical key.
+const INT_BYTES: u64 = 9;
+
+/// The tail's bytes a key, in a `format` index of `parts` key parts.
+fn width(format: u32, parts: usize) -> u64 {
+    match format {
+        1 => 4,
+        EXACT_FORMAT => INT_BYTES * parts as u64,
+        _ => 8,
+    }
+}
+
+/// The tail's checked blocks, by format: small after format 1, where the
+/// words of scattered fingerprints are read one at a time; a whole number
+/// of keys in format 4, so that no key spans two.
+fn block_size(format: u32, parts: usize) -> u64 {
     match format {
         1 => 1 << 16,
+        EXACT_FORMAT => ((1 << 10) / width(format, parts)).max(1) * width(format, parts),
         _ => 1 << 10,
     }
 }
 
-/// What a format keeps where, for an index of `keys` keys whose header says
-/// `bucket_bits`: the words of its bucket table and the tail's bytes.
-fn layout(format: u32, bucket_bits: u32, keys: u64) -> (u64, u64) {
+/// What a format keeps where, for an index of `keys` keys of `parts` parts
+/// whose header says `bucket_bits`: the words of its bucket table and the
+/// tail's bytes.
+fn layout(format: u32, bucket_bits: u32, keys: u64, parts: usize) -> (u64, u64) {
     match format {
         1 => ((1 << bucket_bits) + 1, keys * 4),
-        _ => (0, keys * 8),
+        _ => (0, keys * width(format, parts)),
     }
 }
 /// The file names of indexes start with this.
@@ -144,35 +173,6 @@ fn columns_hash(columns: &[String]) -> u64 {
     XxHash3_64::oneshot(columns.join("\u{0}").as_bytes())
 }
 
-/// `hash` cut to what a format 1 index with `bits` of bucket holds of it:
-/// the bucket's bits and the 32 after them.
-fn prefix(hash: u64, bits: u32) -> u64 {
-    hash >> (32 - bits)
-}
-
-/// The staged keys as a format 1 index with `bucket_bits` of bucket sees them: the
-/// low 32 bits of their prefixes (see [`prefix`]), sorted, where each
-/// bucket's start, and a bitmap of the top bits of the prefixes.
-pub struct Probe {
-    lows: Vec<u32>,
-    starts: Vec<u32>,
-    top_bits: TopBits,
-}
-
-impl Probe {
-    /// The probe of staged fingerprints `hashes` (sorted, cut to the
-    /// index's hash bits) for indexes of `bucket_bits`.
-    pub fn new(hashes: impl ExactSizeIterator<Item = u64>, bucket_bits: u32) -> Probe {
-        let prefixes: Vec<u64> = hashes.map(|h| prefix(h, bucket_bits)).collect();
-        let buckets = prefixes.iter().map(|p| (p >> 32) as usize);
-        Probe {
-            starts: starts(1 << bucket_bits, buckets),
-            top_bits: TopBits::new(prefixes.iter().copied(), bucket_bits + 32),
-            lows: prefixes.iter().map(|p| *p as u32).collect(),
-        }
-    }
-}
-
 /// The bytes of the index of `keys` (each with its row, counted through
 /// `files` in order), whose files have fingerprint `fingerprint`, with its
 /// fingerprints cut to `hash_bits` and its key `zones`.
@@ -183,22 +183,37 @@ pub fn encode(
     (hash_bits, zones): (u32, Vec<Option<Zones>>),
 ) -> Vec<u8> {
     let n = keys.entries.len() as u64;
-    let mut tail = Vec::with_capacity(keys.entries.len() * 8);
-    for e in &keys.entries {
-        tail.extend_from_slice(&(e.hash as u32).to_le_bytes());
-    }
-    for e in &keys.entries {
-        tail.extend_from_slice(&e.row.to_le_bytes());
+    let parts = keys.kinds.len();
+    let exact = width(EXACT_FORMAT, parts) as usize;
+    let format = if keys.kinds.iter().all(|k| *k == Kind::Int)
+        && keys.entries.iter().all(|e| keys.key(e).len() == exact)
+    {
+        EXACT_FORMAT
+    } else {
+        FORMAT
+    };
+    let mut tail = Vec::with_capacity(keys.entries.len() * width(format, parts) as usize);
+    if format == EXACT_FORMAT {
+        for e in &keys.entries {
+            tail.extend_from_slice(keys.key(e));
+        }
+    } else {
+        for e in &keys.entries {
+            tail.extend_from_slice(&(e.hash as u32).to_le_bytes());
+        }
+        for e in &keys.entries {
+            tail.extend_from_slice(&e.row.to_le_bytes());
+        }
     }
     let mut head = Vec::with_capacity(keys.entries.len() * 4 + tail.len() / 128 + 8);
     for e in &keys.entries {
         head.extend_from_slice(&((e.hash >> 32) as u32).to_le_bytes());
     }
-    for block in tail.chunks(block_size(FORMAT) as usize) {
+    for block in tail.chunks(block_size(format, parts) as usize) {
         head.extend_from_slice(&XxHash3_64::oneshot(block).to_le_bytes());
     }
     let header = Header {
-        format: FORMAT,
+        format,
         columns: columns.to_vec(),
         kinds: keys.kinds.clone(),
         fingerprint: fingerprint.to_string(),
@@ -215,7 +230,11 @@ pub fn encode(
     framed.extend_from_slice(&(json.len() as u32).to_le_bytes());
     framed.extend_from_slice(&json);
     let mut out = Vec::with_capacity(16 + framed.len() + head.len() + tail.len());
-    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(if format == EXACT_FORMAT {
+        MAGIC_4
+    } else {
+        MAGIC_3
+    });
     out.extend_from_slice(&XxHash3_64::oneshot(&framed).to_le_bytes());
     out.extend_from_slice(&framed);
     out.extend_from_slice(&head);
@@ -277,11 +296,15 @@ impl Opened {
         if header.format != format || bucket_bits > 30 || header.keys > u32::MAX as u64 {
             return Err(corrupt("its header is not one this dqgate writes"));
         }
-        let (buckets, tail) = layout(format, bucket_bits, header.keys);
+        let parts = header.kinds.len();
+        if format == EXACT_FORMAT && (parts == 0 || header.kinds.iter().any(|k| *k != Kind::Int)) {
+            return Err(corrupt("it holds keys as integers, but its kinds are not"));
+        }
+        let (buckets, tail) = layout(format, bucket_bits, header.keys, parts);
         if header.tail != tail {
             return Err(corrupt("its tail is not as long as its keys need"));
         }
-        let blocks = header.tail.div_ceil(block_size(format));
+        let blocks = header.tail.div_ceil(block_size(format, parts));
         let rest = buckets * 4 + header.keys * 4 + blocks * 8;
         let tail_at = 20 + json.len() as u64 + rest;
         if tail_at.checked_add(header.tail) != Some(size) {
@@ -341,14 +364,15 @@ impl Opened {
         mut f: impl FnMut(usize, u64),
     ) -> Result<(), IndexError> {
         if self.header.format == 1 {
-            self.matches_by_bucket(&probe(), f);
+            probe().matches(&self.starts, &self.words(), f);
             return Ok(());
         }
         let finder = finder();
         // One flat pass over the tops: each tests one bit of the staged
         // bitmap, independent loads read in order. About one key in 64
         // passes; of those, the ones whose top equals a staged key's top
-        // (about one in 64 again) have their low halves read.
+        // (about one in 64 again) have their low halves read (in format
+        // 4, their keys).
         let mut passed = Vec::new();
         for (i, top) in self.words().iter().enumerate() {
             if finder.may_hold_top(*top) {
@@ -356,6 +380,21 @@ impl Opened {
             }
         }
         finder.warm(passed.iter().map(|(_, top)| *top));
+        if self.holds_keys() {
+            for (i, top) in passed {
+                let mut key = None;
+                for j in finder.with_top(top) {
+                    let key = match &key {
+                        Some(k) => k,
+                        None => key.insert(self.key(i)?),
+                    };
+                    if finder.key(j) == key.as_slice() {
+                        f(j, i);
+                    }
+                }
+            }
+            return Ok(());
+        }
         for (i, top) in passed {
             let mut low = None;
             for j in finder.with_top(top) {
@@ -369,28 +408,6 @@ impl Opened {
             }
         }
         Ok(())
-    }
-
-    /// [`Opened::matches`] in a format 1 index: each of the index's keys
-    /// tests one bit of the probe's bitmap; the keys are sorted by
-    /// fingerprint, so the bitmap is read in order. Only a set bit (about
-    /// one key in 64 that the staged keys do not hold) compares the key
-    /// with the staged keys of its bucket.
-    fn matches_by_bucket(&self, probe: &Probe, mut f: impl FnMut(usize, u64)) {
-        let fps = self.words();
-        for (b, w) in self.starts.windows(2).enumerate() {
-            let high = (b as u64) << 32;
-            for (i, fp) in fps[w[0] as usize..w[1] as usize].iter().enumerate() {
-                if probe.top_bits.holds(high | *fp as u64) {
-                    let (lo, hi) = (probe.starts[b] as usize, probe.starts[b + 1] as usize);
-                    for (s, x) in probe.lows[lo..hi].iter().enumerate() {
-                        if *x == *fp {
-                            f(lo + s, w[0] as u64 + i as u64);
-                        }
-                    }
-                }
-            }
-        }
     }
 
     /// Its head's buffer, for the next index to be opened into.
@@ -413,10 +430,20 @@ impl Opened {
         std::borrow::Cow::Owned(le_u32s(bytes))
     }
 
-    /// The row that holds the index's key `i`, from a checked block.
+    /// Whether its tail holds the keys themselves (format 4), so that
+    /// [`Opened::matches`] compares them and no row is read.
+    pub fn holds_keys(&self) -> bool {
+        self.header.format == EXACT_FORMAT
+    }
+
+    /// The row that holds the index's key `i`, from a checked block (an
+    /// index that [`Opened::holds_keys`] has none).
     pub fn row(&mut self, i: u64) -> Result<u64, IndexError> {
         let rows_at = match self.header.format {
             1 => 0,
+            EXACT_FORMAT => {
+                return Err(corrupt(&self.path, "its keys have no rows"));
+            }
             _ => self.header.keys,
         };
         self.word(rows_at + i)
@@ -424,13 +451,26 @@ impl Opened {
 
     /// The tail's word `i`, from a checked block.
     fn word(&mut self, i: u64) -> Result<u64, IndexError> {
-        if i * 4 + 4 > self.header.tail {
+        let word = self.tail_bytes(i * 4, 4)?;
+        Ok(u32::from_le_bytes(word.try_into().expect("4 bytes")) as u64)
+    }
+
+    /// The canonical bytes of the index's key `i` (format 4), from a
+    /// checked block.
+    fn key(&mut self, i: u64) -> Result<Vec<u8>, IndexError> {
+        let len = width(EXACT_FORMAT, self.header.kinds.len());
+        self.tail_bytes(i * len, len as usize).map(<[u8]>::to_vec)
+    }
+
+    /// `len` bytes of the tail from `from`, within one checked block.
+    fn tail_bytes(&mut self, from: u64, len: usize) -> Result<&[u8], IndexError> {
+        let size = block_size(self.header.format, self.header.kinds.len());
+        let (b, at) = (from / size, (from % size) as usize);
+        if from + len as u64 > self.header.tail || at + len > size as usize {
             return Err(corrupt(&self.path, "a key beyond its end was asked for"));
         }
-        let size = block_size(self.header.format);
-        let (b, at) = (i * 4 / size, (i * 4 % size) as usize);
         let block = self.block(b, size)?;
-        Ok(u32::from_le_bytes(block[at..at + 4].try_into().expect("4 bytes")) as u64)
+        Ok(&block[at..at + len])
     }
 
     /// Block `b` (of `size` bytes) of the tail, checked.
@@ -500,7 +540,8 @@ fn read_exact(file: &mut File, buf: &mut [u8], path: &Path) -> Result<(), IndexE
 /// The format and the header's length.
 fn check_start(start: &[u8; 20], path: &Path) -> Result<(u32, usize), IndexError> {
     let format = match &start[..8] {
-        m if m == MAGIC => FORMAT,
+        m if m == MAGIC_4 => EXACT_FORMAT,
+        m if m == MAGIC_3 => 3,
         m if m == MAGIC_2 => 2,
         m if m == MAGIC_1 => 1,
         _ => return Err(corrupt(path, "it does not start as a dqgate key index")),

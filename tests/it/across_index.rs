@@ -400,7 +400,7 @@ fn magics(cwd: &Path, day: &str) -> Vec<Vec<u8>> {
 }
 
 /// Indexes written in format 1 (by the dqgate of 2026-12-03, before format
-/// 2) are still read, beside format 3 ones. The fixture is a table of two
+/// 2) are still read, beside those written now. The fixture is a table of two
 /// days published by that dqgate (`testdata/keyindex-format1`).
 #[test]
 fn indexes_of_the_first_format_are_still_read() {
@@ -408,11 +408,20 @@ fn indexes_of_the_first_format_are_still_read() {
 }
 
 /// Indexes written in format 2 (without key zones, until 2026-12-03) are
-/// still read, beside format 3 ones: `testdata/keyindex-format2` holds the
+/// still read, beside those written now: `testdata/keyindex-format2` holds the
 /// same table as published by that dqgate.
 #[test]
 fn indexes_of_the_second_format_are_still_read() {
     older_indexes_are_still_read("keyindex-format2", b"DQGKEYS2", 1 + 16 + 4);
+}
+
+/// Indexes written in format 3 (integer keys too, until 2026-12-06) are
+/// still read, beside the format 4 index a day published now has of its
+/// integer key: `testdata/keyindex-format3` holds the same table as
+/// published by that dqgate.
+#[test]
+fn indexes_of_the_third_format_are_still_read() {
+    older_indexes_are_still_read("keyindex-format3", b"DQGKEYS3", 1 + 16 + 4);
 }
 
 /// A table of two days published with indexes of an older format
@@ -458,24 +467,29 @@ fn older_indexes_are_still_read(fixture: &str, magic: &[u8], name_len: usize) {
             );
         }
     }
-    // A day published now gets format 3, under a name that holds its
-    // version's; both are read together.
+    // A day published now gets format 4 for its integer key and format 3
+    // for its text one, under names that hold its version's; all are read
+    // together.
     publish(cwd, &cwd.join("next"), "3", &[]);
-    assert_eq!(magics(cwd, "3"), vec![b"DQGKEYS3".to_vec(); 2]);
+    let mut now = magics(cwd, "3");
+    now.sort();
+    assert_eq!(now, [b"DQGKEYS3".to_vec(), b"DQGKEYS4".to_vec()]);
     for i in indexes(cwd, "3") {
         assert_eq!(name(&i).len(), "_dqgate_keys_".len() + 33 + 4, "{i:?}");
     }
     let (json, err) = check_across(cwd, &cwd.join("staged"), "4", None);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["checks"][0]["value"], 4, "{json}");
-    // Day 3's zones rule it out (the older indexes have none).
+    // Day 3's zones rule it out (indexes before format 3 have none).
     assert_eq!(
         err.matches(&format!("{USED} 2 published")).count(),
         2,
         "{err}"
     );
-    let zones = "the key zones in 1 index header(s) rule out 1 of 3 published partition(s)";
-    assert_eq!(err.matches(zones).count(), 2, "{err}");
+    let zoned = if magic == b"DQGKEYS3" { 3 } else { 1 };
+    let zones =
+        format!("the key zones in {zoned} index header(s) rule out 1 of 3 published partition(s)");
+    assert_eq!(err.matches(&zones).count(), 2, "{err}");
     // And a staged day with the keys of day 3, and two of days 1 and 2
     // (so that no footer prunes), finds them through the indexes.
     let ids: Vec<i64> = (800..900).chain([0, 599]).collect();
