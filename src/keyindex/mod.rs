@@ -428,12 +428,17 @@ mod tests {
         let n: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1)));
         let m: ArrayRef = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2)));
         let batch = RecordBatch::try_from_iter([("s", s), ("n", n), ("m", m)]).unwrap();
+        write_batch(path, &batch)
+    }
+
+    /// Writes `batch` to a Parquet file of small row groups; its footer.
+    fn write_batch(path: &Path, batch: &RecordBatch) -> Arc<ParquetMetaData> {
         let props = WriterProperties::builder()
             .set_max_row_group_row_count(Some(70))
             .build();
         let mut w =
             ArrowWriter::try_new(File::create(path).unwrap(), batch.schema(), Some(props)).unwrap();
-        w.write(&batch).unwrap();
+        w.write(batch).unwrap();
         w.close().unwrap();
         let file = File::open(path).unwrap();
         ArrowReaderMetadata::load(&file, Default::default())
@@ -560,6 +565,48 @@ mod tests {
                 exact,
                 "{key:?}, {bits} bits"
             );
+        }
+    }
+
+    /// An index of whole integer keys (format 4) tells apart keys whose 64
+    /// bits are the same but whose values are not (`u64::MAX` and -1), and
+    /// finds a key whatever the integer type on either side, even when
+    /// every fingerprint collides.
+    #[test]
+    fn whole_integer_keys_are_compared_by_value() {
+        use datafusion::arrow::array::{Int32Array, UInt64Array};
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("p.parquet");
+        let published: ArrayRef = Arc::new(UInt64Array::from(vec![
+            u64::MAX,
+            u64::MAX - 1,
+            1 << 63,
+            5,
+            7,
+        ]));
+        let meta = write_batch(
+            &file,
+            &RecordBatch::try_from_iter([("u", published)]).unwrap(),
+        );
+        let staged_file = tmp.path().join("s.parquet");
+        let staged: ArrayRef = Arc::new(Int32Array::from(vec![-1, -2, i32::MIN, 5, 6]));
+        let staged_meta = write_batch(
+            &staged_file,
+            &RecordBatch::try_from_iter([("u", staged)]).unwrap(),
+        );
+        let key: Key = (vec!["u".to_string()], vec![Kind::Int]);
+        for bits in [64, 3, 0] {
+            let (published, zones) = with_zones(&file, &meta, bits, &key);
+            let index = tmp.path().join(file_name(&key.0, "f"));
+            let listed = vec![("p.parquet".to_string(), 5)];
+            let bytes = file::encode(&published, &key.0, ("files", listed), (bits, zones));
+            assert_eq!(&bytes[..8], b"DQGKEYS4");
+            std::fs::write(&index, &bytes).unwrap();
+            let staged = Arc::new(with_zones(&staged_file, &staged_meta, 64, &key).0);
+            let e = expected(&index, &file, &meta);
+            let got = found(&staged, &e, &key.0).unwrap();
+            let five: Vec<u8> = [&[1u8][..], &5u64.to_be_bytes()].concat();
+            assert_eq!(got, HashSet::from([five]), "{bits} bits");
         }
     }
 
