@@ -7,7 +7,9 @@
 //! A later audit's `across published` reads the indexes of the other
 //! partitions instead of their Parquet key columns: 4 bytes a key (the top
 //! 32 bits of its fingerprint), then only the keys whose whole fingerprints
-//! match a staged key's, compared as bytes.
+//! match a staged key's, compared as bytes (read from their Parquet files
+//! by the row the index keeps; a key of integer parts only is kept whole in
+//! the index, and compared from it).
 //!
 //! An index is used only when it is whole and is the index of the files
 //! beside it: its header carries the fingerprint of those files (relative
@@ -19,6 +21,7 @@
 //! - `canon`: keys as canonical bytes, the same whatever the layout or width.
 //! - `distinct`: the distinct keys of a stream, sorted by fingerprint.
 //! - `file`: the index file, written and read.
+//! - `legacy`: format 1's lookup, for indexes written until 2026-12-03.
 //! - `topbits`: the bitmap and buckets the staged keys are looked up through.
 //! - `zones`: the ranges of each key column's values, kept in the header, by
 //!   which an audit rules a partition out without reading its index.
