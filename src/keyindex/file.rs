@@ -70,6 +70,12 @@ const EXACT_FORMAT: u32 = 4;
 /// The bytes of an integer part's canonical key.
 const INT_BYTES: u64 = 9;
 
+/// Whether keys of `kinds` are kept whole (format 4): every part an
+/// integer.
+fn whole_kinds(kinds: &[Kind]) -> bool {
+    !kinds.is_empty() && kinds.iter().all(|k| *k == Kind::Int)
+}
+
 /// The tail's bytes a key, in a `format` index of `parts` key parts.
 fn width(format: u32, parts: usize) -> u64 {
     match format {
@@ -185,13 +191,12 @@ pub fn encode(
     let n = keys.entries.len() as u64;
     let parts = keys.kinds.len();
     let exact = width(EXACT_FORMAT, parts) as usize;
-    let format = if keys.kinds.iter().all(|k| *k == Kind::Int)
-        && keys.entries.iter().all(|e| keys.key(e).len() == exact)
-    {
-        EXACT_FORMAT
-    } else {
-        FORMAT
-    };
+    let format =
+        if whole_kinds(&keys.kinds) && keys.entries.iter().all(|e| keys.key(e).len() == exact) {
+            EXACT_FORMAT
+        } else {
+            FORMAT
+        };
     let mut tail = Vec::with_capacity(keys.entries.len() * width(format, parts) as usize);
     if format == EXACT_FORMAT {
         for e in &keys.entries {
@@ -297,7 +302,7 @@ impl Opened {
             return Err(corrupt("its header is not one this dqgate writes"));
         }
         let parts = header.kinds.len();
-        if format == EXACT_FORMAT && (parts == 0 || header.kinds.iter().any(|k| *k != Kind::Int)) {
+        if format == EXACT_FORMAT && !whole_kinds(&header.kinds) {
             return Err(corrupt("it holds keys as integers, but its kinds are not"));
         }
         let (buckets, tail) = layout(format, bucket_bits, header.keys, parts);
