@@ -151,6 +151,12 @@ pub fn by_value() -> Option<usize> {
     parsed!("DQGATE_TEST_BY_VALUE")
 }
 
+/// `DQGATE_TEST_PLACES`: `0` keeps a composite's first pass from noting
+/// where each row went, so that its verification reads every row.
+pub fn places() -> Option<usize> {
+    parsed!("DQGATE_TEST_PLACES")
+}
+
 /// `DQGATE_TEST_SPILL_CANDIDATES`: the fewest candidates whose
 /// verification writes its rows to disk by round even when their exact
 /// keys fit the budget (default 262,144).

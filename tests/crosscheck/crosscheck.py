@@ -495,30 +495,87 @@ def crosscheck_repeated_text(binary, work):
          "giving up their table"),
         ("never kept", {"DQGATE_TEST_SORTED_KEYS": "0"}, "tabling the exact values"),
     ]
-    checked = failures = 0
     layouts = [(n, ways) for n in ("duckdb", "pyarrow", "dictionary-typed")]
     layouts += [(n, sorted_ways) for n in ("duckdb-sorted-files", "dictionary-sorted-files")]
     layouts += [("duckdb-one-order", one_way), ("dictionary-one-order", order_ways)]
     layouts += [("duckdb-ranges", ranges_ways)]
+    return compare_ways(binary, base, "repeated text", layouts, REPEATED_SQL)
+
+
+def compare_ways(binary, base, what, layouts, sql):
+    """`dqgate check -v k.dq` (the fingerprint strategy, nothing kept) of
+    each staged directory `name` under `base`, each way of `layouts`
+    (`(name, [(way, env, said)])`), against DuckDB's `sql`; each way must
+    say `said` on stderr. Returns (checked, failures)."""
+    checked = failures = 0
     for name, ways in layouts:
-        theirs = duckdb_values(f"{base}/{name}", REPEATED_SQL)
+        theirs = duckdb_values(f"{base}/{name}", sql)
         for way, extra, said in ways:
             env = dict(os.environ, DQGATE_TEST_KEY_STRATEGY="fingerprint", DQGATE_TEST_KEEP_BYTES="0", **extra)
             out = subprocess.run([binary, "check", "k.dq", "--staged", name, "-v", "--format", "json"],
                                  capture_output=True, text=True, cwd=base, env=env)
             if out.returncode not in (0, 1):
-                sys.exit(f"dqgate check of repeated text ({name}, {way}) failed (exit {out.returncode}): {out.stderr}")
+                sys.exit(f"dqgate check of {what} ({name}, {way}) failed (exit {out.returncode}): {out.stderr}")
             ours = [c["value"] for c in json.loads(out.stdout)["checks"]]
-            for metric, o, t in zip(REPEATED_SQL, ours, theirs):
+            for metric, o, t in zip(sql, ours, theirs):
                 checked += 1
                 if o != t:
                     failures += 1
-                    print(f"MISMATCH repeated text ({name}, {way}): {metric}: dqgate {o!r}, duckdb {t!r}")
+                    print(f"MISMATCH {what} ({name}, {way}): {metric}: dqgate {o!r}, duckdb {t!r}")
             checked += 1
             if said not in out.stderr:
                 failures += 1
-                print(f"MISMATCH repeated text ({name}, {way}) did not say {said!r}:\n{out.stderr}")
+                print(f"MISMATCH {what} ({name}, {way}) did not say {said!r}:\n{out.stderr}")
     return checked, failures
+
+
+PLACED_RULES = """table t
+check duplicate_count(u, n) nulls not distinct >= 0
+check duplicate_count(n, u, c) nulls distinct >= 0
+check distinct_count(u) >= 0
+"""
+
+PLACED_SQL = [
+    "(SELECT count(*) FROM (SELECT u, n FROM t GROUP BY u, n HAVING count(*) > 1))",
+    "(SELECT count(*) FROM (SELECT n, u, c FROM t WHERE n IS NOT NULL AND u IS NOT NULL AND c IS NOT NULL"
+    " GROUP BY n, u, c HAVING count(*) > 1))",
+    "count(DISTINCT u)",
+]
+
+
+def crosscheck_placed_composites(binary, work):
+    """Composite keys of text and integer parts that repeat in a few rows
+    (a retried load: 0.4% of the rows copies of earlier ones, 1% of each
+    part null), written by DuckDB (one page a row group, no page index)
+    and by pyarrow (small pages, a dictionary part): the verification reads
+    only the candidates' rows, where the first pass placed them, and
+    agrees with DuckDB; and with the places not kept, reading every row
+    again. Returns (checked, failures)."""
+    rng = random.Random(20261207)
+    base = os.path.join(work, "placed")
+    shutil.rmtree(base, ignore_errors=True)
+    n = 90_000
+    text = lambda i: "".join(rng.choice(ALPHABETS[i % 4]) for _ in range(rng.randint(0, 24))) + str(i)
+    u, num = [text(i) for i in range(n)], [rng.randrange(-2**40, 2**40) for _ in range(n)]
+    c = [rng.choice(["EU", "US", "ÅP"]) for _ in range(n)]
+    for i in range(1, n):
+        if rng.random() < 0.004:
+            j = rng.randrange(i)
+            u[i], num[i], c[i] = u[j], num[j], c[j]
+    nulled = lambda xs: [None if rng.random() < 0.01 else x for x in xs]
+    table = pa.table({"u": pa.array(nulled(u), pa.string()), "n": pa.array(nulled(num), pa.int64()),
+                      "c": pa.array(nulled(c), pa.string()).dictionary_encode()})
+    os.makedirs(f"{base}/pyarrow")
+    pq.write_table(table, f"{base}/pyarrow/part-0.parquet", row_group_size=30_000, data_page_size=8192)
+    os.makedirs(f"{base}/duckdb")
+    duckdb.connect().execute(f"COPY (SELECT u, n, c::VARCHAR AS c FROM read_parquet('{base}/pyarrow/*.parquet')) "
+                             f"TO '{base}/duckdb/part-0.parquet' (ROW_GROUP_SIZE 40000)")
+    with open(f"{base}/k.dq", "w") as fh:
+        fh.write(PLACED_RULES)
+    ways = [("placed", {}, "read where the scan placed them"),
+            ("not placed", {"DQGATE_TEST_PLACES": "0"}, "the key columns read again")]
+    layouts = [(name, ways) for name in ("duckdb", "pyarrow")]
+    return compare_ways(binary, base, "placed composites", layouts, PLACED_SQL)
 
 
 def main():
@@ -558,6 +615,9 @@ def main():
     rep_checked, rep_failed = crosscheck_repeated_text(binary, os.path.abspath(work))
     checked += rep_checked
     failures += rep_failed
+    placed_checked, placed_failed = crosscheck_placed_composites(binary, os.path.abspath(work))
+    checked += placed_checked
+    failures += placed_failed
     print(f"crosscheck: {checked - failures} passed, {failures} failed")
     sys.exit(1 if failures else 0)
 

@@ -201,6 +201,16 @@ impl FilePlan {
             RowSelector::skip(skip.min(rows)),
             RowSelector::select(rows - skip.min(rows)),
         ]);
+        self.selected_batches(group, selection)
+    }
+
+    /// The batches of the rows of row group `group` that `selection`
+    /// selects, each with the key columns in key order.
+    pub(super) fn selected_batches(
+        &self,
+        group: usize,
+        selection: RowSelection,
+    ) -> Result<impl Iterator<Item = Result<RecordBatch, String>> + '_, String> {
         let file = std::fs::File::open(&self.path).map_err(|e| e.to_string())?;
         let reader =
             ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())

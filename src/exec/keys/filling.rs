@@ -11,17 +11,17 @@ use datafusion::prelude::SessionContext;
 
 use super::adjacent::{self, Adjacent};
 use super::binned::{self, Binned};
-use super::count;
+use super::count::{self, count_stores_then};
 use super::encode;
 use super::found::{Found, Tallied};
 use super::hits;
-use super::key::Key;
 use super::pages;
+use super::placed::{self, Placed, Places};
 use super::retain;
 use super::rowpages::{self, Paged};
 use super::store::{self, LocalStore, Split};
 use super::stretches::{self, Stop, Stretches};
-use super::tasks::threads;
+use super::tasks::{blocking, threads};
 use super::together;
 use super::values::Values;
 use crate::exec::ExecError as Error;
@@ -31,7 +31,15 @@ use crate::plan::keys::KeyJob;
 /// spilled, what each step cost, what the scan tasks kept), or a single
 /// text key's exact values ([`values`]).
 pub(super) enum Scanned {
-    Counted(count::Counted<u64>, u64, Vec<String>, Vec<retain::Retainer>),
+    /// The count, bytes spilled, the passes, what the scan tasks kept, and
+    /// where a composite's candidate rows lie ([`placed`]).
+    Counted(
+        count::Counted<u64>,
+        u64,
+        Vec<String>,
+        Vec<retain::Retainer>,
+        Option<Placed>,
+    ),
     Exact(Found),
 }
 
@@ -65,6 +73,8 @@ pub(super) async fn partition_all<R: Split<u64>>(
         }
         Paged::Rows(_) => None,
     };
+    // Each run's visitor is made in run order (`walks::walk_runs`).
+    let next_run = std::sync::atomic::AtomicUsize::new(0);
     let fill = || Filling {
         store: LocalStore::<R::Stored>::new(partitions, runtime.clone(), "dqgate key check"),
         words: Vec::with_capacity(FILL),
@@ -90,6 +100,13 @@ pub(super) async fn partition_all<R: Split<u64>>(
                 Stretches::new(most as usize, &runtime)
             }
             Paged::Rows(_) => None,
+        },
+        places: match paged {
+            Paged::Rows(rows) if crate::hooks::places() != Some(0) => {
+                let run = next_run.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Places::new(partitions, rows.run_rows(run), &runtime.memory_pool)
+            }
+            _ => None,
         },
     };
     let (mut filled, repeats) = match paged {
@@ -212,6 +229,7 @@ pub(super) async fn partition_all<R: Split<u64>>(
     let mut stores = Vec::new();
     let mut gave_up = Vec::new();
     let mut bins = false;
+    let mut places = Some(Vec::new());
     for mut f in filled {
         bins |= f.gave_up_bins;
         f.flush();
@@ -220,6 +238,10 @@ pub(super) async fn partition_all<R: Split<u64>>(
         }
         gave_up.extend(f.gave_up);
         stores.push(f.store);
+        match (f.places, &mut places) {
+            (Some(p), Some(all)) => all.push(p),
+            _ => places = None,
+        }
     }
     let how = match gave_up.iter().max() {
         Some(most) => format!(
@@ -229,9 +251,33 @@ pub(super) async fn partition_all<R: Split<u64>>(
         ),
         None => how,
     };
-    let (counted, spilled, passes) =
-        count_stores(ctx, stores, (partitions, split), &how, started).await?;
-    Ok(Scanned::Counted(counted, spilled, passes, Vec::new()))
+    let threads = threads(ctx);
+    let place = move |counted: &count::Counted<u64>, stores: &[LocalStore<R::Stored>]| {
+        placed::after_count(
+            &counted.repeated,
+            stores,
+            places?,
+            |w| split.split(w),
+            threads,
+        )
+    };
+    let (counted, spilled, mut passes, placed) =
+        count_stores_then(ctx, stores, (partitions, split), &how, started, place).await?;
+    let placed = match placed {
+        Some((placed, took)) => {
+            let placed = placed?;
+            passes.push(placed::line(placed.as_ref(), took));
+            placed
+        }
+        None => None,
+    };
+    Ok(Scanned::Counted(
+        counted,
+        spilled,
+        passes,
+        Vec::new(),
+        placed,
+    ))
 }
 
 /// Whether every run of `filled` holds bins, the tables of those that do
@@ -304,51 +350,6 @@ fn timed(scan: String, scanned: Duration, count: String, counting: Instant) -> V
     ]
 }
 
-/// `f` in a blocking task.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Error> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))
-}
-
-/// Counts the partitions of `stores` (filled by `scan` since `started`),
-/// and says what each step cost.
-pub(super) async fn count_stores<K: Key, R: Split<K>>(
-    ctx: &SessionContext,
-    stores: Vec<LocalStore<R::Stored>>,
-    (partitions, split): (usize, R),
-    scan: &str,
-    started: Instant,
-) -> Result<(count::Counted<K>, u64, Vec<String>), Error> {
-    let scanned = started.elapsed();
-    let words: u64 = stores.iter().map(|s| s.words).sum();
-    let spilled: u64 = stores.iter().map(LocalStore::spilled_bytes).sum();
-    let counting = Instant::now();
-    let threads = threads(ctx);
-    let (counted, stores) = blocking(move || {
-        let counted = count::count(&stores, threads, |p, w| split.join(p, w));
-        (counted, stores)
-    })
-    .await?;
-    let counted = counted?;
-    drop(stores);
-    let mut passes = vec![format!(
-        "{scan} and radix-partition {words} key words into {partitions} partitions ({} bytes a word): {:.2} s{}",
-        R::BYTES,
-        scanned.as_secs_f64(),
-        if spilled > 0 {
-            format!(", {spilled} bytes spilled")
-        } else {
-            String::new()
-        }
-    )];
-    passes.push(format!(
-        "count the partitions on {threads} thread(s): {:.2} s",
-        counting.elapsed().as_secs_f64()
-    ));
-    Ok((counted, spilled, passes))
-}
-
 /// Words a [`Filling`] gathers before it pushes them.
 const FILL: usize = 4096;
 
@@ -378,6 +379,9 @@ struct Filling<R: Split<u64>> {
     /// A single text key's values kept in stretches in order
     /// ([`stretches`]), while they come so: neither tabled nor pushed.
     stretches: Option<Stretches>,
+    /// A composite's partition of each row ([`placed`]), while the pool
+    /// holds them.
+    places: Option<Places>,
 }
 
 impl<R: Split<u64>> Filling<R> {
@@ -511,6 +515,13 @@ impl<R: Split<u64>> Filling<R> {
 
 impl<R: Split<u64>> rowpages::Rows for Filling<R> {
     fn rows(&mut self, hashes: &[u64], nulls: &[bool]) {
+        let (split, mask, last) = (self.split, self.mask, self.store.partitions() - 1);
+        let partition = |h: u64| split.split(h & mask).0 & last;
+        if let Some(p) = &mut self.places {
+            if !p.note(hashes, nulls, self.nulls_equal, partition) {
+                self.places = None;
+            }
+        }
         for (&h, &null) in hashes.iter().zip(nulls) {
             if self.nulls_equal || !null {
                 self.push(h);

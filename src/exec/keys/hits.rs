@@ -50,6 +50,11 @@ impl Hits {
         }
     }
 
+    /// How many rows the last [`Hits::pick`] picked.
+    pub(super) fn picked(&self) -> usize {
+        self.rows.len()
+    }
+
     /// Each picked row's exact key: `f(row, ordinal, tag, bytes)`.
     pub(super) fn keys(
         &self,
@@ -140,6 +145,10 @@ fn taken_values(columns: &[ArrayRef], hit: &[u32]) -> Result<Vec<ArrayRef>, Erro
         })
         .collect()
 }
+
+/// The fewest candidates whose rows are written to disk by round even
+/// when their keys fit the budget.
+pub(super) const SPILL: usize = 1 << 18;
 
 /// Budget for the filed keys when no memory limit is set.
 const DEFAULT_BUDGET: u64 = 1 << 30;

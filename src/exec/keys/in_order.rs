@@ -132,7 +132,7 @@ async fn partition_all_after<R: Split<u64>>(
 ) -> Result<Scanned, Error> {
     let mut scanned = partition_all(ctx, paged, job, label, how, bits).await?;
     match &mut scanned {
-        Scanned::Counted(_, _, passes, _) => passes.splice(0..0, lines),
+        Scanned::Counted(_, _, passes, _, _) => passes.splice(0..0, lines),
         Scanned::Exact(found) => found.passes.splice(0..0, lines),
     };
     Ok(scanned)

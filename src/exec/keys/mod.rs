@@ -37,6 +37,7 @@ mod kept;
 mod key;
 mod ordered;
 mod pages;
+mod placed;
 mod retain;
 mod rowpages;
 mod segments;
@@ -64,7 +65,8 @@ use crate::exec::Duplicates;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
 use crate::staged::StagedInput;
-use filling::{count_stores, Scanned};
+use count::count_stores;
+use filling::Scanned;
 use found::{key_types, rank_words};
 use in_order::partition_pages;
 use key::Key;
@@ -246,7 +248,7 @@ async fn fingerprint_scan<R: Split<u64>>(
     };
     let (counted, spilled, passes, kept) =
         partition_keep_count(ctx, input, job, label, split, || budget.retainer(), encode).await?;
-    Ok(Scanned::Counted(counted, spilled, passes, kept))
+    Ok(Scanned::Counted(counted, spilled, passes, kept, None))
 }
 
 /// Fixed-width keys: the packed word is the key, so counting is exact.
@@ -333,8 +335,10 @@ async fn fingerprinted(
             fingerprint_scan(ctx, input, job, label, split, bits, (text, &budget)).await?
         }
     };
-    let (counted, spilled, mut passes, kept) = match scanned {
-        Scanned::Counted(counted, spilled, passes, kept) => (counted, spilled, passes, kept),
+    let (counted, spilled, mut passes, kept, placed) = match scanned {
+        Scanned::Counted(counted, spilled, passes, kept, placed) => {
+            (counted, spilled, passes, kept, placed)
+        }
         Scanned::Exact(found) => return Ok(found),
     };
     let bits = Some(bits);
@@ -347,19 +351,31 @@ async fn fingerprinted(
         });
     }
     let started = Instant::now();
-    let source = match budget.kept(kept) {
-        Some(kept) => verify::Source::Kept(kept.into_iter().map(Arc::new).collect()),
-        None => verify::Source::Read,
+    let source = match (budget.kept(kept), placed, &paged) {
+        (Some(kept), _, _) => verify::Source::Kept(kept.into_iter().map(Arc::new).collect()),
+        (None, Some(placed), Some(Paged::Rows(walks))) => verify::Source::Placed(placed::Placing {
+            files: walks.files.clone(),
+            runs: walks.runs.clone(),
+            rows: placed.runs,
+        }),
+        _ => verify::Source::Read,
     };
-    let from = match &source {
-        verify::Source::Kept(k) => format!(
-            "the {} MB of key columns the scan kept",
-            k.iter().map(|r| r.bytes).sum::<usize>() >> 20
-        ),
-        verify::Source::Read => "the key columns read again".to_string(),
+    let kept_mb = match &source {
+        verify::Source::Kept(k) => Some(k.iter().map(|r| r.bytes).sum::<usize>() >> 20),
+        _ => None,
     };
     let candidates = counted.repeated.len();
     let exact = verify::verify(ctx, input, job, counted.repeated, bits, label, source).await?;
+    let from = match (kept_mb, exact.placed) {
+        (Some(mb), _) => format!("the {mb} MB of key columns the scan kept"),
+        (None, Some(true)) => {
+            "the key columns' candidate rows, read where the scan placed them".to_string()
+        }
+        (None, Some(false)) => {
+            "the key columns read again (a row placed by the scan held no candidate)".to_string()
+        }
+        (None, None) => "the key columns read again".to_string(),
+    };
     passes.push(format!(
         "verify {candidates} repeated fingerprint(s) against the exact keys in {from}{}{}: {:.2} s",
         match exact.paged {

@@ -13,7 +13,9 @@
 //! The verification still reads a composite's batches: walking its pages
 //! too meant keeping each row group's values until its last part was
 //! folded, and measured no faster than the Arrow reader, at twice the
-//! memory for two text parts (`benches/README.md`).
+//! memory for two text parts (`benches/README.md`). Each run notes every
+//! row's partition as it goes ([`super::placed`]), so that when the
+//! candidates lie in few rows the verification reads only theirs.
 
 use std::sync::Arc;
 

@@ -150,3 +150,12 @@ pub(super) trait Sidecar<K>: Send + 'static {
 impl<K> Sidecar<K> for () {
     fn keep(&mut self, _: &[ArrayRef], _: &[K]) {}
 }
+
+/// `f` in a blocking task.
+pub(super) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Error> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))
+}

@@ -18,7 +18,8 @@
 //! The rows come from the key columns the first pass kept
 //! ([`super::retain`]), when they fitted its budget, or from a new read of
 //! the key columns (of a single text key's pages where it can:
-//! [`super::pages`]).
+//! [`super::pages`]; of a composite's, when its candidates lie in few rows,
+//! only those rows, where the first pass placed them: [`super::placed`]).
 //!
 //! Memory: the filed keys of all candidates. When they would not fit the
 //! budget (a quarter of `--memory-limit`, or 1 GiB), or when there are many
@@ -37,8 +38,9 @@ use datafusion::prelude::SessionContext;
 use super::encode;
 use super::filed::{self, Candidates, Filed, MOST};
 use super::found::{key_types, Tallied};
-use super::hits::{budget, decoded_types, file_each, Form, Hits};
+use super::hits::{budget, decoded_types, file_each, Form, Hits, SPILL};
 use super::pages::{self, Visit};
+use super::placed;
 use super::retain::{key_bytes, Retainer};
 use super::spilled;
 use super::tasks::{scan, streams, threads};
@@ -53,6 +55,10 @@ pub(super) enum Source {
     Kept(Vec<Arc<Retainer>>),
     /// A new read of the key columns.
     Read,
+    /// A composite's candidate rows where its first pass placed them
+    /// ([`placed`]): only those are read, when the candidates are few
+    /// enough for one round, else every row.
+    Placed(placed::Placing),
 }
 
 /// What the exact keys behind the candidates are.
@@ -70,11 +76,11 @@ pub(super) struct Exact {
     pub by_value: bool,
     /// Bytes the rounds' rows took on disk, when they were written there.
     pub spilled: Option<u64>,
+    /// Whether the candidates' rows were read where the first pass placed
+    /// them (`Some(false)`: a row there was no candidate, so every row
+    /// was read).
+    pub placed: Option<bool>,
 }
-
-/// The fewest candidates whose rows are written to disk by round even
-/// when their keys fit the budget.
-const SPILL: usize = 1 << 18;
 
 /// The most candidates of a round whose rows were written to disk.
 const ROUND_CANDIDATES: usize = 1 << 17;
@@ -103,6 +109,13 @@ pub(super) async fn verify(
 ) -> Result<Exact, Error> {
     let n = repeated.len();
     let mut rounds = rounds_for(ctx, input, job, n as u64);
+    let spill_from = crate::hooks::spill_candidates().unwrap_or(SPILL);
+    let (source, placing) = match source {
+        Source::Placed(p) if rounds == 1 && n < spill_from => (Source::Read, Some(p)),
+        Source::Placed(_) => (Source::Read, None),
+        s => (s, None),
+    };
+    let mut placed = None;
     // A single text key read again is hashed from its pages.
     let text = match (&source, job.keys.as_slice()) {
         (Source::Read, [k]) => pages::plan(input, k, threads(ctx)),
@@ -117,8 +130,7 @@ pub(super) async fn verify(
     // tables within a core's cache; many candidates go so even when their
     // keys would fit the budget. Where nothing can be written (no
     // temporary directory, a full disk), each round reads the columns.
-    let spills = matches!(source, Source::Read)
-        && (rounds > 1 || n >= crate::hooks::spill_candidates().unwrap_or(SPILL));
+    let spills = matches!(source, Source::Read) && (rounds > 1 || n >= spill_from);
     let more = match spills {
         true => rounds.max(n.div_ceil(ROUND_CANDIDATES)).min(MOST_ROUNDS),
         false => rounds,
@@ -165,8 +177,23 @@ pub(super) async fn verify(
                     by_value |= by;
                     (filed, vec![DataType::Utf8View])
                 }
-                None => file_keys(ctx, input, job, candidates, bits, &shown).await?,
+                None => {
+                    let read = match &placing {
+                        Some(p) => placed::file_placed(p, input, job, &candidates, bits).await?,
+                        None => None,
+                    };
+                    placed = placing.as_ref().map(|_| read.is_some());
+                    match read {
+                        Some(read) => read,
+                        None => file_keys(ctx, input, job, candidates, bits, &shown).await?,
+                    }
+                }
             },
+            (None, Source::Placed(_)) => {
+                return Err(Error::Audit(
+                    "internal: placed rows left for a verification by round".into(),
+                ))
+            }
         };
         if !t.is_empty() {
             types = Some(t);
@@ -193,6 +220,7 @@ pub(super) async fn verify(
         repeats,
         by_value,
         spilled: spilled.map(|s| s.bytes()),
+        placed,
     })
 }
 

@@ -76,6 +76,22 @@ impl<F> Walks<F> {
     }
 }
 
+impl Walks<FileColumns> {
+    /// The rows of run `run`, as the footers say.
+    pub(super) fn run_rows(&self, run: usize) -> u64 {
+        let rows = |&(f, g): &(usize, usize)| {
+            let file: &FileColumns = &self.files[f];
+            file.arrow
+                .metadata
+                .metadata()
+                .row_group(g)
+                .num_rows()
+                .max(0) as u64
+        };
+        self.runs.get(run).map_or(0, |r| r.iter().map(rows).sum())
+    }
+}
+
 /// The leaf column of top-level column `column` in a file, if it has one.
 pub(super) fn leaf_of(descr: &SchemaDescriptor, column: &str) -> Option<usize> {
     let root = (descr.root_schema().get_fields().iter()).position(|r| r.name() == column)?;

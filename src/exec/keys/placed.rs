@@ -1,0 +1,538 @@
+//! Where the first pass of a composite key walked page by page put each
+//! row, so that the verification reads only the candidates' rows.
+//!
+//! The fingerprint scan of a composite ([`super::rowpages`]) pushes each
+//! counted row's fingerprint into its run's store, in row order, into the
+//! radix partition the fingerprint picks. Beside it a run notes each row's
+//! partition ([`Places`], 2 bytes a row, reserved in the memory pool). Once
+//! the count knows the repeated fingerprints, [`candidate_rows`] finds
+//! them in each partition by their place `j` among its words, and the
+//! notes turn "the `j`-th word of partition `p`" back into a row of the run:
+//! the row where `p` was noted for the `j`-th time.
+//!
+//! The verification then reads the key columns of only the row groups
+//! that hold such rows, and of those only the rows ([`RowSelection`]): the
+//! reader still decompresses their pages, but decodes and hashes a few
+//! rows, not all of them. Every row so read must hash to a candidate and
+//! be counted; a row that does not sends the verification back to reading
+//! every row (`verify`), so a wrong place can never lose a key.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
+use datafusion::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+
+use datafusion::arrow::datatypes::DataType;
+
+use super::encode;
+use super::filed::{Candidates, Filed, Filter};
+use super::hits::{Form, Hits, SPILL};
+use super::key::Key;
+use super::store::{LocalStore, StoreError};
+use super::walks::{read_as, FileColumns};
+use crate::exec::ExecError as Error;
+use crate::plan::keys::KeyJob;
+use crate::staged::StagedInput;
+
+/// A row that is not counted (a null part, nulls not equal).
+const UNCOUNTED: u16 = u16::MAX;
+
+/// A run's partition of each row, in the order the run walked them.
+pub(super) struct Places {
+    parts: Vec<u16>,
+    reserved: MemoryReservation,
+}
+
+impl Places {
+    /// Places of a run of `rows` rows whose store has `partitions`
+    /// partitions, reserved in `pool`; `None` when a partition would not
+    /// fit a note, or the pool refuses them.
+    pub(super) fn new(partitions: usize, rows: u64, pool: &Arc<dyn MemoryPool>) -> Option<Places> {
+        let rows = usize::try_from(rows).ok()?;
+        let reserved = MemoryConsumer::new("dqgate key places").register(pool);
+        let fits = partitions <= usize::from(UNCOUNTED) && reserved.try_grow(rows * 2).is_ok();
+        fits.then(|| Places {
+            parts: Vec::with_capacity(rows),
+            reserved,
+        })
+    }
+
+    /// Room for `n` more rows: false when the pool refuses it (a run
+    /// longer than its footers said).
+    pub(super) fn room(&mut self, n: usize) -> bool {
+        let need = self.parts.len() + n;
+        if need <= self.parts.capacity() {
+            return true;
+        }
+        if self.reserved.try_resize(need * 2).is_err() {
+            return false;
+        }
+        self.parts.reserve_exact(need - self.parts.len());
+        true
+    }
+
+    /// The next row, counted in partition `p`.
+    #[inline]
+    fn counted(&mut self, p: usize) {
+        self.parts.push(p as u16);
+    }
+
+    /// The next row, not counted.
+    #[inline]
+    fn uncounted(&mut self) {
+        self.parts.push(UNCOUNTED);
+    }
+
+    /// The next rows, of fingerprints `hashes` (each in the partition
+    /// `partition` gives), a part of those of `nulls` null: false (the
+    /// places to be given up) when the pool refuses them.
+    pub(super) fn note(
+        &mut self,
+        hashes: &[u64],
+        nulls: &[bool],
+        nulls_equal: bool,
+        partition: impl Fn(u64) -> usize,
+    ) -> bool {
+        if !self.room(hashes.len()) {
+            return false;
+        }
+        for (&h, &null) in hashes.iter().zip(nulls) {
+            match nulls_equal || !null {
+                true => self.counted(partition(h)),
+                false => self.uncounted(),
+            }
+        }
+        true
+    }
+}
+
+/// After the count of the `repeated` fingerprints (and how often) in
+/// `stores` (`split`: a fingerprint to its partition and stored word), the
+/// rows of the candidates as `places` say, and what finding them took;
+/// `None` when there are none, or too many to be worth reading alone (more
+/// than a sixteenth of the rows, or too many candidates for one round of
+/// the verification).
+pub(super) fn after_count<S: Key>(
+    repeated: &[(u64, u64)],
+    stores: &[LocalStore<S>],
+    places: Vec<Places>,
+    split: impl Fn(u64) -> (usize, S),
+    threads: usize,
+) -> Option<(Result<Option<Placed>, StoreError>, Duration)> {
+    let started = Instant::now();
+    let rows: u64 = repeated.iter().map(|(_, n)| n).sum();
+    let words: u64 = stores.iter().map(|s| s.words).sum();
+    let few = repeated.len() < SPILL && rows.saturating_mul(16) <= words;
+    if repeated.is_empty() || !few {
+        return None;
+    }
+    let placed = candidate_rows(stores, &places, split, (repeated, rows), threads);
+    Some((placed, started.elapsed()))
+}
+
+/// The timing line of placing the candidates' rows (`None`: the notes
+/// and the stores disagreed), which took `took`.
+pub(super) fn line(placed: Option<&Placed>, took: Duration) -> String {
+    match placed {
+        Some(p) => format!(
+            "place {} candidate row(s) by the partitions the scan noted (2 bytes a row): {:.2} s",
+            p.rows(),
+            took.as_secs_f64()
+        ),
+        None => format!(
+            "place the candidate rows by the partitions the scan noted: they disagree with the count, so every row is read again ({:.2} s)",
+            took.as_secs_f64()
+        ),
+    }
+}
+
+/// The rows of each run that hold a candidate, ascending.
+pub(super) struct Placed {
+    pub runs: Vec<Vec<u64>>,
+}
+
+impl Placed {
+    /// Rows placed, over every run.
+    pub(super) fn rows(&self) -> usize {
+        self.runs.iter().map(Vec::len).sum()
+    }
+}
+
+/// The rows whose fingerprint is a candidate (`rows` of them, as the
+/// count says), each run's found in its store (`join`: a partition's
+/// stored word to the fingerprint) and placed by its notes, on up to
+/// `threads` threads. `None` when the notes and the store disagree, or
+/// the rows placed are not as many as the count's (they never should be:
+/// the verification then reads every row).
+pub(super) fn candidate_rows<S: Key>(
+    stores: &[LocalStore<S>],
+    places: &[Places],
+    split: impl Fn(u64) -> (usize, S),
+    (repeated, rows): (&[(u64, u64)], u64),
+    threads: usize,
+) -> Result<Option<Placed>, StoreError> {
+    let Some(partitions) = stores.first().map(LocalStore::partitions) else {
+        return Ok(None);
+    };
+    if stores.len() != places.len() {
+        return Ok(None);
+    }
+    // Each partition's candidates as it stores them, and a filter of
+    // them all (about 64 bits a candidate) that most words fail.
+    let mut stored: Vec<Vec<S>> = vec![Vec::new(); partitions];
+    let mut filter = Filter::new(
+        Filter::sized(repeated.len(), 64, 1 << 26),
+        std::iter::empty(),
+    );
+    for &(w, _) in repeated {
+        let (p, s) = split(w);
+        stored[p & (partitions - 1)].push(s);
+        filter.set(s.mix());
+    }
+    stored.iter_mut().for_each(|s| s.sort_unstable());
+    let (stored, filter) = (&stored, &filter);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut found: Vec<Result<Option<Vec<u64>>, StoreError>> = Vec::new();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.clamp(1, stores.len().max(1)))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let run = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(store) = stores.get(run) else {
+                            return mine;
+                        };
+                        mine.push((run, run_rows(store, &places[run], (stored, filter))));
+                    }
+                })
+            })
+            .collect();
+        let mut all: Vec<_> = workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect();
+        all.sort_by_key(|(run, _)| *run);
+        found = all.into_iter().map(|(_, r)| r).collect();
+    });
+    if found.len() != stores.len() {
+        return Ok(None);
+    }
+    let mut runs = Vec::with_capacity(found.len());
+    for f in found {
+        match f? {
+            Some(rows) => runs.push(rows),
+            None => return Ok(None),
+        }
+    }
+    // Every row of every candidate, each once.
+    let placed = Placed { runs };
+    Ok((placed.rows() as u64 == rows).then_some(placed))
+}
+
+/// One run's candidate rows (see [`candidate_rows`]).
+fn run_rows<S: Key>(
+    store: &LocalStore<S>,
+    places: &Places,
+    (stored, filter): (&[Vec<S>], &Filter),
+) -> Result<Option<Vec<u64>>, StoreError> {
+    let partitions = store.partitions();
+    if stored.len() != partitions {
+        return Ok(None);
+    }
+    // Each partition's candidates, by their place among its words.
+    let mut wanted: Vec<Vec<u64>> = vec![Vec::new(); partitions];
+    let mut words = vec![0u64; partitions];
+    let (mut buf, mut spilled) = (Vec::new(), Vec::new());
+    for (p, want) in wanted.iter_mut().enumerate() {
+        let mine = &stored[p];
+        let mut j = 0u64;
+        // Spilled words first, then memory's: the order the run pushed.
+        spilled.clear();
+        store.spilled(p, &mut buf, |s| spilled.push(s))?;
+        for chunk in std::iter::once(&spilled[..]).chain(store.in_memory(p)) {
+            if !mine.is_empty() {
+                (chunk.iter().enumerate())
+                    .filter(|(_, s)| filter.passes(s.mix()) && mine.binary_search(s).is_ok())
+                    .for_each(|(i, _)| want.push(j + i as u64));
+            }
+            j += chunk.len() as u64;
+        }
+        words[p] = j;
+    }
+    // Each partition's words seen so far and the place of its next
+    // candidate (u32::MAX: none), side by side for one load a row.
+    if words.iter().any(|w| *w >= u64::from(u32::MAX)) {
+        return Ok(None);
+    }
+    let target = |w: &[u64], at: usize| w.get(at).map_or(u32::MAX, |j| *j as u32);
+    let mut state: Vec<(u32, u32)> = wanted.iter().map(|w| (0, target(w, 0))).collect();
+    let mut next = vec![0usize; partitions];
+    let mut rows = Vec::new();
+    for (r, &p) in places.parts.iter().enumerate() {
+        if p == UNCOUNTED {
+            continue;
+        }
+        let p = usize::from(p);
+        let Some((seen, at)) = state.get_mut(p) else {
+            return Ok(None);
+        };
+        if *seen == *at {
+            rows.push(r as u64);
+            next[p] += 1;
+            *at = target(&wanted[p], next[p]);
+        }
+        *seen += 1;
+    }
+    let whole = (state.iter().zip(&words)).all(|((seen, _), w)| u64::from(*seen) == *w)
+        && (next.iter().zip(&wanted)).all(|(at, w)| *at == w.len());
+    Ok(whole.then_some(rows))
+}
+
+/// Where a composite's candidate rows are: the files and runs its first
+/// pass walked, and each run's candidate rows.
+pub(super) struct Placing {
+    pub files: Arc<Vec<FileColumns>>,
+    pub runs: Vec<Vec<(usize, usize)>>,
+    pub rows: Vec<Vec<u64>>,
+}
+
+/// The candidate rows of every run filed, read where they were placed
+/// (each run in a blocking task), with the key types they were read as;
+/// `None` when a row read is not a counted row of a candidate.
+pub(super) async fn file_placed(
+    placing: &Placing,
+    input: &StagedInput,
+    job: &KeyJob,
+    candidates: &Arc<Candidates>,
+    bits: Option<u32>,
+) -> Result<Option<(Vec<Filed>, Vec<DataType>)>, Error> {
+    let types = (job.keys.iter())
+        .map(|k| Ok(read_as(input.schema.field_with_name(k)?.data_type())))
+        .collect::<Result<Vec<_>, datafusion::arrow::error::ArrowError>>()?;
+    let form = Arc::new(Form::of(&types)?);
+    let nulls_equal = job.nulls_equal;
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, (run, rows)) in placing.runs.iter().zip(&placing.rows).enumerate() {
+        let (files, run, rows) = (placing.files.clone(), run.clone(), rows.clone());
+        let (form, candidates) = (form.clone(), candidates.clone());
+        tasks.spawn_blocking(move || {
+            let read = Read {
+                form: &form,
+                candidates: &candidates,
+                bits,
+                nulls_equal,
+            };
+            Ok::<_, Error>((i, read.run(&files, &run, &rows)?))
+        });
+    }
+    let mut parts = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        parts.push(done.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
+    }
+    parts.sort_by_key(|(i, _)| *i);
+    let filed: Option<Vec<Filed>> = parts.into_iter().map(|(_, f)| f).collect();
+    Ok(filed.map(|f| (f, types)))
+}
+
+/// How a run's placed rows are read and filed.
+struct Read<'a> {
+    form: &'a Form,
+    candidates: &'a Candidates,
+    bits: Option<u32>,
+    nulls_equal: bool,
+}
+
+impl Read<'_> {
+    /// The rows `rows` of the row groups `run` of `files`, filed; `None`
+    /// when one is not a counted row of a candidate, or is missing.
+    fn run(
+        &self,
+        files: &[FileColumns],
+        run: &[(usize, usize)],
+        rows: &[u64],
+    ) -> Result<Option<Filed>, Error> {
+        let mut filed = Filed::new(self.candidates.len());
+        let (mut hits, mut hashes) = (Hits::default(), Vec::new());
+        let (mut base, mut at) = (0u64, 0usize);
+        for &(file, group) in run {
+            let Some(file) = files.get(file) else {
+                return Ok(None);
+            };
+            let plan = &file.arrow;
+            let n = plan.metadata.metadata().row_group(group).num_rows().max(0) as u64;
+            let end = at + rows[at..].partition_point(|&r| r < base + n);
+            if end > at {
+                let offsets: Vec<u64> = rows[at..end].iter().map(|r| r - base).collect();
+                let failed =
+                    |e: String| Error::Audit(format!("reading {}: {e}", plan.path.display()));
+                let mut read = 0;
+                for batch in plan
+                    .selected_batches(group, selection(&offsets, n))
+                    .map_err(failed)?
+                {
+                    let batch = batch.map_err(failed)?;
+                    let columns = batch.columns();
+                    encode::fingerprints(columns, self.bits, &mut hashes)
+                        .map_err(Error::Fingerprint)?;
+                    let batch_hashes = (columns, hashes.as_slice());
+                    hits.pick(batch_hashes, self.nulls_equal, |w| self.candidates.index(w));
+                    if hits.picked() != batch.num_rows() {
+                        return Ok(None);
+                    }
+                    hits.keys(columns, self.form, |_, o, tag, bytes| {
+                        filed.file(o, tag, bytes, 1)
+                    })?;
+                    read += batch.num_rows();
+                }
+                if read != end - at {
+                    return Ok(None);
+                }
+                at = end;
+            }
+            base += n;
+        }
+        Ok((at == rows.len()).then_some(filed))
+    }
+}
+
+/// The selection of `rows` (ascending, each below `of`) among `of` rows.
+pub(super) fn selection(rows: &[u64], of: u64) -> RowSelection {
+    let mut selectors = Vec::new();
+    let mut at = 0u64;
+    for &r in rows {
+        if r > at {
+            selectors.push(RowSelector::skip((r - at) as usize));
+        }
+        match selectors.last_mut() {
+            Some(s) if !s.skip && r == at => s.row_count += 1,
+            _ => selectors.push(RowSelector::select(1)),
+        }
+        at = r + 1;
+    }
+    if of > at {
+        selectors.push(RowSelector::skip((of - at) as usize));
+    }
+    RowSelection::from(selectors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::keys::store::{Narrow, Split};
+    use datafusion::execution::memory_pool::UnboundedMemoryPool;
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+    use std::collections::HashMap;
+
+    /// Candidate rows found through the stores and the notes are the rows
+    /// whose word is a candidate: over two runs, with rows not counted,
+    /// narrow words, stores in memory and spilled to disk, some repeated
+    /// words left out of the candidates; and a note short of its store's
+    /// words, or a count that is not the rows', gives no places.
+    #[test]
+    fn candidate_rows_are_the_rows_of_the_candidates() {
+        for limit in [None, Some(1usize << 20)] {
+            let mut builder = RuntimeEnvBuilder::new();
+            if let Some(l) = limit {
+                builder = builder.with_memory_limit(l, 1.0);
+            }
+            let runtime = builder.build_arc().expect("runtime");
+            let partitions = 64;
+            let split = Narrow::new(38, partitions).expect("narrow");
+            let (mut stores, mut places, mut rows) = (Vec::new(), Vec::new(), Vec::new());
+            let mut x = 7u64;
+            for _ in 0..2 {
+                let mut store = LocalStore::<u32>::new(partitions, runtime.clone(), "test");
+                // Apart from the stores' pool, which the limit fills.
+                let pool: Arc<dyn MemoryPool> = Arc::new(UnboundedMemoryPool::default());
+                let mut placed = Places::new(partitions, 1, &pool).expect("places");
+                let mut run = Vec::new();
+                for _ in 0..700_000 {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // About one row in 50 not counted; words mostly apart.
+                    let word = ((x >> 20) % 2_000_000) * 0x9E37 % (1 << 38);
+                    let counted = !(x >> 8).is_multiple_of(50);
+                    if counted {
+                        store.extend_split([split.split(word)]).expect("push");
+                    }
+                    let partition = |w| split.split(w).0 & (partitions - 1);
+                    assert!(placed.note(&[word], &[!counted], false, partition));
+                    run.push(counted.then_some(word));
+                }
+                stores.push(store);
+                places.push(placed);
+                rows.push(run);
+            }
+            if limit.is_some() {
+                assert!(stores.iter().any(|s| s.spilled_bytes() > 0));
+            }
+            let mut counts: HashMap<u64, u64> = HashMap::new();
+            rows.iter()
+                .flatten()
+                .flatten()
+                .for_each(|w| *counts.entry(*w).or_default() += 1);
+            let mut repeated: Vec<(u64, u64)> = counts.into_iter().filter(|c| c.1 > 1).collect();
+            repeated.sort_unstable();
+            // Every third repeated word is left out.
+            let repeated: Vec<(u64, u64)> = (repeated.iter().enumerate())
+                .filter(|(i, _)| i % 3 != 0)
+                .map(|(_, r)| *r)
+                .collect();
+            assert!(repeated.len() > 1000);
+            let total: u64 = repeated.iter().map(|r| r.1).sum();
+            let set: HashMap<u64, u64> = repeated.iter().copied().collect();
+            let want: Vec<Vec<u64>> = (rows.iter())
+                .map(|run| {
+                    (run.iter().enumerate())
+                        .filter(|(_, w)| w.is_some_and(|w| set.contains_key(&w)))
+                        .map(|(r, _)| r as u64)
+                        .collect()
+                })
+                .collect();
+            let found = |places: &[Places], total| {
+                candidate_rows(&stores, places, |w| split.split(w), (&repeated, total), 2)
+                    .expect("read")
+            };
+            let got = found(&places, total).expect("placed");
+            assert_eq!(got.runs, want, "limit {limit:?}");
+            assert!(found(&places, total + 1).is_none());
+            // A note lost: the run's notes no longer match its store.
+            let lost = places[1]
+                .parts
+                .iter()
+                .position(|p| *p != UNCOUNTED)
+                .unwrap();
+            places[1].parts.remove(lost);
+            assert!(found(&places, total).is_none());
+        }
+    }
+
+    #[test]
+    fn a_selection_picks_the_rows_and_nothing_else() {
+        let cases: [(&[u64], u64); 5] = [
+            (&[], 5),
+            (&[0], 1),
+            (&[0, 1, 2, 7, 9], 10),
+            (&[3, 4, 8], 20),
+            (&[19], 20),
+        ];
+        for (rows, of) in cases {
+            let s = selection(rows, of);
+            let mut picked = Vec::new();
+            let mut at = 0u64;
+            let mut total = 0u64;
+            for sel in s.iter() {
+                if !sel.skip {
+                    picked.extend(at..at + sel.row_count as u64);
+                }
+                at += sel.row_count as u64;
+                total += sel.row_count as u64;
+            }
+            assert_eq!(picked, rows, "{rows:?} of {of}");
+            assert_eq!(total, of, "{rows:?} of {of}");
+        }
+    }
+}
