@@ -19,6 +19,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::error::DataFusionError;
@@ -40,6 +41,10 @@ pub(super) struct FilePlan {
     pub metadata: ArrowReaderMetadata,
     pub mask: ProjectionMask,
     order: Vec<usize>,
+    /// The file's own reader metadata (no type hints), and the key
+    /// columns' types as the plan reads them.
+    plain: ArrowReaderMetadata,
+    types: Vec<DataType>,
 }
 
 /// The streams of `columns` (typed as `schema`, DataFusion's view of them),
@@ -156,6 +161,9 @@ pub(super) fn file_plan(
         .map(|f| f.name())
         .collect();
     let mut wanted = Vec::new();
+    let types = (schema.fields().iter().take(columns.len()))
+        .map(|f| f.data_type().clone())
+        .collect();
     for (c, want) in columns.iter().zip(schema.fields()) {
         let root = roots.iter().position(|r| r == c)?;
         let i = file_schema.index_of(c).ok()?;
@@ -185,6 +193,8 @@ pub(super) fn file_plan(
         metadata,
         mask,
         order,
+        plain,
+        types,
     })
 }
 
@@ -201,24 +211,49 @@ impl FilePlan {
             RowSelector::skip(skip.min(rows)),
             RowSelector::select(rows - skip.min(rows)),
         ]);
-        self.selected_batches(group, selection)
+        self.read(group, selection, self.metadata.clone())
     }
 
     /// The batches of the rows of row group `group` that `selection`
-    /// selects, each with the key columns in key order.
+    /// selects, each with the key columns in key order, as the plan types
+    /// them. Text is read as copies of its values, then typed: a view of
+    /// a page would keep the whole page, and a batch of rows far apart
+    /// every page between them.
     pub(super) fn selected_batches(
         &self,
         group: usize,
         selection: RowSelection,
     ) -> Result<impl Iterator<Item = Result<RecordBatch, String>> + '_, String> {
-        let file = std::fs::File::open(&self.path).map_err(|e| e.to_string())?;
-        let reader =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
-                .with_projection(self.mask.clone())
-                .with_row_groups(vec![group])
-                .with_row_selection(selection)
-                .build()
+        let typed = |b: RecordBatch| -> Result<RecordBatch, String> {
+            let columns = (b.columns().iter().zip(&self.types))
+                .map(|(c, t)| cast(c, t))
+                .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| e.to_string())?;
+            let fields = (b.schema().fields().iter().zip(&self.types))
+                .map(|(f, t)| f.as_ref().clone().with_data_type(t.clone()))
+                .collect::<Vec<_>>();
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
+        };
+        Ok(self
+            .read(group, selection, self.plain.clone())?
+            .map(move |b| b.and_then(typed)))
+    }
+
+    /// The batches of `selection` of row group `group`, read as
+    /// `metadata` types them, each with the key columns in key order.
+    fn read(
+        &self,
+        group: usize,
+        selection: RowSelection,
+        metadata: ArrowReaderMetadata,
+    ) -> Result<impl Iterator<Item = Result<RecordBatch, String>> + '_, String> {
+        let file = std::fs::File::open(&self.path).map_err(|e| e.to_string())?;
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata)
+            .with_projection(self.mask.clone())
+            .with_row_groups(vec![group])
+            .with_row_selection(selection)
+            .build()
+            .map_err(|e| e.to_string())?;
         Ok(reader.map(|b| {
             b.and_then(|b| b.project(&self.order))
                 .map_err(|e| e.to_string())
