@@ -351,55 +351,99 @@ async fn fingerprinted(
         });
     }
     let started = Instant::now();
-    let source = match (budget.kept(kept), placed, &paged) {
-        (Some(kept), _, _) => verify::Source::Kept(kept.into_iter().map(Arc::new).collect()),
-        (None, Some(placed), Some(Paged::Rows(walks))) => verify::Source::Placed(placed::Placing {
-            files: walks.files.clone(),
-            runs: walks.runs.clone(),
-            rows: placed.runs,
-        }),
-        _ => verify::Source::Read,
-    };
-    let kept_mb = match &source {
-        verify::Source::Kept(k) => Some(k.iter().map(|r| r.bytes).sum::<usize>() >> 20),
-        _ => None,
-    };
     let candidates = counted.repeated.len();
-    let exact = verify::verify(ctx, input, job, counted.repeated, bits, label, source).await?;
+    let (kept, placing) = match (budget.kept(kept), placed, &paged) {
+        (Some(kept), _, _) => (Some(kept.into_iter().map(Arc::new).collect()), None),
+        (None, Some(placed), Some(Paged::Rows(walks))) => (None, Some((walks, placed))),
+        _ => (None, None),
+    };
+    let kept_mb =
+        (kept.as_ref()).map(|k: &Vec<Arc<_>>| k.iter().map(|r| r.bytes).sum::<usize>() >> 20);
+    // The rows placed and not told apart are read alone; should one of
+    // them not be a candidate, every row is read again for them all.
+    let (mut apart, mut verified) = (0, candidates);
+    let exact = match placing {
+        Some((walks, placed)) => {
+            let placing = placed::Placing {
+                files: walks.files.clone(),
+                runs: walks.runs.clone(),
+                rows: placed.runs,
+            };
+            let left = placed.left;
+            verified = left.len();
+            let exact = match left.is_empty() {
+                true => verify::Exact::placed_none(),
+                false => {
+                    let source = verify::Source::Placed(placing);
+                    verify::verify(ctx, input, job, left, bits, label, source).await?
+                }
+            };
+            match exact.placed {
+                Some(true) => {
+                    apart = placed.apart;
+                    exact
+                }
+                _ => {
+                    verified = candidates;
+                    let all = counted.repeated;
+                    let source = verify::Source::Read;
+                    let mut exact =
+                        verify::verify(ctx, input, job, all, bits, label, source).await?;
+                    exact.placed = Some(false);
+                    exact
+                }
+            }
+        }
+        None => {
+            let source = match kept {
+                Some(kept) => verify::Source::Kept(kept),
+                None => verify::Source::Read,
+            };
+            verify::verify(ctx, input, job, counted.repeated, bits, label, source).await?
+        }
+    };
     let from = match (kept_mb, exact.placed) {
         (Some(mb), _) => format!("the {mb} MB of key columns the scan kept"),
         (None, Some(true)) => {
             "the key columns' candidate rows, read where the scan placed them".to_string()
         }
         (None, Some(false)) => {
-            "the key columns read again (a row placed by the scan held no candidate)".to_string()
+            "the key columns read again (the rows placed by the scan were not read alone)"
+                .to_string()
         }
         (None, None) => "the key columns read again".to_string(),
     };
-    passes.push(format!(
-        "verify {candidates} repeated fingerprint(s) against the exact keys in {from}{}{}: {:.2} s",
-        match exact.paged {
-            true => format!(
-                " page by page{}{}",
-                match exact.by_value {
-                    true => " by value (a dictionary's rows tallied, plain values in batches)",
-                    false => "",
-                },
-                pages::repeats(exact.repeats)
-            ),
-            false => String::new(),
-        },
-        match (exact.rounds, exact.spilled) {
-            (1, None) => String::new(),
-            (n, None) => format!(", in {n} rounds"),
-            (n, Some(bytes)) => format!(
-                ", in {n} rounds of one read (its candidate rows written to disk by round: {} MB)",
-                bytes >> 20
-            ),
-        },
-        started.elapsed().as_secs_f64()
-    ));
-    let distinct = counted.distinct - candidates as u64 + exact.distinct;
+    if exact.placed == Some(true) && exact.rounds == 0 {
+        passes.push(format!(
+            "verify nothing: every candidate row was told apart by its hash's other bits: {:.2} s",
+            started.elapsed().as_secs_f64()
+        ));
+    } else {
+        passes.push(format!(
+            "verify {verified} repeated fingerprint(s) against the exact keys in {from}{}{}: {:.2} s",
+            match exact.paged {
+                true => format!(
+                    " page by page{}{}",
+                    match exact.by_value {
+                        true => " by value (a dictionary's rows tallied, plain values in batches)",
+                        false => "",
+                    },
+                    pages::repeats(exact.repeats)
+                ),
+                false => String::new(),
+            },
+            match (exact.rounds, exact.spilled) {
+                (0 | 1, None) => String::new(),
+                (n, None) => format!(", in {n} rounds"),
+                (n, Some(bytes)) => format!(
+                    ", in {n} rounds of one read (its candidate rows written to disk by round: {} MB)",
+                    bytes >> 20
+                ),
+            },
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    let distinct = counted.distinct - candidates as u64 + apart + exact.distinct;
     Ok(Found {
         duplicates: exact.duplicates,
         distinct,

@@ -17,6 +17,7 @@
 //! be counted; a row that does not sends the verification back to reading
 //! every row (`verify`), so a wrong place can never lose a key.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,9 +39,14 @@ use crate::staged::StagedInput;
 /// A row that is not counted (a null part, nulls not equal).
 const UNCOUNTED: u16 = u16::MAX;
 
-/// A run's partition of each row, in the order the run walked them.
+/// A run's note of each row, in the order the run walked them: its
+/// partition in the low `pbits` bits, and above them the top `ebits` bits
+/// of its whole hash, which the cut fingerprint does not keep (the top
+/// bit is left clear, so that no note is [`UNCOUNTED`]).
 pub(super) struct Places {
     parts: Vec<u16>,
+    pbits: u32,
+    ebits: u32,
     reserved: MemoryReservation,
 }
 
@@ -50,10 +56,13 @@ impl Places {
     /// fit a note, or the pool refuses them.
     pub(super) fn new(partitions: usize, rows: u64, pool: &Arc<dyn MemoryPool>) -> Option<Places> {
         let rows = usize::try_from(rows).ok()?;
+        let pbits = partitions.trailing_zeros();
         let reserved = MemoryConsumer::new("dqgate key places").register(pool);
-        let fits = partitions <= usize::from(UNCOUNTED) && reserved.try_grow(rows * 2).is_ok();
-        fits.then(|| Places {
+        let fits = partitions.is_power_of_two() && pbits <= 12;
+        (fits && reserved.try_grow(rows * 2).is_ok()).then(|| Places {
             parts: Vec::with_capacity(rows),
+            pbits,
+            ebits: 15 - pbits,
             reserved,
         })
     }
@@ -72,21 +81,9 @@ impl Places {
         true
     }
 
-    /// The next row, counted in partition `p`.
-    #[inline]
-    fn counted(&mut self, p: usize) {
-        self.parts.push(p as u16);
-    }
-
-    /// The next row, not counted.
-    #[inline]
-    fn uncounted(&mut self) {
-        self.parts.push(UNCOUNTED);
-    }
-
-    /// The next rows, of fingerprints `hashes` (each in the partition
-    /// `partition` gives), a part of those of `nulls` null: false (the
-    /// places to be given up) when the pool refuses them.
+    /// The next rows, of whole fingerprints `hashes` (each in the
+    /// partition `partition` gives), a part of those of `nulls` null:
+    /// false (the places to be given up) when the pool refuses them.
     pub(super) fn note(
         &mut self,
         hashes: &[u64],
@@ -97,12 +94,12 @@ impl Places {
         if !self.room(hashes.len()) {
             return false;
         }
-        for (&h, &null) in hashes.iter().zip(nulls) {
-            match nulls_equal || !null {
-                true => self.counted(partition(h)),
-                false => self.uncounted(),
-            }
-        }
+        let (pbits, top) = (self.pbits, 64 - self.ebits);
+        let note = |(&h, &null): (&u64, &bool)| match nulls_equal || !null {
+            true => (partition(h) | ((h >> top) << pbits) as usize) as u16,
+            false => UNCOUNTED,
+        };
+        self.parts.extend(hashes.iter().zip(nulls).map(note));
         true
     }
 }
@@ -136,8 +133,11 @@ pub(super) fn after_count<S: Key>(
 pub(super) fn line(placed: Option<&Placed>, took: Duration) -> String {
     match placed {
         Some(p) => format!(
-            "place {} candidate row(s) by the partitions the scan noted (2 bytes a row): {:.2} s",
-            p.rows(),
+            "place {} candidate row(s) by the partitions the scan noted (2 bytes a row), {} told apart by {} more bits of their hashes ({} candidate(s) left): {:.2} s",
+            p.rows() as u64 + p.apart,
+            p.apart,
+            p.ebits,
+            p.left.len(),
             took.as_secs_f64()
         ),
         None => format!(
@@ -147,16 +147,35 @@ pub(super) fn line(placed: Option<&Placed>, took: Duration) -> String {
     }
 }
 
-/// The rows of each run that hold a candidate, ascending.
+/// The rows of each run that hold a candidate and may repeat its key
+/// (ascending), and the candidates (with their rows) they hold. A row
+/// whose note's top hash bits no other row of its candidate shares holds
+/// a key of its own, so it is *told apart*: counted as a distinct key,
+/// never read.
 pub(super) struct Placed {
     pub runs: Vec<Vec<u64>>,
+    pub left: Vec<(u64, u64)>,
+    /// Rows told apart.
+    pub apart: u64,
+    /// The note's top hash bits.
+    pub ebits: u32,
 }
 
 impl Placed {
-    /// Rows placed, over every run.
+    /// Rows placed and left to read, over every run.
     pub(super) fn rows(&self) -> usize {
         self.runs.iter().map(Vec::len).sum()
     }
+}
+
+/// One run's candidate rows: each row, its candidate (an index into the
+/// candidates sorted by partition and stored word) and its note's top
+/// hash bits.
+#[derive(Default)]
+struct RunRows {
+    rows: Vec<u64>,
+    ids: Vec<u32>,
+    tops: Vec<u16>,
 }
 
 /// The rows whose fingerprint is a candidate (`rows` of them, as the
@@ -178,22 +197,23 @@ pub(super) fn candidate_rows<S: Key>(
     if stores.len() != places.len() {
         return Ok(None);
     }
-    // Each partition's candidates as it stores them, and a filter of
-    // them all (about 64 bits a candidate) that most words fail.
-    let mut stored: Vec<Vec<S>> = vec![Vec::new(); partitions];
+    // Each partition's candidates as it stores them (with their
+    // fingerprints), and a filter of them all (about 64 bits a candidate)
+    // that most words fail.
+    let mut stored: Vec<Vec<(S, u64)>> = vec![Vec::new(); partitions];
     let mut filter = Filter::new(
         Filter::sized(repeated.len(), 64, 1 << 26),
         std::iter::empty(),
     );
     for &(w, _) in repeated {
         let (p, s) = split(w);
-        stored[p & (partitions - 1)].push(s);
+        stored[p & (partitions - 1)].push((s, w));
         filter.set(s.mix());
     }
     stored.iter_mut().for_each(|s| s.sort_unstable());
     let (stored, filter) = (&stored, &filter);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut found: Vec<Result<Option<Vec<u64>>, StoreError>> = Vec::new();
+    let mut found: Vec<Result<Option<RunRows>, StoreError>> = Vec::new();
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads.clamp(1, stores.len().max(1)))
             .map(|_| {
@@ -227,22 +247,74 @@ pub(super) fn candidate_rows<S: Key>(
         }
     }
     // Every row of every candidate, each once.
-    let placed = Placed { runs };
-    Ok((placed.rows() as u64 == rows).then_some(placed))
+    let placed: usize = runs.iter().map(|r| r.rows.len()).sum();
+    if placed as u64 != rows {
+        return Ok(None);
+    }
+    let fingerprints: Vec<u64> = stored.iter().flatten().map(|(_, w)| *w).collect();
+    let ebits = places.first().map_or(0, |p| p.ebits);
+    Ok(Some(told_apart(runs, &fingerprints, ebits)))
+}
+
+/// The rows of `runs` left once each candidate's rows are told apart by
+/// their top hash bits (`fingerprints`: each candidate's).
+fn told_apart(runs: Vec<RunRows>, fingerprints: &[u64], ebits: u32) -> Placed {
+    let key = |id: u32, top: u16| (u64::from(id) << 16) | u64::from(top);
+    let mut alike: HashMap<u64, u32> = HashMap::new();
+    for r in &runs {
+        for (&id, &top) in r.ids.iter().zip(&r.tops) {
+            *alike.entry(key(id, top)).or_default() += 1;
+        }
+    }
+    let mut left: HashMap<u32, u64> = HashMap::new();
+    let mut apart = 0;
+    let runs = (runs.into_iter())
+        .map(|r| {
+            let mut rows = Vec::with_capacity(r.rows.len());
+            for ((&row, &id), &top) in r.rows.iter().zip(&r.ids).zip(&r.tops) {
+                match alike[&key(id, top)] > 1 {
+                    true => {
+                        rows.push(row);
+                        *left.entry(id).or_default() += 1;
+                    }
+                    false => apart += 1,
+                }
+            }
+            rows
+        })
+        .collect();
+    let mut left: Vec<(u64, u64)> = (left.into_iter())
+        .map(|(id, n)| (fingerprints[id as usize], n))
+        .collect();
+    left.sort_unstable();
+    Placed {
+        runs,
+        left,
+        apart,
+        ebits,
+    }
 }
 
 /// One run's candidate rows (see [`candidate_rows`]).
 fn run_rows<S: Key>(
     store: &LocalStore<S>,
     places: &Places,
-    (stored, filter): (&[Vec<S>], &Filter),
-) -> Result<Option<Vec<u64>>, StoreError> {
+    (stored, filter): (&[Vec<(S, u64)>], &Filter),
+) -> Result<Option<RunRows>, StoreError> {
     let partitions = store.partitions();
-    if stored.len() != partitions {
+    if stored.len() != partitions || partitions != 1 << places.pbits {
         return Ok(None);
     }
-    // Each partition's candidates, by their place among its words.
-    let mut wanted: Vec<Vec<u64>> = vec![Vec::new(); partitions];
+    // Each partition's candidates, by their place among its words, and
+    // the index of the first of its candidates among all.
+    let mut wanted: Vec<Vec<(u64, u32)>> = vec![Vec::new(); partitions];
+    let firsts: Vec<u32> = (stored.iter())
+        .scan(0u32, |at, s| {
+            let first = *at;
+            *at += s.len() as u32;
+            Some(first)
+        })
+        .collect();
     let mut words = vec![0u64; partitions];
     let (mut buf, mut spilled) = (Vec::new(), Vec::new());
     for (p, want) in wanted.iter_mut().enumerate() {
@@ -253,9 +325,14 @@ fn run_rows<S: Key>(
         store.spilled(p, &mut buf, |s| spilled.push(s))?;
         for chunk in std::iter::once(&spilled[..]).chain(store.in_memory(p)) {
             if !mine.is_empty() {
-                (chunk.iter().enumerate())
-                    .filter(|(_, s)| filter.passes(s.mix()) && mine.binary_search(s).is_ok())
-                    .for_each(|(i, _)| want.push(j + i as u64));
+                for (i, s) in chunk.iter().enumerate() {
+                    if !filter.passes(s.mix()) {
+                        continue;
+                    }
+                    if let Ok(k) = mine.binary_search_by_key(s, |(s, _)| *s) {
+                        want.push((j + i as u64, firsts[p] + k as u32));
+                    }
+                }
             }
             j += chunk.len() as u64;
         }
@@ -266,20 +343,21 @@ fn run_rows<S: Key>(
     if words.iter().any(|w| *w >= u64::from(u32::MAX)) {
         return Ok(None);
     }
-    let target = |w: &[u64], at: usize| w.get(at).map_or(u32::MAX, |j| *j as u32);
+    let target = |w: &[(u64, u32)], at: usize| w.get(at).map_or(u32::MAX, |j| j.0 as u32);
     let mut state: Vec<(u32, u32)> = wanted.iter().map(|w| (0, target(w, 0))).collect();
     let mut next = vec![0usize; partitions];
-    let mut rows = Vec::new();
-    for (r, &p) in places.parts.iter().enumerate() {
-        if p == UNCOUNTED {
+    let mut found = RunRows::default();
+    let mask = partitions - 1;
+    for (r, &note) in places.parts.iter().enumerate() {
+        if note == UNCOUNTED {
             continue;
         }
-        let p = usize::from(p);
-        let Some((seen, at)) = state.get_mut(p) else {
-            return Ok(None);
-        };
+        let p = usize::from(note) & mask;
+        let (seen, at) = &mut state[p];
         if *seen == *at {
-            rows.push(r as u64);
+            found.rows.push(r as u64);
+            found.ids.push(wanted[p][next[p]].1);
+            found.tops.push(note >> places.pbits);
             next[p] += 1;
             *at = target(&wanted[p], next[p]);
         }
@@ -287,7 +365,7 @@ fn run_rows<S: Key>(
     }
     let whole = (state.iter().zip(&words)).all(|((seen, _), w)| u64::from(*seen) == *w)
         && (next.iter().zip(&wanted)).all(|(at, w)| *at == w.len());
-    Ok(whole.then_some(rows))
+    Ok(whole.then_some(found))
 }
 
 /// Where a composite's candidate rows are: the files and runs its first
@@ -452,15 +530,20 @@ mod tests {
                     x = x
                         .wrapping_mul(6364136223846793005)
                         .wrapping_add(1442695040888963407);
-                    // About one row in 50 not counted; words mostly apart.
-                    let word = ((x >> 20) % 2_000_000) * 0x9E37 % (1 << 38);
+                    // About one row in 50 not counted. Keys k and
+                    // k + 1,000,000 share a cut fingerprint (`word`) but
+                    // not their whole hash's top bits.
+                    let k = (x >> 20) % 2_000_000;
+                    let word = (k % 1_000_000) * 0x9E37 % (1 << 38);
+                    let whole = word | ((k / 1_000_000) << 63);
                     let counted = !(x >> 8).is_multiple_of(50);
                     if counted {
                         store.extend_split([split.split(word)]).expect("push");
                     }
-                    let partition = |w| split.split(w).0 & (partitions - 1);
-                    assert!(placed.note(&[word], &[!counted], false, partition));
-                    run.push(counted.then_some(word));
+                    let mask = (1u64 << 38) - 1;
+                    let partition = |w: u64| split.split(w & mask).0 & (partitions - 1);
+                    assert!(placed.note(&[whole], &[!counted], false, partition));
+                    run.push(counted.then_some(k));
                 }
                 stores.push(store);
                 places.push(placed);
@@ -469,12 +552,13 @@ mod tests {
             if limit.is_some() {
                 assert!(stores.iter().any(|s| s.spilled_bytes() > 0));
             }
-            let mut counts: HashMap<u64, u64> = HashMap::new();
-            rows.iter()
-                .flatten()
-                .flatten()
-                .for_each(|w| *counts.entry(*w).or_default() += 1);
-            let mut repeated: Vec<(u64, u64)> = counts.into_iter().filter(|c| c.1 > 1).collect();
+            let word = |k: u64| (k % 1_000_000) * 0x9E37 % (1 << 38);
+            let (mut words, mut keys): (HashMap<u64, u64>, HashMap<u64, u64>) = Default::default();
+            for &k in rows.iter().flatten().flatten() {
+                *words.entry(word(k)).or_default() += 1;
+                *keys.entry(k).or_default() += 1;
+            }
+            let mut repeated: Vec<(u64, u64)> = words.into_iter().filter(|c| c.1 > 1).collect();
             repeated.sort_unstable();
             // Every third repeated word is left out.
             let repeated: Vec<(u64, u64)> = (repeated.iter().enumerate())
@@ -484,10 +568,13 @@ mod tests {
             assert!(repeated.len() > 1000);
             let total: u64 = repeated.iter().map(|r| r.1).sum();
             let set: HashMap<u64, u64> = repeated.iter().copied().collect();
+            // Left: the rows of a candidate whose key repeats; told apart:
+            // the rest of its rows.
+            let candidate = |k: &Option<u64>| k.is_some_and(|k| set.contains_key(&word(k)));
             let want: Vec<Vec<u64>> = (rows.iter())
                 .map(|run| {
                     (run.iter().enumerate())
-                        .filter(|(_, w)| w.is_some_and(|w| set.contains_key(&w)))
+                        .filter(|(_, k)| candidate(k) && k.is_some_and(|k| keys[&k] > 1))
                         .map(|(r, _)| r as u64)
                         .collect()
                 })
@@ -498,6 +585,20 @@ mod tests {
             };
             let got = found(&places, total).expect("placed");
             assert_eq!(got.runs, want, "limit {limit:?}");
+            let left: u64 = want.iter().map(|r| r.len() as u64).sum();
+            assert!(
+                got.apart > 1000 && got.apart + left == total,
+                "{}",
+                got.apart
+            );
+            let mut by_word: HashMap<u64, u64> = HashMap::new();
+            let repeats = keys
+                .iter()
+                .filter(|(k, n)| **n > 1 && set.contains_key(&word(**k)));
+            repeats.for_each(|(k, n)| *by_word.entry(word(*k)).or_default() += n);
+            let mut want_left: Vec<(u64, u64)> = by_word.into_iter().collect();
+            want_left.sort_unstable();
+            assert_eq!(got.left, want_left);
             assert!(found(&places, total + 1).is_none());
             // A note lost: the run's notes no longer match its store.
             let lost = places[1]

@@ -77,8 +77,8 @@ pub(super) struct Exact {
     /// Bytes the rounds' rows took on disk, when they were written there.
     pub spilled: Option<u64>,
     /// Whether the candidates' rows were read where the first pass placed
-    /// them (`Some(false)`: a row there was no candidate, so every row
-    /// was read).
+    /// them (`Some(false)`: they could not be, or a row there was no
+    /// candidate, so every row was read for every candidate).
     pub placed: Option<bool>,
 }
 
@@ -110,12 +110,13 @@ pub(super) async fn verify(
     let n = repeated.len();
     let mut rounds = rounds_for(ctx, input, job, n as u64);
     let spill_from = crate::hooks::spill_candidates().unwrap_or(SPILL);
+    // Placed rows are read alone in one round, or not at all (the caller
+    // then reads every row for every candidate).
     let (source, placing) = match source {
         Source::Placed(p) if rounds == 1 && n < spill_from => (Source::Read, Some(p)),
-        Source::Placed(_) => (Source::Read, None),
+        Source::Placed(_) => return Ok(Exact::not_placed()),
         s => (s, None),
     };
-    let mut placed = None;
     // A single text key read again is hashed from its pages.
     let text = match (&source, job.keys.as_slice()) {
         (Source::Read, [k]) => pages::plan(input, k, threads(ctx)),
@@ -177,17 +178,13 @@ pub(super) async fn verify(
                     by_value |= by;
                     (filed, vec![DataType::Utf8View])
                 }
-                None => {
-                    let read = match &placing {
-                        Some(p) => placed::file_placed(p, input, job, &candidates, bits).await?,
-                        None => None,
-                    };
-                    placed = placing.as_ref().map(|_| read.is_some());
-                    match read {
+                None => match &placing {
+                    Some(p) => match placed::file_placed(p, input, job, &candidates, bits).await? {
                         Some(read) => read,
-                        None => file_keys(ctx, input, job, candidates, bits, &shown).await?,
-                    }
-                }
+                        None => return Ok(Exact::not_placed()),
+                    },
+                    None => file_keys(ctx, input, job, candidates, bits, &shown).await?,
+                },
             },
             (None, Source::Placed(_)) => {
                 return Err(Error::Audit(
@@ -220,8 +217,34 @@ pub(super) async fn verify(
         repeats,
         by_value,
         spilled: spilled.map(|s| s.bytes()),
-        placed,
+        placed: placing.map(|_| true),
     })
+}
+
+impl Exact {
+    /// Nothing verified: the placed rows were read (`placed`) or not.
+    fn nothing(placed: bool) -> Exact {
+        Exact {
+            duplicates: Duplicates::default(),
+            distinct: 0,
+            rounds: 0,
+            paged: false,
+            repeats: 0,
+            by_value: false,
+            spilled: None,
+            placed: Some(placed),
+        }
+    }
+
+    /// No candidate left to read once the placed rows were told apart.
+    pub(super) fn placed_none() -> Exact {
+        Exact::nothing(true)
+    }
+
+    /// The placed rows could not be read alone: every row must be.
+    fn not_placed() -> Exact {
+        Exact::nothing(false)
+    }
 }
 
 /// The candidates' fingerprints by round: round `w % rounds` of each.
