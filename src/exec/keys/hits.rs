@@ -14,7 +14,7 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::SessionContext;
 
 use super::encode;
-use super::filed::Filed;
+use super::filed::{Candidates, Filed};
 use super::found::{converter, key_types, values_of};
 use crate::exec::ExecError as Error;
 use crate::plan::keys::KeyJob;
@@ -48,11 +48,6 @@ impl Hits {
                 self.ordinals.push(o);
             }
         }
-    }
-
-    /// How many rows the last [`Hits::pick`] picked.
-    pub(super) fn picked(&self) -> usize {
-        self.rows.len()
     }
 
     /// Each picked row's exact key: `f(row, ordinal, tag, bytes)`.
@@ -144,6 +139,22 @@ fn taken_values(columns: &[ArrayRef], hit: &[u32]) -> Result<Vec<ArrayRef>, Erro
             })
         })
         .collect()
+}
+
+/// Files the counted rows of one batch whose fingerprint (`hashes`) is a
+/// candidate; returns how many there were.
+pub(super) fn file_batch(
+    filed: &mut Filed,
+    batch: (&[ArrayRef], &[u64]),
+    hits: &mut Hits,
+    (form, candidates): (&Form, &Candidates),
+    nulls_equal: bool,
+) -> Result<usize, Error> {
+    hits.pick(batch, nulls_equal, |w| candidates.index(w));
+    hits.keys(batch.0, form, |_, o, tag, bytes| {
+        filed.file(o, tag, bytes, 1)
+    })?;
+    Ok(hits.rows.len())
 }
 
 /// The fewest candidates whose rows are written to disk by round even

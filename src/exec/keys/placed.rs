@@ -36,9 +36,10 @@ use datafusion::parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 
 use datafusion::arrow::datatypes::DataType;
 
+use super::count::share;
 use super::encode;
 use super::filed::{Candidates, Filed, Filter};
-use super::hits::{Form, Hits, SPILL};
+use super::hits::{file_batch, Form, Hits, SPILL};
 use super::key::Key;
 use super::store::{LocalStore, StoreError};
 use super::walks::{read_as, FileColumns};
@@ -222,35 +223,13 @@ pub(super) fn candidate_rows<S: Key>(
     }
     stored.iter_mut().for_each(|s| s.sort_unstable());
     let (stored, filter) = (&stored, &filter);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut found: Vec<Result<Option<RunRows>, StoreError>> = Vec::new();
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads.clamp(1, stores.len().max(1)))
-            .map(|_| {
-                s.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let run = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(store) = stores.get(run) else {
-                            return mine;
-                        };
-                        mine.push((run, run_rows(store, &places[run], (stored, filter))));
-                    }
-                })
-            })
-            .collect();
-        let mut all: Vec<_> = workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_default())
-            .collect();
-        all.sort_by_key(|(run, _)| *run);
-        found = all.into_iter().map(|(_, r)| r).collect();
+    let done = share(stores.len(), threads, Vec::new, |mine, run| {
+        mine.push((run, run_rows(&stores[run], &places[run], (stored, filter))));
     });
-    if found.len() != stores.len() {
-        return Ok(None);
-    }
+    let mut found: Vec<_> = done.into_iter().flatten().collect();
+    found.sort_by_key(|(run, _)| *run);
     let mut runs = Vec::with_capacity(found.len());
-    for f in found {
+    for (_, f) in found {
         match f? {
             Some(rows) => runs.push(rows),
             None => return Ok(None),
@@ -464,14 +443,16 @@ impl Read<'_> {
                     let columns = batch.columns();
                     encode::fingerprints(columns, self.bits, &mut hashes)
                         .map_err(Error::Fingerprint)?;
-                    let batch_hashes = (columns, hashes.as_slice());
-                    hits.pick(batch_hashes, self.nulls_equal, |w| self.candidates.index(w));
-                    if hits.picked() != batch.num_rows() {
+                    let picked = file_batch(
+                        &mut filed,
+                        (columns, hashes.as_slice()),
+                        &mut hits,
+                        (self.form, self.candidates),
+                        self.nulls_equal,
+                    )?;
+                    if picked != batch.num_rows() {
                         return Ok(None);
                     }
-                    hits.keys(columns, self.form, |_, o, tag, bytes| {
-                        filed.file(o, tag, bytes, 1)
-                    })?;
                     read += batch.num_rows();
                 }
                 if read != end - at {

@@ -30,7 +30,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, StringViewArray};
+use datafusion::arrow::array::{Array, StringViewArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::prelude::SessionContext;
@@ -38,7 +38,7 @@ use datafusion::prelude::SessionContext;
 use super::encode;
 use super::filed::{self, Candidates, Filed, MOST};
 use super::found::{key_types, Tallied};
-use super::hits::{budget, decoded_types, file_each, Form, Hits, SPILL};
+use super::hits::{budget, decoded_types, file_batch, file_each, Form, Hits, SPILL};
 use super::pages::{self, Visit};
 use super::placed;
 use super::retain::{key_bytes, Retainer};
@@ -112,11 +112,10 @@ pub(super) async fn verify(
     let spill_from = crate::hooks::spill_candidates().unwrap_or(SPILL);
     // Placed rows are read alone in one round, or not at all (the caller
     // then reads every row for every candidate).
-    let (source, placing) = match source {
-        Source::Placed(p) if rounds == 1 && n < spill_from => (Source::Read, Some(p)),
-        Source::Placed(_) => return Ok(Exact::not_placed()),
-        s => (s, None),
-    };
+    let placed = matches!(source, Source::Placed(_));
+    if placed && (rounds > 1 || n >= spill_from) {
+        return Ok(Exact::not_placed());
+    }
     // A single text key read again is hashed from its pages.
     let text = match (&source, job.keys.as_slice()) {
         (Source::Read, [k]) => pages::plan(input, k, threads(ctx)),
@@ -178,18 +177,13 @@ pub(super) async fn verify(
                     by_value |= by;
                     (filed, vec![DataType::Utf8View])
                 }
-                None => match &placing {
-                    Some(p) => match placed::file_placed(p, input, job, &candidates, bits).await? {
-                        Some(read) => read,
-                        None => return Ok(Exact::not_placed()),
-                    },
-                    None => file_keys(ctx, input, job, candidates, bits, &shown).await?,
-                },
+                None => file_keys(ctx, input, job, candidates, bits, &shown).await?,
             },
-            (None, Source::Placed(_)) => {
-                return Err(Error::Audit(
-                    "internal: placed rows left for a verification by round".into(),
-                ))
+            (None, Source::Placed(p)) => {
+                match placed::file_placed(p, input, job, &candidates, bits).await? {
+                    Some(read) => read,
+                    None => return Ok(Exact::not_placed()),
+                }
             }
         };
         if !t.is_empty() {
@@ -217,7 +211,7 @@ pub(super) async fn verify(
         repeats,
         by_value,
         spilled: spilled.map(|s| s.bytes()),
-        placed: placing.map(|_| true),
+        placed: placed.then_some(true),
     })
 }
 
@@ -322,10 +316,10 @@ async fn file_keys(
                 filed,
                 (columns, hashes.as_slice()),
                 hits,
-                &form,
-                &candidates,
+                (&form, &candidates),
                 nulls_equal,
             )
+            .map(|_| ())
         },
     )
     .await?;
@@ -438,8 +432,7 @@ async fn file_kept(
                 &mut filed,
                 batch,
                 &mut hits,
-                &form,
-                &candidates,
+                (&form, &candidates),
                 nulls_equal,
             )?;
         }
@@ -495,22 +488,6 @@ async fn file_kept_text(
         failed.map_or(Ok(filed), Err)
     })
     .await
-}
-
-/// Files the counted rows of one batch whose fingerprint (`hashes`) is a
-/// candidate.
-fn file_batch(
-    filed: &mut Filed,
-    batch: (&[ArrayRef], &[u64]),
-    hits: &mut Hits,
-    form: &Form,
-    candidates: &Candidates,
-    nulls_equal: bool,
-) -> Result<(), Error> {
-    hits.pick(batch, nulls_equal, |w| candidates.index(w));
-    hits.keys(batch.0, form, |_, o, tag, bytes| {
-        filed.file(o, tag, bytes, 1)
-    })
 }
 
 #[cfg(test)]
