@@ -224,3 +224,12 @@ pub fn failed_rows_pushdown() -> bool {
     #[cfg(not(feature = "test-hooks"))]
     true
 }
+
+/// `DQGATE_TEST_BIN_ROWS`: a run of a composite key's first pass bins
+/// its keys, whatever its estimate, from the row group after it watched
+/// this many counted rows less one (`1`: from its first row group; `0`:
+/// it never bins them), so that small files take the bins from any row
+/// group on.
+pub fn bin_rows() -> Option<usize> {
+    parsed!("DQGATE_TEST_BIN_ROWS")
+}

@@ -323,6 +323,51 @@ def tenth(python, data, size):
     return d
 
 
+# A composite key (the UUID text and int32 of DIR/keys-SIZE, SIZE/2 rows of
+# it) loaded twice (`--twice`): appended twice in order (a retried load),
+# shuffled, and in DuckDB's `ORDER BY hash(event_uuid, r)`, which puts the
+# two rows of every key 2 to 3 million rows apart at 10M rows; and, the
+# shape binning does not fit, a tenth of the keys twice (SIZE*9/10 keys),
+# scattered.
+UUID_STORE = KEYS[5]
+TWICE_LAYOUTS = [
+    ("appended", "every key twice, a batch appended twice"),
+    ("shuffled", "every key twice, shuffled"),
+    ("apart", "every key twice, the two rows 2-3M rows apart"),
+    ("tenth", "a tenth of the keys twice, scattered"),
+]
+TWICE = [(f"unique(event_uuid, store_id), {shape}",) + UUID_STORE[1:] for _, shape in TWICE_LAYOUTS]
+
+
+def twice(python, data, size):
+    """DIR/uuid-SIZE-LAYOUT for each layout of TWICE_LAYOUTS, written once
+    by DuckDB from DIR/keys-SIZE."""
+    rows = rows_of(size)
+    src = os.path.join(data, f"keys-{size}")
+    dirs = [os.path.join(data, f"uuid-{size}-{layout}") for layout, _ in TWICE_LAYOUTS]
+    if not all(os.path.exists(os.path.join(d, "part-0.parquet")) for d in dirs):
+        for d in dirs:
+            os.makedirs(d, exist_ok=True)
+        k = f"SELECT event_uuid, store_id FROM read_parquet('{src}/*.parquet') LIMIT {rows // 2}"
+        tenth = (f"SELECT event_uuid, store_id FROM (SELECT event_uuid, store_id, row_number() OVER () AS i "
+                 f"FROM read_parquet('{src}/*.parquet') LIMIT {rows * 9 // 10}), range(2) t(r) "
+                 f"WHERE r = 0 OR i <= {rows // 10} ORDER BY hash(event_uuid || '-' || r::VARCHAR)")
+        code = (
+            "import duckdb, sys\n"
+            "c = duckdb.connect(); c.execute('SET preserve_insertion_order = true')\n"
+            "c.execute('SET enable_progress_bar = false')\n"
+            f"c.execute({('CREATE TABLE k AS ' + k)!r})\n"
+            f"c.execute(\"COPY (SELECT * FROM k UNION ALL SELECT * FROM k) TO '{dirs[0]}/part-0.parquet'\")\n"
+            f"c.execute(\"COPY (SELECT event_uuid, store_id FROM k, range(2) t(r) ORDER BY "
+            f"hash(event_uuid || '-' || r::VARCHAR)) TO '{dirs[1]}/part-0.parquet'\")\n"
+            f"c.execute(\"COPY (SELECT event_uuid, store_id FROM k, range(2) t(r) ORDER BY "
+            f"hash(event_uuid, r)) TO '{dirs[2]}/part-0.parquet'\")\n"
+            f"c.execute({('COPY (' + tenth + f') TO {chr(39)}{dirs[3]}/part-0.parquet{chr(39)}')!r})\n"
+        )
+        subprocess.run([python, "-c", code], check=True)
+    return dirs
+
+
 ACROSS = ("unique(order_id) across 7 published days", "across.dq", "floor_order_id.dq",
           "SELECT count(DISTINCT s.order_id) FROM {t} s WHERE s.order_id IS NOT NULL AND EXISTS "
           "(SELECT 1 FROM {o} p WHERE p.order_id = s.order_id)")
@@ -392,6 +437,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--across", action="store_true")
     ap.add_argument("--text", action="store_true", help="text keys of DIR/text-SIZE (gen_text.py)")
+    ap.add_argument("--twice", action="store_true", help="a composite key loaded twice (from DIR/keys-SIZE)")
     ap.add_argument("--memory-limit")
     ap.add_argument("--only", help="run workloads whose name contains this")
     a = ap.parse_args()
@@ -441,6 +487,8 @@ def main():
                     jobs.append((size, w[:4], sorted_files(python, a.data, size, w[4]), None))
             if not a.only or any(a.only in w[0] for w in TENTH):
                 jobs += [(size, w, tenth(python, a.data, size), None) for w in TENTH]
+        if a.twice and (not a.only or any(a.only in w[0] for w in TWICE)):
+            jobs += [(size, w, t, None) for w, t in zip(TWICE, twice(python, a.data, size))]
         if a.across:
             jobs.append((size, ACROSS, *across_table(a.bin, a.data, size)))
     if a.tpch:

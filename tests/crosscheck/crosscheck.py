@@ -554,31 +554,74 @@ def crosscheck_placed_composites(binary, work):
     reading every row again. Returns (checked, failures)."""
     rng = random.Random(20261207)
     base = os.path.join(work, "placed")
-    shutil.rmtree(base, ignore_errors=True)
-    n = 90_000
-    text = lambda i: "".join(rng.choice(ALPHABETS[i % 4]) for _ in range(rng.randint(0, 24))) + str(i)
-    u, num = [text(i) for i in range(n)], [rng.randrange(-2**40, 2**40) for _ in range(n)]
-    c = [rng.choice(["EU", "US", "ÅP"]) for _ in range(n)]
-    for i in range(1, n):
-        if rng.random() < 0.004:
-            j = rng.randrange(i)
-            u[i], num[i], c[i] = u[j], num[j], c[j]
-    nulled = lambda xs: [None if rng.random() < 0.01 else x for x in xs]
-    table = pa.table({"u": pa.array(nulled(u), pa.string()), "n": pa.array(nulled(num), pa.int64()),
-                      "c": pa.array(nulled(c), pa.string()).dictionary_encode()})
-    os.makedirs(f"{base}/pyarrow")
-    pq.write_table(table, f"{base}/pyarrow/part-0.parquet", row_group_size=30_000, data_page_size=8192)
-    os.makedirs(f"{base}/duckdb")
-    duckdb.connect().execute(f"COPY (SELECT u, n, c::VARCHAR AS c FROM read_parquet('{base}/pyarrow/*.parquet')) "
-                             f"TO '{base}/duckdb/part-0.parquet' (ROW_GROUP_SIZE 40000)")
-    with open(f"{base}/k.dq", "w") as fh:
-        fh.write(PLACED_RULES)
+    table = composite_table(rng, 90_000, 0.004)
+    write_composites(base, table, "(SELECT u, n, c::VARCHAR AS c FROM read_parquet('{base}/pyarrow/*.parquet'))")
     ways = [("placed", {}, "read where the scan placed them"),
             # Fingerprints cut to 24 bits meet: rows told apart by the rest.
             ("placed, cut", {"DQGATE_TEST_FINGERPRINT_BITS": "24"}, "read where the scan placed them"),
             ("not placed", {"DQGATE_TEST_PLACES": "0"}, "the key columns read again")]
     layouts = [(name, ways) for name in ("duckdb", "pyarrow")]
     return compare_ways(binary, base, "placed composites", layouts, PLACED_SQL)
+
+
+def composite_table(rng, n, copies):
+    """`n` rows of composite keys (`u` text of several alphabets, `n` a
+    64-bit integer, `c` a dictionary of three values), a share `copies` of
+    the rows copies of earlier ones (a retried load), 1% of each part
+    null."""
+    text = lambda i: "".join(rng.choice(ALPHABETS[i % 4]) for _ in range(rng.randint(0, 24))) + str(i)
+    u, num = [text(i) for i in range(n)], [rng.randrange(-2**40, 2**40) for _ in range(n)]
+    c = [rng.choice(["EU", "US", "ÅP"]) for _ in range(n)]
+    for i in range(1, n):
+        if rng.random() < copies:
+            j = rng.randrange(i)
+            u[i], num[i], c[i] = u[j], num[j], c[j]
+    nulled = lambda xs: [None if rng.random() < 0.01 else x for x in xs]
+    return pa.table({"u": pa.array(nulled(u), pa.string()), "n": pa.array(nulled(num), pa.int64()),
+                     "c": pa.array(nulled(c), pa.string()).dictionary_encode()})
+
+
+def write_composites(base, table, duckdb_select):
+    """`table` under `base` as pyarrow writes it (small pages, row groups of
+    30,000 rows) and as DuckDB writes `duckdb_select` (`{base}` filled in;
+    row groups of 40,000 rows, a page each), with PLACED_RULES."""
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(f"{base}/pyarrow")
+    pq.write_table(table, f"{base}/pyarrow/part-0.parquet", row_group_size=30_000, data_page_size=8192)
+    os.makedirs(f"{base}/duckdb")
+    duckdb.connect().execute(f"COPY {duckdb_select.format(base=base)} "
+                             f"TO '{base}/duckdb/part-0.parquet' (ROW_GROUP_SIZE 40000)")
+    with open(f"{base}/k.dq", "w") as fh:
+        fh.write(PLACED_RULES)
+
+
+def crosscheck_binned_composites(binary, work):
+    """Composite keys each of whose rows is loaded twice: by pyarrow
+    shuffled, and by DuckDB appended twice in order. Their keys are
+    binned in the first pass from the first row group on, or from a later
+    one (those before read again at the end), and in bins written to
+    disk; binned after the count found most rows a candidate's; and
+    verified by round with bins off: each agrees with DuckDB. Returns
+    (checked, failures)."""
+    rng = random.Random(20261208)
+    base = os.path.join(work, "binned")
+    once = composite_table(rng, 45_000, 0.0)
+    twice = pa.concat_tables([once, once])
+    order = list(range(twice.num_rows))
+    rng.shuffle(order)
+    once_sql = ("(SELECT u, n, c::VARCHAR AS c FROM read_parquet('{base}/pyarrow/*.parquet') "
+                "QUALIFY row_number() OVER (PARTITION BY u, n, c) = 1 ORDER BY u, n, c)")
+    write_composites(base, twice.take(pa.array(order)), f"({once_sql} UNION ALL {once_sql})")
+    said = "binning the exact keys from row group"
+    ways = [("binned", {"DQGATE_TEST_BIN_ROWS": "1"}, said),
+            # A run of one row group never reaches a later one: its keys
+            # are binned after the count instead.
+            ("binned later", {"DQGATE_TEST_BIN_ROWS": "20000"}, "binning the exact keys"),
+            ("binned to disk", {"DQGATE_TEST_BIN_ROWS": "1", "DQGATE_TEST_BIN_BYTES": "65536"}, "written to disk"),
+            ("binned after the count", {}, "read every row again, binning"),
+            ("verified by round", {"DQGATE_TEST_BIN_ROWS": "0"}, "the key columns read again")]
+    layouts = [(name, ways) for name in ("duckdb", "pyarrow")]
+    return compare_ways(binary, base, "binned composites", layouts, PLACED_SQL)
 
 
 def main():
@@ -621,6 +664,9 @@ def main():
     placed_checked, placed_failed = crosscheck_placed_composites(binary, os.path.abspath(work))
     checked += placed_checked
     failures += placed_failed
+    binned_checked, binned_failed = crosscheck_binned_composites(binary, os.path.abspath(work))
+    checked += binned_checked
+    failures += binned_failed
     print(f"crosscheck: {checked - failures} passed, {failures} failed")
     sys.exit(1 if failures else 0)
 

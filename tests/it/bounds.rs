@@ -124,9 +124,10 @@ fn distinct_count_of_long_text_spills_under_a_memory_limit() {
 /// Under a small memory limit a verification of many repeated fingerprints
 /// runs in rounds, and the rounds share one read of the key columns: each
 /// candidate row is written to disk under its round, and each round reads
-/// its own back. A text key (walked page by page) and a composite with a
-/// text part (read as Arrow batches) give the counts of a plain map, and
-/// the verdict, samples included, of a run without a limit.
+/// its own back. A text key (walked page by page), and a composite with a
+/// text part (read as Arrow batches; with bins off, since most of its rows
+/// are a candidate's, it is otherwise binned) give the counts of a plain
+/// map, and the verdict, samples included, of a run without a limit.
 #[test]
 fn rounds_of_a_verification_share_one_read() {
     let tmp = tempfile::tempdir().unwrap();
@@ -184,13 +185,39 @@ fn rounds_of_a_verification_share_one_read() {
     assert_eq!(code, 0, "stdout: {stdout}\nstderr: {stderr}");
     assert_eq!(
         stderr.matches("rounds of one read").count(),
-        3,
-        "each key check's verification ran in rounds of one read: {stderr}"
+        2,
+        "each text key check's verification ran in rounds of one read: {stderr}"
+    );
+    // Two rows in three are a candidate's: the composite is read again
+    // into bins, written to disk past the limit's share.
+    let binned = stderr
+        .lines()
+        .find(|l| l.contains("keys (n, s)") && l.contains("binning"));
+    assert!(
+        binned.is_some_and(|l| l.contains("read every row again") && l.contains("written to disk")),
+        "{stderr}"
     );
     let (code, unlimited, _) = check(tmp.path(), &rules, &["--threads", "2"]);
     assert_eq!(code, 0, "{unlimited}");
     let body = |s: &str| s[s.find("\"checks\"").unwrap()..].to_string();
     assert_eq!(body(&stdout), body(&unlimited));
+    // With bins off, the composite's verification runs in rounds too.
+    fs::write(tmp.path().join("r.dq"), &rules).unwrap();
+    let args = ["check", "r.dq", "--staged", "staged", "--format", "json"];
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dqgate"))
+        .args(args)
+        .args(["--memory-limit", "8MiB", "--threads", "2", "-v"])
+        .env("DQGATE_TEST_BIN_ROWS", "0")
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let (rounds, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.matches("rounds of one read").count(), 3, "{stderr}");
+    assert_eq!(body(&rounds), body(&unlimited));
 }
 
 #[test]

@@ -642,11 +642,23 @@ proptest! {
         fs::write(tmp.path().join("k.dq"), COMPOSITE_RULES).unwrap();
         write_composite(&mut Rng(seed), &tmp.path().join("staged"), (layout, wide), false);
         let (grouped, _) = check(tmp.path(), &[("DQGATE_TEST_KEY_STRATEGY", "grouped")], None);
-        for bits in [None, Some("6")] {
-            let env = paged_env(bits);
+        // Most rows are a candidate's, so every row is read again into
+        // bins, unless bins are off (`DQGATE_TEST_BIN_ROWS=0`): then the
+        // candidates' rows are verified by round.
+        for (bits, bins) in [(None, None), (Some("6"), None), (Some("6"), Some("0"))] {
+            let mut env = paged_env(bits);
+            env.extend(bins.map(|b| ("DQGATE_TEST_BIN_ROWS", b)));
             let (got, stderr) = check(tmp.path(), &env, None);
             prop_assert!(stderr.contains("scan (page by page)"), "{}", stderr);
-            prop_assert!(got == grouped, "bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+            prop_assert!(got == grouped, "bits {:?} bins {:?}:\n{}\n---\n{}", bits, bins, got, grouped);
+            // Cut to 6 bits, every row is a candidate's.
+            if bits.is_some() {
+                let again = stderr.contains("read every row again, binning");
+                prop_assert!(again == bins.is_none(), "{}", stderr);
+                if bins.is_some() {
+                    continue;
+                }
+            }
             // Kept in memory instead.
             let kept: Vec<_> = (env.iter().copied())
                 .filter(|(k, _)| *k != "DQGATE_TEST_KEEP_BYTES")
@@ -654,6 +666,28 @@ proptest! {
             let (got, stderr) = check(tmp.path(), &kept, None);
             prop_assert!(stderr.contains("the scan kept"), "{}", stderr);
             prop_assert!(got == grouped, "kept, bits {:?}:\n{}\n---\n{}", bits, got, grouped);
+        }
+        // Keys binned from the first row group on, or from a later one
+        // (those before read again at the end); in bins that spill to
+        // disk; and in bins that fill with nowhere to write, given up to
+        // the fingerprints.
+        let nowhere = tmp.path().join("no-such-dir");
+        let nowhere = nowhere.to_str().unwrap();
+        let cases: [(&str, &[(&str, &str)]); 4] = [
+            ("1", &[]),
+            ("3000", &[]),
+            ("1", &[("DQGATE_TEST_BIN_BYTES", "65536")]),
+            ("3000", &[("DQGATE_TEST_BIN_BYTES", "65536"), ("TMPDIR", nowhere)]),
+        ];
+        for (from, more) in cases {
+            let mut env = paged_env(None);
+            env.push(("DQGATE_TEST_BIN_ROWS", from));
+            env.extend_from_slice(more);
+            let (got, stderr) = check(tmp.path(), &env, None);
+            prop_assert!(got == grouped, "binned from {} {:?}:\n{}\n---\n{}", from, more, got, grouped);
+            if from == "1" && more.is_empty() {
+                prop_assert!(stderr.contains("binning the exact keys"), "{}", stderr);
+            }
         }
     }
 }

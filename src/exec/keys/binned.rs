@@ -226,6 +226,9 @@ impl Binned {
             let end = bin.as_ptr().wrapping_add(bin.len());
             prefetch(end);
             prefetch(end.wrapping_add(HEAD + value.len() - 1));
+            // The bin's last entry, which the row is compared with first.
+            let last = (self.last[*b as usize] as usize).min(bin.len());
+            prefetch(bin.as_ptr().wrapping_add(last));
         }
         for (k, (w, value)) in values.iter().enumerate() {
             if !self.add(*w, value, 1) {

@@ -3,9 +3,9 @@
 //! or a single text key's exact values tabled instead ([`super::values`]).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::array::ArrayRef;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::SessionContext;
 
@@ -13,11 +13,11 @@ use super::adjacent::{self, Adjacent};
 use super::binned::{self, Binned};
 use super::count::{self, count_stores_then};
 use super::encode;
-use super::found::{Found, Tallied};
 use super::hits;
 use super::pages;
-use super::placed::{self, Placed, Places};
-use super::retain;
+use super::passes::{exact, on_disk, timed, Scanned};
+use super::placed::{self, Places};
+use super::rowbins::{self, RowBins};
 use super::rowpages::{self, Paged};
 use super::store::{self, LocalStore, Split};
 use super::stretches::{self, Stop, Stretches};
@@ -26,22 +26,6 @@ use super::together;
 use super::values::Values;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::KeyJob;
-
-/// What a first pass found: the fingerprints counted (how many bytes
-/// spilled, what each step cost, what the scan tasks kept), or a single
-/// text key's exact values ([`values`]).
-pub(super) enum Scanned {
-    /// The count, bytes spilled, the passes, what the scan tasks kept, and
-    /// where a composite's candidate rows lie ([`placed`]).
-    Counted(
-        count::Counted<u64>,
-        u64,
-        Vec<String>,
-        Vec<retain::Retainer>,
-        Option<Placed>,
-    ),
-    Exact(Found),
-}
 
 /// [`partition_and_count`] of the fingerprints of a key walked page by
 /// page ([`pages`], [`rowpages`]); cut by `bits`. A single text key's runs
@@ -75,6 +59,7 @@ pub(super) async fn partition_all<R: Split<u64>>(
     };
     // Each run's visitor is made in run order (`walks::walk_runs`).
     let next_run = std::sync::atomic::AtomicUsize::new(0);
+    let watched = rowbins::Watched::default();
     let fill = || Filling {
         store: LocalStore::<R::Stored>::new(partitions, runtime.clone(), "dqgate key check"),
         words: Vec::with_capacity(FILL),
@@ -103,10 +88,21 @@ pub(super) async fn partition_all<R: Split<u64>>(
         },
         places: match paged {
             Paged::Rows(rows) if crate::hooks::places() != Some(0) => {
-                let run = next_run.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let run = next_run.load(std::sync::atomic::Ordering::Relaxed);
                 Places::new(partitions, rows.run_rows(run), &runtime.memory_pool)
             }
             _ => None,
+        },
+        rowbins: match paged {
+            Paged::Rows(rows) => {
+                let run = next_run.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let most = (hits::budget(ctx) / rows.runs.len().max(1) as u64 / 2) as usize;
+                let bins = (binned::bins_for(rows.rows), mask, most);
+                let rows = (rows.rows, rows.run_rows(run));
+                let watch = (job.nulls_equal, runtime.clone());
+                Some(RowBins::new(watched.clone(), rows, bins, watch))
+            }
+            Paged::One(_) => None,
         },
     };
     let (mut filled, repeats) = match paged {
@@ -118,6 +114,18 @@ pub(super) async fn partition_all<R: Split<u64>>(
         r => format!("scan (page by page){r},"),
     };
     let scanned = started.elapsed();
+    // A composite whose every run binned its keys: the bins answer.
+    if let Paged::Rows(walks) = paged {
+        let mut runs: Vec<_> = filled.iter_mut().map(|f| f.rowbins.take()).collect();
+        let scan = Some((how.as_str(), scanned));
+        if let Some(found) = rowbins::answer(&mut runs, walks, job, threads(ctx), scan).await? {
+            return Ok(Scanned::Exact(found));
+        }
+        for (f, r) in filled.iter_mut().zip(runs) {
+            f.rowbins = r;
+            f.give_up_rows();
+        }
+    }
     // Values that came in order in every run are counted without the
     // fingerprints, or the tables (which cost a count of their own).
     let adjacent: Option<Vec<Adjacent>> = filled.iter_mut().map(|f| f.adjacent.take()).collect();
@@ -291,63 +299,13 @@ fn to_bins<R: Split<u64>>(filled: &mut [Filling<R>]) -> bool {
         let Some(values) = &f.values else {
             return false;
         };
-        let Some(b) = binned_of(values, f.bins, values.as_bins(), &f.runtime) else {
+        let Some(b) = values.to_binned(f.bins, values.as_bins(), &f.runtime) else {
             return false;
         };
         f.binned = Some(b);
         f.values = None;
     }
     true
-}
-
-/// The bins of `values` (a run's table: its values and null rows), with
-/// `room` (the bytes they would take by the run's end, and the most they
-/// may take) in `bins` bins of `runtime`'s pool (and disk), if they fit.
-fn binned_of(
-    values: &Values,
-    bins: usize,
-    room: (usize, usize),
-    runtime: &Arc<RuntimeEnv>,
-) -> Option<Binned> {
-    let mut binned = Binned::new(bins, values.mask(), room, runtime)?;
-    let mut fits = true;
-    values.each(|w, value, rows| fits = fits && binned.add(w, value, rows));
-    binned.nulls(values.null_rows());
-    fits.then_some(binned)
-}
-
-/// The exact keys of a single text key `counted` in the first pass, as
-/// the answer.
-pub(super) fn exact(
-    counted: Tallied,
-    job: &KeyJob,
-    passes: Vec<String>,
-    spilled_bytes: u64,
-) -> Result<Scanned, Error> {
-    Ok(Scanned::Exact(Found {
-        distinct: counted.distinct,
-        duplicates: counted.duplicates(&job.keys, &[DataType::Utf8View])?,
-        spilled_bytes,
-        passes,
-    }))
-}
-
-/// What a timing line says of `written` bytes written to disk (`of`: of
-/// what it counted): nothing when none were.
-fn on_disk(written: u64, of: &str) -> String {
-    match written {
-        0 => String::new(),
-        w => format!(", {} MB{of} written to disk", w >> 20),
-    }
-}
-
-/// The timing lines of a first pass that took `scanned` and of the count
-/// at its end, started at `counting`.
-fn timed(scan: String, scanned: Duration, count: String, counting: Instant) -> Vec<String> {
-    vec![
-        format!("{scan}: {:.2} s", scanned.as_secs_f64()),
-        format!("{count}: {:.2} s", counting.elapsed().as_secs_f64()),
-    ]
 }
 
 /// Words a [`Filling`] gathers before it pushes them.
@@ -382,6 +340,9 @@ struct Filling<R: Split<u64>> {
     /// A composite's partition of each row ([`placed`]), while the pool
     /// holds them.
     places: Option<Places>,
+    /// A composite's watch of its first fingerprints, then its bins
+    /// ([`rowbins`]).
+    rowbins: Option<RowBins>,
 }
 
 impl<R: Split<u64>> Filling<R> {
@@ -490,12 +451,23 @@ impl<R: Split<u64>> Filling<R> {
         };
         self.gave_up = Some(values.len());
         let room = values.to_bins();
-        if let Some(b) = room.and_then(|room| binned_of(&values, self.bins, room, &self.runtime)) {
+        if let Some(b) = room.and_then(|room| values.to_binned(self.bins, room, &self.runtime)) {
             self.binned = Some(b);
             return;
         }
         values.each(|w, _, rows| self.push_rows(w, rows));
         self.push_rows(0, values.null_rows());
+    }
+
+    /// Gives a composite's bins up, if it has them: every entry goes to
+    /// the store (see [`rowbins`]).
+    fn give_up_rows(&mut self) {
+        if let Some(mut r) = self.rowbins.take() {
+            self.gave_up_bins |= r.binning();
+            if let Err(e) = r.give_up(|w, _, rows| self.push_rows(w, rows)) {
+                self.failed.get_or_insert(e);
+            }
+        }
     }
 
     /// Gives the bins up, if there are: every entry goes to the store, as
@@ -514,7 +486,30 @@ impl<R: Split<u64>> Filling<R> {
 }
 
 impl<R: Split<u64>> rowpages::Rows for Filling<R> {
+    fn decoded(&mut self) -> bool {
+        let binned = self.rowbins.as_mut().is_some_and(RowBins::group);
+        if binned {
+            self.places = None;
+        }
+        binned
+    }
+
+    fn columns(&mut self, columns: &[ArrayRef], hashes: &[u64], nulls: &[bool]) {
+        match self.rowbins.as_mut().filter(|r| r.binning()) {
+            Some(r) => {
+                if !r.batch(columns, hashes) {
+                    self.give_up_rows();
+                    self.rows(hashes, nulls);
+                }
+            }
+            None => self.rows(hashes, nulls),
+        }
+    }
+
     fn rows(&mut self, hashes: &[u64], nulls: &[bool]) {
+        if let Some(r) = &mut self.rowbins {
+            r.watch(hashes, nulls);
+        }
         let (split, mask, last) = (self.split, self.mask, self.store.partitions() - 1);
         let partition = |h: u64| split.split(h & mask).0 & last;
         if let Some(p) = &mut self.places {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Int64Array, RecordBatch, StringViewArray};
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringViewArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
@@ -215,6 +215,26 @@ impl Tallied {
         types: &[DataType],
     ) -> Result<Duplicates, Error> {
         rank_best(names, types, self.best, self.repeated)
+    }
+
+    /// [`Self::duplicates`] of keys whose bytes are of a form of their
+    /// own, ordered as `ORDER BY key` too: `decode` gives the key columns
+    /// (of `types`, dictionaries as their values) of the kept keys' bytes.
+    pub(super) fn duplicates_decoded(
+        self,
+        names: &[String],
+        types: &[DataType],
+        decode: impl FnOnce(&[&[u8]]) -> Result<Vec<ArrayRef>, Error>,
+    ) -> Result<Duplicates, Error> {
+        let converter = converter(&values_of(types))?;
+        let keys: Vec<&[u8]> = self.best.0.iter().map(|(k, _)| &k[1..]).collect();
+        let rows = converter.convert_columns(&decode(&keys)?)?;
+        let kept = (rows.iter().zip(&self.best.0)).map(|(r, (_, n))| (r.owned(), *n));
+        let ranked = rank(&converter, names, kept.collect())?;
+        Ok(Duplicates {
+            keys: self.repeated,
+            samples: ranked.samples,
+        })
     }
 
     /// The samples kept, best first: (tag, bytes, rows).

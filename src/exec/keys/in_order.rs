@@ -36,10 +36,11 @@ use datafusion::prelude::SessionContext;
 
 use super::adjacent::{together, Adjacent};
 use super::encode;
-use super::filling::{exact, partition_all, Scanned};
+use super::filling::partition_all;
 use super::found::Tallied;
 use super::hits;
 use super::pages::{self, TextPages, Visit};
+use super::passes::{exact, Scanned};
 use super::rowpages::Paged;
 use super::store::Split;
 use super::values::Values;

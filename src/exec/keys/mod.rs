@@ -37,8 +37,10 @@ mod kept;
 mod key;
 mod ordered;
 mod pages;
+mod passes;
 mod placed;
 mod retain;
+mod rowbins;
 mod rowpages;
 mod segments;
 mod slab;
@@ -50,6 +52,7 @@ mod tasks;
 mod testing;
 mod text;
 mod together;
+mod tuples;
 mod values;
 mod varint;
 mod verify;
@@ -66,10 +69,10 @@ use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
 use crate::staged::StagedInput;
 use count::count_stores;
-use filling::Scanned;
 use found::{key_types, rank_words};
 use in_order::partition_pages;
 use key::Key;
+use passes::Scanned;
 use rowpages::Paged;
 use store::{LocalStore, Narrow, Split, Whole};
 use tasks::{scan, Sidecar};
@@ -352,6 +355,28 @@ async fn fingerprinted(
     }
     let started = Instant::now();
     let candidates = counted.repeated.len();
+    // When most rows are a candidate's, a composite walked page by page is
+    // read again whole into bins ([`rowbins`]), rather than its rows
+    // written to disk by round of candidates.
+    let candidate_rows: u64 = counted.repeated.iter().map(|(_, n)| n).sum();
+    let rows = counted.distinct - candidates as u64 + candidate_rows;
+    if let (Some(Paged::Rows(walks)), true) =
+        (&paged, kept.is_empty() && 2 * candidate_rows >= rows)
+    {
+        let most = (hits::budget(ctx) / walks.runs.len().max(1) as u64 / 2) as usize;
+        let each = (encode::fingerprint_mask(bits), most, threads(ctx));
+        if crate::hooks::bin_rows() != Some(0) {
+            if let Some(found) = rowbins::every_row(walks, job, each, &ctx.runtime_env()).await? {
+                passes.extend(found.passes);
+                let spilled_bytes = spilled + found.spilled_bytes;
+                return Ok(Found {
+                    passes,
+                    spilled_bytes,
+                    ..found
+                });
+            }
+        }
+    }
     let (kept, placing) = match (budget.kept(kept), placed, &paged) {
         (Some(kept), _, _) => (Some(kept.into_iter().map(Arc::new).collect()), None),
         (None, Some(placed), Some(Paged::Rows(walks))) => (None, Some((walks, placed))),

@@ -19,6 +19,7 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::ArrayRef;
 use datafusion::common::hash_utils::RandomState;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 
@@ -54,6 +55,18 @@ pub(super) fn paged(input: &StagedInput, columns: &[String], threads: usize) -> 
 /// a time: each row's whole fingerprint, and whether a part of it is null.
 pub(super) trait Rows {
     fn rows(&mut self, hashes: &[u64], nulls: &[bool]);
+
+    /// Whether the next row group comes decoded, through the Arrow reader
+    /// ([`Rows::columns`]): a composite's keys binned ([`super::rowbins`]).
+    fn decoded(&mut self) -> bool {
+        false
+    }
+
+    /// A batch of the key columns as the Arrow reader decodes them, with
+    /// each row's fingerprint and whether a part of it is null.
+    fn columns(&mut self, _columns: &[ArrayRef], hashes: &[u64], nulls: &[bool]) {
+        self.rows(hashes, nulls)
+    }
 }
 
 /// Walks every run of `rows` in a blocking task of its own, each with a
@@ -103,7 +116,8 @@ fn group<V: Rows>(
         .row_group(group)
         .num_rows()
         .max(0) as u64;
-    let walked = rows <= MAX_ROWS && w.reserved.try_resize(rows as usize * 9).is_ok();
+    let walked =
+        !v.decoded() && rows <= MAX_ROWS && w.reserved.try_resize(rows as usize * 9).is_ok();
     if walked && w.pages(file, group)? {
         v.rows(&w.hashes, &w.nulls);
         return Ok(rows);
@@ -118,7 +132,7 @@ fn group<V: Rows>(
             None => vec![false; batch.num_rows()],
             Some(valid) => (0..batch.num_rows()).map(|i| valid.is_null(i)).collect(),
         };
-        v.rows(&hashes, &nulls);
+        v.columns(columns, &hashes, &nulls);
     }
     Ok(rows)
 }

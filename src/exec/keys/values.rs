@@ -47,7 +47,9 @@
 use std::sync::Arc;
 
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
+use datafusion::execution::runtime_env::RuntimeEnv;
 
+use super::binned::Binned;
 use super::filed::prefetch;
 use super::key::Key as _;
 
@@ -181,11 +183,6 @@ impl Values {
         self
     }
 
-    /// What the table keeps of a fingerprint.
-    pub(super) fn mask(&self) -> u64 {
-        self.mask
-    }
-
     /// Whether the run gave the table up to bin its values instead, and
     /// the bytes and the most bytes its bins would take by its end
     /// ([`super::binned`]): half the table's budget, since past it they go
@@ -216,6 +213,22 @@ impl Values {
         let mean = (self.arena.len() / len).saturating_sub(HEAD);
         let left = self.run_rows.saturating_sub(self.rows) as usize;
         (self.len + left).saturating_mul(super::binned::HEAD + mean)
+    }
+
+    /// The table's values (and null rows) as bins: `bins` of them, with
+    /// `room` (the bytes they would take by the run's end, and the most
+    /// they may take) in `runtime`'s pool (and disk), if they fit.
+    pub(super) fn to_binned(
+        &self,
+        bins: usize,
+        room: (usize, usize),
+        runtime: &Arc<RuntimeEnv>,
+    ) -> Option<Binned> {
+        let mut binned = Binned::new(bins, self.mask, room, runtime)?;
+        let mut fits = true;
+        self.each(|w, value, rows| fits = fits && binned.add(w, value, rows));
+        binned.nulls(self.null_rows());
+        fits.then_some(binned)
     }
 
     /// How many values are tabled.
