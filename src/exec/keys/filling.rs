@@ -96,8 +96,11 @@ pub(super) async fn partition_all<R: Split<u64>>(
         rowbins: match paged {
             Paged::Rows(rows) => {
                 let run = next_run.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let most = (hits::budget(ctx) / rows.runs.len().max(1) as u64 / 2) as usize;
-                let bins = (binned::bins_for(rows.rows), mask, most);
+                let bins = (
+                    binned::bins_for(rows.rows),
+                    mask,
+                    rowbins::most(ctx, rows.runs.len()),
+                );
                 let rows = (rows.rows, rows.run_rows(run));
                 let watch = (job.nulls_equal, runtime.clone());
                 Some(RowBins::new(watched.clone(), rows, bins, watch))
@@ -118,7 +121,8 @@ pub(super) async fn partition_all<R: Split<u64>>(
     if let Paged::Rows(walks) = paged {
         let mut runs: Vec<_> = filled.iter_mut().map(|f| f.rowbins.take()).collect();
         let scan = Some((how.as_str(), scanned));
-        if let Some(found) = rowbins::answer(&mut runs, walks, job, threads(ctx), scan).await? {
+        let walked = (walks, label);
+        if let Some(found) = rowbins::answer(&mut runs, walked, job, threads(ctx), scan).await? {
             return Ok(Scanned::Exact(found));
         }
         for (f, r) in filled.iter_mut().zip(runs) {

@@ -363,10 +363,11 @@ async fn fingerprinted(
     if let (Some(Paged::Rows(walks)), true) =
         (&paged, kept.is_empty() && 2 * candidate_rows >= rows)
     {
-        let most = (hits::budget(ctx) / walks.runs.len().max(1) as u64 / 2) as usize;
+        let most = rowbins::most(ctx, walks.runs.len());
         let each = (encode::fingerprint_mask(bits), most, threads(ctx));
         if crate::hooks::bin_rows() != Some(0) {
-            if let Some(found) = rowbins::every_row(walks, job, each, &ctx.runtime_env()).await? {
+            let walked = (walks, label);
+            if let Some(found) = rowbins::every_row(walked, job, each, &ctx.runtime_env()).await? {
                 passes.extend(found.passes);
                 let spilled_bytes = spilled + found.spilled_bytes;
                 return Ok(Found {

@@ -43,13 +43,15 @@ use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::prelude::SessionContext;
 
 use super::binned::{self, Binned};
 use super::encode;
 use super::found::{values_of, Found, Tallied};
+use super::hits;
 use super::pages::BATCH;
 use super::passes::{on_disk, timed};
-use super::rowpages::RowPages;
+use super::rowpages::{self, RowPages, Rows};
 use super::store::StoreError;
 use super::tasks::blocking;
 use super::tuples;
@@ -276,7 +278,7 @@ fn plain(columns: &[ArrayRef]) -> Result<(Vec<ArrayRef>, Vec<DataType>), Error> 
 /// again and binned (see [`answer`]), on the runs of the first pass, each
 /// with `most` bytes of `runtime`'s pool. `None` when the bins do not fit.
 pub(super) async fn every_row(
-    walks: &RowPages,
+    (walks, label): (&RowPages, &str),
     job: &KeyJob,
     (mask, most, threads): (u64, usize, usize),
     runtime: &Arc<RuntimeEnv>,
@@ -299,7 +301,36 @@ pub(super) async fn every_row(
         run.binned = Some(binned);
         runs.push(Some(run));
     }
-    answer(&mut runs, walks, job, threads, None).await
+    answer(&mut runs, (walks, label), job, threads, None).await
+}
+
+/// A run read again into its bins: every row group comes decoded, and
+/// `fits` says whether each batch was binned whole.
+struct Again {
+    run: Option<RowBins>,
+    fits: bool,
+}
+
+impl Rows for Again {
+    /// Never called: every row group comes decoded. A row group that did
+    /// not would not be binned.
+    fn rows(&mut self, _: &[u64], _: &[bool]) {
+        self.fits = false;
+    }
+
+    fn decoded(&mut self) -> bool {
+        true
+    }
+
+    fn columns(&mut self, columns: &[ArrayRef], hashes: &[u64], _: &[bool]) {
+        self.fits = self.fits && self.run.as_mut().is_some_and(|r| r.batch(columns, hashes));
+    }
+}
+
+/// The most bytes the bins of each of `runs` runs may hold: half its
+/// share of the budget, as a single text key's.
+pub(super) fn most(ctx: &SessionContext, runs: usize) -> usize {
+    (hits::budget(ctx) / runs.max(1) as u64 / 2) as usize
 }
 
 /// The exact keys, when every run of `walks` binned (`runs`, in run
@@ -311,7 +342,7 @@ pub(super) async fn every_row(
 /// bins of what was read again did not fit.
 pub(super) async fn answer(
     runs: &mut [Option<RowBins>],
-    walks: &RowPages,
+    (walks, label): (&RowPages, &str),
     job: &KeyJob,
     threads: usize,
     scan: Option<(&str, Duration)>,
@@ -324,36 +355,29 @@ pub(super) async fn answer(
         return Ok(None);
     }
     let counting = Instant::now();
-    let mut taken: Vec<RowBins> = runs.iter_mut().filter_map(Option::take).collect();
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, mut run) in taken.drain(..).enumerate() {
-        let files = walks.files.clone();
-        let groups = walks.runs[i][..run.from.unwrap_or(0)].to_vec();
-        tasks.spawn_blocking(move || {
-            let mut hashes = Vec::new();
-            let mut fits = true;
-            for (f, g) in groups {
-                let file = &files[f].arrow;
-                let failed = |e: &dyn std::fmt::Display| {
-                    Error::Audit(format!("reading {}: {e}", file.path.display()))
-                };
-                for batch in file.group_batches(g, 0).map_err(|e| failed(&e))? {
-                    let batch = batch.map_err(|e| failed(&e))?;
-                    let columns = batch.columns();
-                    encode::fingerprints(columns, None, &mut hashes).map_err(|e| failed(&e))?;
-                    fits = fits && run.batch(columns, &hashes);
-                }
-            }
-            Ok::<_, Error>((i, run, fits))
-        });
-    }
-    let mut done = Vec::new();
-    while let Some(r) = tasks.join_next().await {
-        done.push(r.map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??);
-    }
-    done.sort_by_key(|(i, ..)| *i);
-    let fits = done.iter().all(|(_, _, fits)| *fits);
-    let mut back: Vec<RowBins> = done.into_iter().map(|(_, run, _)| run).collect();
+    // Each run's row groups before its first binned one, read again
+    // through the Arrow reader as the walk reads binned row groups.
+    let taken: Vec<RowBins> = runs.iter_mut().filter_map(Option::take).collect();
+    let mut again = RowPages {
+        files: walks.files.clone(),
+        runs: (taken.iter().zip(&walks.runs))
+            .map(|(r, groups)| groups[..r.from.unwrap_or(0).min(groups.len())].to_vec())
+            .collect(),
+        rows: 0,
+    };
+    again.rows = (0..again.runs.len()).map(|i| again.run_rows(i)).sum();
+    let pool = taken.first().map(|r| r.runtime.memory_pool.clone());
+    let queue = Mutex::new(taken.into_iter());
+    let next = || Again {
+        run: queue.lock().unwrap_or_else(|e| e.into_inner()).next(),
+        fits: true,
+    };
+    let read = match pool {
+        Some(pool) => rowpages::walk(&again, label, &pool, next).await?.0,
+        None => Vec::new(),
+    };
+    let fits = read.iter().all(|a| a.fits && a.run.is_some());
+    let mut back: Vec<RowBins> = read.into_iter().filter_map(|a| a.run).collect();
     if !fits {
         for (slot, run) in runs.iter_mut().zip(back) {
             *slot = Some(run);
