@@ -94,9 +94,11 @@ pub(super) fn bins_for(rows: u64) -> usize {
 /// A run's values, binned.
 pub(super) struct Binned {
     bins: Vec<Vec<u8>>,
-    /// Entries in each bin, and where the last one starts in it.
+    /// Entries in each bin, where the last one starts in it, and its cut
+    /// fingerprint (compared before its entry is read).
     counts: Vec<u32>,
     last: Vec<u32>,
+    last_w: Vec<u64>,
     /// The bytes each bin must reach before it is tabled in place again,
     /// and the table it is tabled with.
     compact_at: Vec<usize>,
@@ -149,6 +151,7 @@ impl Binned {
             bins: (0..bins).map(|_| Vec::with_capacity(each)).collect(),
             counts: vec![0; bins],
             last: vec![u32::MAX; bins],
+            last_w: vec![0; bins],
             compact_at: vec![0; bins],
             compact_slots: Vec::new(),
             tabled_in_place: 0,
@@ -189,7 +192,7 @@ impl Binned {
         // at most).
         let last = self.last[b] as usize;
         let (form, bin) = (self.form, &mut self.bins[b]);
-        if last < bin.len() && bin.capacity() - bin.len() >= 5 {
+        if last < bin.len() && self.last_w[b] == w && bin.capacity() - bin.len() >= 5 {
             let (had, bytes, n, _) = form.entry(bin, last);
             if had == w && bytes == value {
                 if let Ok(rows) = u32::try_from(n + u64::from(rows)) {
@@ -209,6 +212,7 @@ impl Binned {
         }
         let bin = &mut self.bins[b];
         self.last[b] = u32::try_from(bin.len()).unwrap_or(u32::MAX);
+        self.last_w[b] = w;
         self.form.put(bin, w, value, u64::from(rows));
         self.counts[b] += 1;
         true
@@ -226,9 +230,12 @@ impl Binned {
             let end = bin.as_ptr().wrapping_add(bin.len());
             prefetch(end);
             prefetch(end.wrapping_add(HEAD + value.len() - 1));
-            // The bin's last entry, which the row is compared with first.
-            let last = (self.last[*b as usize] as usize).min(bin.len());
-            prefetch(bin.as_ptr().wrapping_add(last));
+            // The bin's last entry, which the row is compared with first
+            // when their fingerprints are equal.
+            if self.last_w[*b as usize] == w & self.mask {
+                let last = (self.last[*b as usize] as usize).min(bin.len());
+                prefetch(bin.as_ptr().wrapping_add(last));
+            }
         }
         for (k, (w, value)) in values.iter().enumerate() {
             if !self.add(*w, value, 1) {

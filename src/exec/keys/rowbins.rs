@@ -12,8 +12,12 @@
 //! six bits are 0 (one in 64, chosen by key, so both rows of a key or
 //! neither, wherever they lie) together. Once they watched 4,096, a run
 //! estimates, as a single text key's table does ([`super::values`]), how
-//! many of the input's rows belong to a key of more than one row; past a
-//! quarter, the run's next row groups come decoded through the Arrow
+//! many of the input's rows belong to a key of more than one row. Below a
+//! quarter, the runs watch on and the run estimates again each time they
+//! have watched twice as many, up to 65,536 (about 4M rows): a key's rows
+//! show as repeats only once every run holding one has read it, and a run
+//! that starts late or falls behind (a loaded machine) hides them from the
+//! first estimate. Past a quarter, the run's next row groups come decoded through the Arrow
 //! reader, and each counted row's key ([`super::tuples`]: its bytes
 //! order as `ORDER BY key`, as the samples need) is appended to the run's
 //! bins, which go to disk past the run's share of the budget. The row
@@ -65,9 +69,14 @@ use crate::plan::keys::KeyJob;
 /// they lie.
 const WATCH_SHIFT: u32 = 58;
 
-/// Rows the runs watch together before a run decides: a quarter of the
-/// input's rows repeating shows as about 30 of them coming again.
+/// Rows the runs watch together before a run first decides: a quarter of
+/// the input's rows repeating shows as about 30 of them coming again.
 const WATCHED: u64 = 1 << 12;
+
+/// Rows the runs watch together at most: a run that found too few of them
+/// coming again decides again each time the runs watched twice as many,
+/// up to this many, then decides not to bin.
+const WATCHED_MOST: u64 = 1 << 16;
 
 /// The rows every run watched, and how many came again.
 #[derive(Default)]
@@ -92,6 +101,8 @@ pub(super) struct RowBins {
     watch: Option<Watched>,
     mine: Vec<u64>,
     counted: u64,
+    /// The rows watched in all at which the run next decides.
+    next: u64,
     /// The input's rows, and this run's.
     input_rows: u64,
     run_rows: u64,
@@ -126,6 +137,7 @@ impl RowBins {
             watch: Some(watch),
             mine: Vec::new(),
             counted: 0,
+            next: WATCHED,
             input_rows,
             run_rows,
             groups: 0,
@@ -161,7 +173,9 @@ impl RowBins {
     /// enough rows, when as many of them came again as when a quarter of
     /// the input's rows belong to keys of more than one row (the birthday
     /// estimate of [`super::values`], over the watched rows, which are a
-    /// sample of the keys).
+    /// sample of the keys). Too few came again: the run watches on, and
+    /// decides again at twice as many watched, not to bin only past
+    /// [`WATCHED_MOST`].
     fn decide(&mut self) -> Option<bool> {
         let watch = self.watch.as_ref()?;
         let (watched, again) = {
@@ -175,11 +189,16 @@ impl RowBins {
         let bins = match crate::hooks::bin_rows() {
             Some(n) if self.counted + 1 < n as u64 => return None,
             Some(n) => n > 0,
-            None if watched < WATCHED => return None,
+            None if watched < self.next => return None,
             None => {
                 let seen = watched as f64;
                 let input = ((self.input_rows >> (64 - WATCH_SHIFT)) as f64).max(seen);
-                2.0 * input * again as f64 / (seen * seen) >= REPEATING
+                let bins = 2.0 * input * again as f64 / (seen * seen) >= REPEATING;
+                if !bins && watched < WATCHED_MOST {
+                    self.next = 2 * watched;
+                    return None;
+                }
+                bins
             }
         };
         self.watch = None;
@@ -427,4 +446,54 @@ pub(super) async fn answer(
         spilled_bytes: written,
         passes,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run of a 10M-row input sharing `watch`, binning nothing.
+    fn run(watch: &Watched) -> RowBins {
+        let runtime = Arc::new(RuntimeEnv::default());
+        RowBins::new(
+            watch.clone(),
+            (10_000_000, 5_000_000),
+            (1024, u64::MAX, 0),
+            (true, runtime),
+        )
+    }
+
+    /// `n` watched fingerprints (top bits 0), from `from` on.
+    fn watched(from: u64, n: u64) -> Vec<u64> {
+        (from..from + n).collect()
+    }
+
+    /// A batch loaded twice, read by two runs of which the second starts
+    /// late: its repeats are not there at the first estimate, and the
+    /// run decides to bin when they come. Keys that never repeat are
+    /// watched up to the most, then not binned.
+    #[test]
+    fn a_run_that_starts_late_still_shows_the_repeats() {
+        let watch = Watched::default();
+        let (mut first, mut late) = (run(&watch), run(&watch));
+        let keys = watched(0, 3 * WATCHED);
+        first.watch(&keys, &vec![false; keys.len()]);
+        assert_eq!(first.decide(), None, "nothing repeats yet: watch on");
+        assert_eq!(first.next, 2 * 3 * WATCHED);
+        late.watch(&keys, &vec![false; keys.len()]);
+        assert_eq!(late.decide(), Some(true));
+        assert_eq!(first.decide(), Some(true));
+        assert!(first.watch.is_none() && late.watch.is_none());
+
+        let watch = Watched::default();
+        let mut alone = run(&watch);
+        let mut decided = None;
+        for chunk in watched(0, 2 * WATCHED_MOST).chunks(WATCHED as usize) {
+            alone.watch(chunk, &vec![false; chunk.len()]);
+            decided = decided.or(alone.decide());
+        }
+        assert_eq!(decided, Some(false));
+        let w = watch.lock().unwrap();
+        assert!((WATCHED_MOST..WATCHED_MOST + WATCHED).contains(&w.watched));
+    }
 }
