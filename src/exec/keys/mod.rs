@@ -107,7 +107,7 @@ pub async fn find(
             }
         }
         KeyStrategy::Fingerprint { test_bits } => {
-            fingerprinted(ctx, input, job, *test_bits, label).await
+            fingerprinted(ctx, input, job, *test_bits, label, true).await
         }
         KeyStrategy::Text {
             form,
@@ -310,18 +310,20 @@ async fn text_packed(
 /// Wide keys: count fingerprints (cut so that a partition keeps 4 bytes a
 /// row), then verify the repeated ones against the exact keys (only when
 /// there are any): from the decoded key columns the scan kept, when they
-/// fit the budget, else by reading them again.
+/// fit the budget, else by reading them again; or, when most rows are a
+/// candidate's and `bins`, by reading every row again into bins.
 async fn fingerprinted(
     ctx: &SessionContext,
     input: &StagedInput,
     job: &KeyJob,
-    bits: Option<u32>,
+    test_bits: Option<u32>,
     label: &str,
+    bins: bool,
 ) -> Result<Found, Error> {
     let budget = retain::Budget::new(ctx, input, job);
     // Cut fingerprints, 4 bytes a row (see `store::fingerprint_bits`).
     let (partitions, whole) = whole(input);
-    let bits = bits.unwrap_or_else(|| store::fingerprint_bits(input.row_count(), partitions));
+    let bits = test_bits.unwrap_or_else(|| store::fingerprint_bits(input.row_count(), partitions));
     // Nothing to keep: the key is walked page by page where it can be.
     let paged = match budget.keeps_nothing() {
         true => rowpages::paged(input, &job.keys, threads(ctx)),
@@ -360,22 +362,35 @@ async fn fingerprinted(
     // written to disk by round of candidates.
     let candidate_rows: u64 = counted.repeated.iter().map(|(_, n)| n).sum();
     let rows = counted.distinct - candidates as u64 + candidate_rows;
-    if let (Some(Paged::Rows(walks)), true) =
-        (&paged, kept.is_empty() && 2 * candidate_rows >= rows)
-    {
+    if let (Some(Paged::Rows(walks)), true) = (
+        &paged,
+        bins && kept.is_empty() && 2 * candidate_rows >= rows,
+    ) {
         let most = rowbins::most(ctx, walks.runs.len());
         let each = (encode::fingerprint_mask(bits), most, threads(ctx));
         if crate::hooks::bin_rows() != Some(0) {
+            // The bins need neither the candidates nor the places: they
+            // are dropped while the bins fill (25M candidates held 400 MB
+            // at 50M rows), and counted again should the bins not fit.
+            drop((counted, placed));
             let walked = (walks, label);
-            if let Some(found) = rowbins::every_row(walked, job, each, &ctx.runtime_env()).await? {
-                passes.extend(found.passes);
-                let spilled_bytes = spilled + found.spilled_bytes;
-                return Ok(Found {
-                    passes,
-                    spilled_bytes,
-                    ..found
-                });
-            }
+            let found = match rowbins::every_row(walked, job, each, &ctx.runtime_env()).await? {
+                Some(found) => found,
+                None => {
+                    passes.push(format!(
+                        "most rows are a candidate's, and their bins did not fit: count again, to verify by round: {:.2} s",
+                        started.elapsed().as_secs_f64()
+                    ));
+                    Box::pin(fingerprinted(ctx, input, job, test_bits, label, false)).await?
+                }
+            };
+            passes.extend(found.passes);
+            let spilled_bytes = spilled + found.spilled_bytes;
+            return Ok(Found {
+                passes,
+                spilled_bytes,
+                ..found
+            });
         }
     }
     let (kept, placing) = match (budget.kept(kept), placed, &paged) {

@@ -31,7 +31,10 @@
 //! have been read: twins a few million rows apart in one run, or every
 //! key read twice by one run, go unseen. So when the count finds that
 //! most counted rows are a candidate's, every row is read again into
-//! bins ([`every_row`]), rather than written to disk by round.
+//! bins ([`every_row`]), rather than written to disk by round. The
+//! count's candidates are dropped while the bins fill; should the bins
+//! not fit (full with nowhere to write), the count runs again and its
+//! candidates are verified by round.
 //!
 //! When some run did not bin, or bins fill with nowhere to write, the bins
 //! go to their run's store as fingerprints (a row binned after its
