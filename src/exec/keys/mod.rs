@@ -366,19 +366,26 @@ async fn fingerprinted(
         &paged,
         bins && kept.is_empty() && 2 * candidate_rows >= rows,
     ) {
-        let most = rowbins::most(ctx, walks.runs.len());
-        let each = (encode::fingerprint_mask(bits), most, threads(ctx));
-        if crate::hooks::bin_rows() != Some(0) {
+        let each = (
+            encode::fingerprint_mask(bits),
+            rowbins::most(ctx, walks.runs.len()),
+        );
+        let runs = match crate::hooks::bin_rows() {
+            Some(0) => None,
+            _ => rowbins::every_row_bins(walks, job, each, &ctx.runtime_env()),
+        };
+        if let Some(runs) = runs {
             // The bins need neither the candidates nor the places: they
             // are dropped while the bins fill (25M candidates held 400 MB
-            // at 50M rows), and counted again should the bins not fit.
+            // at 50M rows), and counted again should the bins fill with
+            // nowhere to write.
             drop((counted, placed));
             let walked = (walks, label);
-            let found = match rowbins::every_row(walked, job, each, &ctx.runtime_env()).await? {
+            let found = match rowbins::every_row(runs, walked, job, threads(ctx)).await? {
                 Some(found) => found,
                 None => {
                     passes.push(format!(
-                        "most rows are a candidate's, and their bins did not fit: count again, to verify by round: {:.2} s",
+                        "most rows are a candidate's, and their bins filled with nowhere to write: count again, to verify by round: {:.2} s",
                         started.elapsed().as_secs_f64()
                     ));
                     Box::pin(fingerprinted(ctx, input, job, test_bits, label, false)).await?

@@ -16,9 +16,10 @@
 //! quarter, the runs watch on and the run estimates again each time they
 //! have watched twice as many, up to 65,536 (about 4M rows): a key's rows
 //! show as repeats only once every run holding one has read it, and a run
-//! that starts late or falls behind (a loaded machine) hides them from the
-//! first estimate. Past a quarter, the run's next row groups come decoded through the Arrow
-//! reader, and each counted row's key ([`super::tuples`]: its bytes
+//! that starts late or falls behind (a loaded machine) hides them from
+//! the first estimate. Past a quarter, the run's next row groups come
+//! decoded through the Arrow reader, and each counted row's key
+//! ([`super::tuples`]: its bytes
 //! order as `ORDER BY key`, as the samples need) is appended to the run's
 //! bins, which go to disk past the run's share of the budget. The row
 //! groups before went to the run's store as fingerprints, and its places
@@ -295,23 +296,20 @@ fn plain(columns: &[ArrayRef]) -> Result<(Vec<ArrayRef>, Vec<DataType>), Error> 
     Ok((columns, types))
 }
 
-/// The exact keys of a composite whose count found that most rows are a
-/// candidate's (`mask` its fingerprints' cut): every row of `walks` read
-/// again and binned (see [`answer`]), on the runs of the first pass, each
-/// with `most` bytes of `runtime`'s pool. `None` when the bins do not fit.
-pub(super) async fn every_row(
-    (walks, label): (&RowPages, &str),
+/// Empty bins for [`every_row`], one a run of `walks` (`mask` the
+/// fingerprints' cut), each with `most` bytes of `runtime`'s pool; `None`
+/// when the pool refuses their room.
+pub(super) fn every_row_bins(
+    walks: &RowPages,
     job: &KeyJob,
-    (mask, most, threads): (u64, usize, usize),
+    (mask, most): (u64, usize),
     runtime: &Arc<RuntimeEnv>,
-) -> Result<Option<Found>, Error> {
+) -> Option<Vec<Option<RowBins>>> {
     let bins = binned::bins_for(walks.rows);
     let mut runs = Vec::new();
     for (i, groups) in walks.runs.iter().enumerate() {
         let expected = (walks.run_rows(i) as usize).saturating_mul(binned::HEAD + ROW_BYTES);
-        let Some(binned) = Binned::new(bins, mask, (expected, most), runtime) else {
-            return Ok(None);
-        };
+        let binned = Binned::new(bins, mask, (expected, most), runtime)?;
         let mut run = RowBins::new(
             Watched::default(),
             (walks.rows, walks.run_rows(i)),
@@ -323,6 +321,19 @@ pub(super) async fn every_row(
         run.binned = Some(binned);
         runs.push(Some(run));
     }
+    Some(runs)
+}
+
+/// The exact keys of a composite whose count found that most rows are a
+/// candidate's: every row of `walks` read again into the bins `runs`
+/// ([`every_row_bins`]) and tabled on `threads` threads (see [`answer`]).
+/// `None` when the bins filled with nowhere to write.
+pub(super) async fn every_row(
+    mut runs: Vec<Option<RowBins>>,
+    (walks, label): (&RowPages, &str),
+    job: &KeyJob,
+    threads: usize,
+) -> Result<Option<Found>, Error> {
     answer(&mut runs, (walks, label), job, threads, None).await
 }
 
