@@ -268,6 +268,35 @@ PAIRS_FILES = [(w[0].replace("in key order", f"{n} files each sorted"),) + w[1:]
 TENTH = [(w[0].replace("every key twice, in key order", "a tenth of the keys twice, scattered"),) + w[1:]
          for w in PAIRS]
 
+# A hot value among unique keys (DuckDB-written, scattered by hash): an
+# int64 key of which half the rows are 0 (a sentinel), a short text key
+# (exactly packed) of which 30% of the rows are `unknown`, and a longer
+# text key (fingerprinted) of which 30% are `unknown-customer-placeholder`.
+# One radix partition then holds the hot value's every row.
+HOT_LAYOUTS = [
+    ("int", "int64, half the rows one value", "floor_hot_int.dq",
+     "CASE WHEN hash(i) % 2 = 0 THEN 0 ELSE hash(i) // 3 END::BIGINT"),
+    ("text", "short text, 30% of the rows one value", "floor_pairs.dq",
+     "CASE WHEN hash(i) % 10 < 3 THEN 'unknown' ELSE 'c' || (hash(i) % 100000000)::VARCHAR END"),
+    ("long", "long text, 30% of the rows one value", "floor_pairs.dq",
+     "CASE WHEN hash(i) % 10 < 3 THEN 'unknown-customer-placeholder' ELSE 'customer-' || md5(i::VARCHAR) END"),
+]
+HOT = [(w[0].replace("every key twice, in key order", shape), w[1], floor, w[3])
+       for _, shape, floor, _ in HOT_LAYOUTS for w in PAIRS]
+
+
+def hot(python, data, size):
+    """DIR/hot-SIZE-LAYOUT for each layout of HOT_LAYOUTS (two rows of HOT
+    each), written once by DuckDB."""
+    dirs = []
+    for layout, _, _, k in HOT_LAYOUTS:
+        d = os.path.join(data, f"hot-{size}-{layout}")
+        if not os.path.exists(os.path.join(d, "part-0.parquet")):
+            os.makedirs(d, exist_ok=True)
+            duckdb_sql(python, f"COPY (SELECT {k} AS k FROM range({rows_of(size)}) t(i)) TO '{d}/part-0.parquet'")
+        dirs += [d, d]
+    return dirs
+
 
 def pairs(python, data, size):
     """(DIR/pairs-SIZE-sorted, DIR/pairs-SIZE-scattered) for PAIRS, written once."""
@@ -487,6 +516,8 @@ def main():
                     jobs.append((size, w[:4], sorted_files(python, a.data, size, w[4]), None))
             if not a.only or any(a.only in w[0] for w in TENTH):
                 jobs += [(size, w, tenth(python, a.data, size), None) for w in TENTH]
+            if not a.only or any(a.only in w[0] for w in HOT):
+                jobs += [(size, w, d, None) for w, d in zip(HOT, hot(python, a.data, size))]
         if a.twice and (not a.only or any(a.only in w[0] for w in TWICE)):
             jobs += [(size, w, t, None) for w, t in zip(TWICE, twice(python, a.data, size))]
         if a.across:

@@ -15,7 +15,9 @@ against DuckDB's `EXISTS` over the other partitions' files; the latter on
 long text keys of random alphabets and lengths too (the fingerprinted join),
 in every Arrow layout of text, published partitions written by pyarrow or
 by DuckDB, and again with fingerprints cut to 3 bits and spread into radix
-partitions (in memory, and written to disk past a tiny budget).
+partitions (in memory, and written to disk past a tiny budget). And keys
+with one hot value among nearly unique ones, in files whose dictionary
+falls back to plain pages and in DELTA_BYTE_ARRAY pages of format 2.0.
 """
 
 import json
@@ -624,6 +626,72 @@ def crosscheck_binned_composites(binary, work):
     return compare_ways(binary, base, "binned composites", layouts, PLACED_SQL)
 
 
+HOT_RULES = """table hot
+check distinct_count(i) >= 0
+check duplicate_count(i) >= 0
+check distinct_count(s) >= 0
+check duplicate_count(s) >= 0
+check distinct_count(l) >= 0
+check duplicate_count(l) >= 0
+check duplicate_count(s, i) >= 0
+check primary_key(l)
+"""
+HOT_SQL = [
+    "count(DISTINCT i)",
+    "(SELECT count(*) FROM (SELECT i FROM t WHERE i IS NOT NULL GROUP BY i HAVING count(*) > 1))",
+    "count(DISTINCT s)",
+    "(SELECT count(*) FROM (SELECT s FROM t WHERE s IS NOT NULL GROUP BY s HAVING count(*) > 1))",
+    "count(DISTINCT l)",
+    "(SELECT count(*) FROM (SELECT l FROM t WHERE l IS NOT NULL GROUP BY l HAVING count(*) > 1))",
+    "(SELECT count(*) FROM (SELECT s, i FROM t WHERE s IS NOT NULL AND i IS NOT NULL GROUP BY s, i"
+    " HAVING count(*) > 1))",
+    "(SELECT count(*) FROM (SELECT l FROM t WHERE l IS NOT NULL GROUP BY l HAVING count(*) > 1))"
+    " + count(*) - count(l)",
+]
+
+
+def crosscheck_hot_keys(binary, work):
+    """Keys with one hot value among nearly unique ones (a sentinel such as
+    0 or `unknown` in a share of the rows, so that one radix partition
+    holds its every row): an int64 key, a short text key, a long text key
+    (fingerprinted) and a composite, with nulls. Written by DuckDB, by
+    pyarrow with a dictionary that falls back to plain pages within a
+    column chunk, and by pyarrow in DELTA_BYTE_ARRAY pages of format 2.0
+    (zstd). Each agrees with DuckDB. Returns (checked, failures)."""
+    rng = random.Random(20261209)
+    base = os.path.join(work, "hot")
+    shutil.rmtree(base, ignore_errors=True)
+    n = 120_000
+    nulled = lambda x: None if rng.random() < 0.02 else x
+    i = [nulled(0 if rng.random() < 0.5 else rng.randrange(-2**62, 2**62)) for _ in range(n)]
+    s = [nulled("unknown" if rng.random() < 0.3 else f"c{rng.randrange(10**7)}") for _ in range(n)]
+    long_text = lambda: "customer-" + "".join(rng.choice(ALPHABETS[rng.randrange(4)]) for _ in range(30))
+    pool = [long_text() for _ in range(n)]
+    l = [nulled("unknown-customer-placeholder" if rng.random() < 0.3 else rng.choice(pool)) for _ in range(n)]
+    table = pa.table({"i": pa.array(i, pa.int64()), "s": pa.array(s, pa.string()), "l": pa.array(l, pa.string())})
+    for d in ("pyarrow-fallback", "pyarrow-delta", "duckdb"):
+        os.makedirs(f"{base}/{d}")
+    pq.write_table(table, f"{base}/pyarrow-fallback/part-0.parquet", row_group_size=50_000,
+                   dictionary_pagesize_limit=16_384, data_page_size=8_192)
+    pq.write_table(table, f"{base}/pyarrow-delta/part-0.parquet", row_group_size=40_000, use_dictionary=False,
+                   column_encoding={"s": "DELTA_BYTE_ARRAY", "l": "DELTA_BYTE_ARRAY", "i": "DELTA_BINARY_PACKED"},
+                   data_page_version="2.0", compression="zstd")
+    duckdb.connect().execute(f"COPY (SELECT * FROM read_parquet('{base}/pyarrow-fallback/*.parquet')) "
+                             f"TO '{base}/duckdb/part-0.parquet' (ROW_GROUP_SIZE 30000)")
+    with open(f"{base}/hot.dq", "w") as fh:
+        fh.write(HOT_RULES)
+    checked = failures = 0
+    for name in ("duckdb", "pyarrow-fallback", "pyarrow-delta"):
+        theirs = duckdb_values(f"{base}/{name}", HOT_SQL)
+        ours = [c["value"] for c in run_json(binary, ["check", "hot.dq", "--staged", name], base)["checks"]]
+        for metric, o, t in zip(HOT_SQL, ours, theirs):
+            checked += 1
+            if o != t:
+                failures += 1
+                print(f"MISMATCH hot keys ({name}): {metric}: dqgate {o!r}, duckdb {t!r}")
+    return checked, failures
+
+
 def main():
     binary, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -667,6 +735,9 @@ def main():
     binned_checked, binned_failed = crosscheck_binned_composites(binary, os.path.abspath(work))
     checked += binned_checked
     failures += binned_failed
+    hot_checked, hot_failed = crosscheck_hot_keys(binary, os.path.abspath(work))
+    checked += hot_checked
+    failures += hot_failed
     print(f"crosscheck: {checked - failures} passed, {failures} failed")
     sys.exit(1 if failures else 0)
 

@@ -6,7 +6,7 @@
 //! about 3 ns. Partitions are independent, so every core takes the next one.
 //! The joins still build and probe tables directly.
 
-use std::collections::HashMap;
+use datafusion::common::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -138,8 +138,25 @@ impl<K: Key> Sieve<K> {
                 n += ((bits[b >> 6] >> (b & 63)) & 1) as usize;
             }
         }
-        self.table.reset(n);
-        picked[..n].iter().for_each(|w| self.table.insert(*w));
+        // Every candidate but those that only shared a bit repeats a
+        // picked word, so the picked words hold at least `n - candidates`
+        // distinct ones: the table starts there (one hot word picked 10M
+        // times no longer zeroes 32M slots) and grows past it.
+        let table = &mut self.table;
+        let least = n.saturating_sub(candidates);
+        table.reset(least + least / 8);
+        // A run of one word (a hot word picked again and again) is one
+        // insertion.
+        let mut i = 0;
+        while i < n {
+            let w = picked[i];
+            let run = picked[i..n].iter().take_while(|v| **v == w).count();
+            if table.distinct * 2 + 2 > table.capacity() as u64 {
+                table.grow();
+            }
+            table.insert_n(w, run as u64);
+            i += run;
+        }
         (len - n) as u64 + self.table.distinct
     }
 }
@@ -258,13 +275,17 @@ impl<K: Key> Table<K> {
 
     #[inline]
     pub fn insert(&mut self, w: K) {
+        self.insert_n(w, 1);
+    }
+
+    /// Inserts `n` (at least 1) occurrences of `w`.
+    #[inline]
+    pub fn insert_n(&mut self, w: K, n: u64) {
         if w == K::EMPTY {
-            self.empties += 1;
-            match self.empties {
-                1 => self.distinct += 1,
-                n => {
-                    self.repeated.insert(w, n);
-                }
+            self.distinct += u64::from(self.empties == 0);
+            self.empties += n;
+            if self.empties > 1 {
+                self.repeated.insert(w, self.empties);
             }
             return;
         }
@@ -274,10 +295,13 @@ impl<K: Key> Table<K> {
             if s == K::EMPTY {
                 self.slots[i] = w;
                 self.distinct += 1;
+                if n > 1 {
+                    self.repeated.insert(w, n);
+                }
                 return;
             }
             if s == w {
-                *self.repeated.entry(w).or_insert(1) += 1;
+                *self.repeated.entry(w).or_insert(1) += n;
                 return;
             }
             i = (i + 1) & self.mask;
@@ -459,15 +483,24 @@ mod tests {
     fn the_sieve_counts_like_the_table_with_repeats_and_shared_bits() {
         // Few distinct values among many words: candidates are mostly true
         // repeats; many distinct values in few bits: mostly shared bits.
+        // A hot word (`modulus` 0: every other word is 7, the rest unique)
+        // picks many words of few distinct ones: the table starts small and
+        // grows.
         for (n, modulus) in [
             (0u64, 1u64),
             (1, 1),
             (5_000, 100),
             (20_000, 1 << 40),
             (3_000, 2_999),
+            (40_000, 0),
         ] {
+            let word = |i: u64| match modulus {
+                0 if i.is_multiple_of(2) => 7,
+                0 => i.wrapping_mul(0x2545_F491_4F6C_DD1D),
+                m => i.wrapping_mul(0x2545_F491_4F6C_DD1D) % m,
+            };
             let words: Vec<u64> = (0..n)
-                .map(|i| i.wrapping_mul(0x2545_F491_4F6C_DD1D) % modulus)
+                .map(word)
                 .chain([u64::MAX, u64::MAX].into_iter().take((n % 3) as usize))
                 .collect();
             let mut table = Table::<u64>::default();
