@@ -296,15 +296,6 @@ impl Filed {
         }
     }
 
-    /// Files a value of a text key (`None`: null) under `ordinal`, once.
-    #[inline]
-    pub(super) fn file_text(&mut self, ordinal: u32, value: Option<&[u8]>) {
-        match value {
-            Some(v) => self.file(ordinal, 1, v, 1),
-            None => self.file(ordinal, 0, &[], 1),
-        }
-    }
-
     /// Every filed key (tag and bytes) with its rows, by ordinal.
     #[cfg(test)]
     fn each(&self, mut f: impl FnMut(u32, &[u8], u64)) {

@@ -478,10 +478,20 @@ async fn file_kept_text(
                     failed = Some(e);
                     return;
                 }
-                for (&v, &fp) in values.iter().zip(&hashes) {
-                    if let Some(i) = candidates.index(fp) {
-                        filed.file_text(i, v);
-                    }
+                // A batch at a time, each key's misses overlapping the
+                // others' (`Filed::batch`).
+                let rows: Vec<(Option<&[u8]>, u64)> =
+                    values.iter().copied().zip(hashes.iter().copied()).collect();
+                for batch in rows.chunks(pages::BATCH) {
+                    filed.batch(
+                        &candidates,
+                        batch,
+                        |r| r.1,
+                        |r| match r.0 {
+                            Some(v) => (1, v, 1),
+                            None => (0, &[], 1),
+                        },
+                    );
                 }
             },
         );
