@@ -151,9 +151,7 @@ impl<K: Key> Sieve<K> {
         while i < n {
             let w = picked[i];
             let run = picked[i..n].iter().take_while(|v| **v == w).count();
-            if table.distinct * 2 + 2 > table.capacity() as u64 {
-                table.grow();
-            }
+            table.make_room();
             table.insert_n(w, run as u64);
             i += run;
         }
@@ -308,9 +306,13 @@ impl<K: Key> Table<K> {
         }
     }
 
-    /// Slots of the table.
-    pub fn capacity(&self) -> usize {
-        self.slots.len()
+    /// Grows the table when one more word would fill more than half of
+    /// it: for tables filled past the words they were sized for.
+    #[inline]
+    pub fn make_room(&mut self) {
+        if self.distinct * 2 + 2 > self.slots.len() as u64 {
+            self.grow();
+        }
     }
 
     /// Doubles the slots (at least 16), keeping every word and count.

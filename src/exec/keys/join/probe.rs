@@ -146,9 +146,7 @@ pub(super) async fn probed<K: Key>(
             each_passing(filter, shift, scratch, |i| {
                 let w = scratch[i];
                 if table.contains(w) {
-                    if found.distinct * 2 + 2 > found.capacity() as u64 {
-                        found.grow();
-                    }
+                    found.make_room();
                     if !found.contains(w) {
                         found.insert(w);
                     }
