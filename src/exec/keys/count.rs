@@ -3,7 +3,10 @@
 //! go through an open-addressing [`Table`] of words with a side map of the
 //! words seen more than once: a table probe of random keys costs a branch
 //! miss at every collision (about 9 ns a word), the sieve's two passes
-//! about 3 ns. Partitions are independent, so every core takes the next one.
+//! about 3 ns. A partition far larger than the others holds a hot word's
+//! every row: it is [`Tally`]ed as it is read instead, in the memory of its
+//! distinct words. Partitions are independent, so every core takes the
+//! next one.
 //! The joins still build and probe tables directly.
 
 use datafusion::common::HashMap;
@@ -40,19 +43,29 @@ pub fn count<K: Key, W: Send>(
         repeated: Vec::new(),
         distinct: 0,
     });
+    let (usual, big) = sizes(stores);
     each_partition(partitions, threads, Sieve::default, |sieve, p, buf| {
-        // The in-memory words are read where they are; spilled ones are
-        // read back into the sieve's own buffer.
-        let mut spilled = std::mem::take(&mut sieve.spilled);
-        spilled.clear();
-        for s in stores {
-            s.spilled(p, buf, |w| spilled.push(w))?;
-        }
-        let mut parts: Vec<&[K]> = stores.iter().flat_map(|s| s.in_memory(p)).collect();
-        parts.push(&spilled);
-        let distinct = sieve.count(&parts);
-        drop(parts);
-        sieve.spilled = spilled;
+        let distinct = if words_of(stores, p) > big {
+            // A hot word's partition: tallied as it is read, in the
+            // memory of its distinct words.
+            sieve.tally.reset(usual);
+            visit(stores, p, buf, |w| sieve.tally.add(w))?;
+            sieve.tally.repeats_into(&mut sieve.table)
+        } else {
+            // The in-memory words are read where they are; spilled ones
+            // are read back into the sieve's own buffer.
+            let mut spilled = std::mem::take(&mut sieve.spilled);
+            spilled.clear();
+            for s in stores {
+                s.spilled(p, buf, |w| spilled.push(w))?;
+            }
+            let mut parts: Vec<&[K]> = stores.iter().flat_map(|s| s.in_memory(p)).collect();
+            parts.push(&spilled);
+            let distinct = sieve.count(&parts);
+            drop(parts);
+            sieve.spilled = spilled;
+            distinct
+        };
         let mut f = found.lock().expect("lock");
         f.distinct += distinct;
         f.repeated
@@ -82,6 +95,7 @@ pub struct Sieve<K: Key> {
     bits: Vec<u64>,
     picked: Vec<K>,
     pub table: Table<K>,
+    tally: Tally<K>,
 }
 
 impl<K: Key> Default for Sieve<K> {
@@ -91,7 +105,121 @@ impl<K: Key> Default for Sieve<K> {
             bits: Vec::new(),
             picked: Vec::new(),
             table: Table::default(),
+            tally: Tally::default(),
         }
+    }
+}
+
+/// Words past which a partition is tallied as it is read rather than
+/// sieved (2 MiB of u64 words), when that is also 4 times the usual
+/// partition: the sieve holds a partition's words twice, and a hot
+/// word's partition holds every row of that word.
+const BIG_WORDS: usize = 1 << 18;
+
+/// The usual partition's words in `stores`, and the words past which a
+/// partition is tallied.
+fn sizes<K: Key>(stores: &[LocalStore<K>]) -> (usize, usize) {
+    let words: u64 = stores.iter().map(|s| s.words).sum();
+    let usual = words as usize / stores.first().map_or(1, LocalStore::partitions);
+    (usual, (usual * 4).max(BIG_WORDS))
+}
+
+/// A partition's distinct words, each with how often it was added: a
+/// partition far larger than the others holds a hot word many times, so
+/// it is counted in the memory of its distinct words, one word at a
+/// time as it is read (the hot word's probes all hit its one slot).
+pub struct Tally<K: Key> {
+    slots: Vec<K>,
+    counts: Vec<u64>,
+    mask: usize,
+    distinct: usize,
+    /// Occurrences of `K::EMPTY` itself, which cannot sit in a slot.
+    empties: u64,
+}
+
+impl<K: Key> Default for Tally<K> {
+    fn default() -> Self {
+        Tally {
+            slots: Vec::new(),
+            counts: Vec::new(),
+            mask: 0,
+            distinct: 0,
+            empties: 0,
+        }
+    }
+}
+
+impl<K: Key> Tally<K> {
+    /// Empties the tally and sizes it for `words` distinct words.
+    fn reset(&mut self, words: usize) {
+        let slots = (words * 2).next_power_of_two().max(16);
+        self.slots.clear();
+        self.slots.resize(slots, K::EMPTY);
+        self.counts.clear();
+        self.counts.resize(slots, 0);
+        self.mask = slots - 1;
+        self.distinct = 0;
+        self.empties = 0;
+    }
+
+    #[inline]
+    fn add(&mut self, w: K) {
+        if w == K::EMPTY {
+            self.empties += 1;
+            return;
+        }
+        let mut i = (w.mix() as usize) & self.mask;
+        loop {
+            let s = self.slots[i];
+            if s == w {
+                self.counts[i] += 1;
+                return;
+            }
+            if s == K::EMPTY {
+                self.slots[i] = w;
+                self.counts[i] = 1;
+                self.distinct += 1;
+                if self.distinct * 2 > self.slots.len() {
+                    self.grow();
+                }
+                return;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Doubles the slots, keeping every word and count.
+    fn grow(&mut self) {
+        let slots = std::mem::take(&mut self.slots);
+        let counts = std::mem::take(&mut self.counts);
+        let len = slots.len() * 2;
+        self.slots.resize(len, K::EMPTY);
+        self.counts.resize(len, 0);
+        self.mask = len - 1;
+        for (w, n) in slots
+            .into_iter()
+            .zip(counts)
+            .filter(|(w, _)| *w != K::EMPTY)
+        {
+            let mut i = (w.mix() as usize) & self.mask;
+            while self.slots[i] != K::EMPTY {
+                i = (i + 1) & self.mask;
+            }
+            self.slots[i] = w;
+            self.counts[i] = n;
+        }
+    }
+
+    /// Puts the repeated words, with their counts, in `table`'s (emptied)
+    /// repeats; returns how many distinct words were added.
+    fn repeats_into(&self, table: &mut Table<K>) -> u64 {
+        table.reset(0);
+        let words = self.slots.iter().copied().zip(self.counts.iter().copied());
+        let empty = (K::EMPTY, self.empties);
+        for (w, n) in words.chain([empty]).filter(|(_, n)| *n > 1) {
+            table.repeated.insert(w, n);
+        }
+        self.distinct as u64 + u64::from(self.empties > 0)
     }
 }
 
@@ -521,6 +649,48 @@ mod tests {
                 v
             };
             assert_eq!(sorted(&sieve.table.repeated), sorted(&table.repeated));
+            let mut tally = Tally::<u64>::default();
+            tally.reset(1);
+            words.iter().for_each(|w| tally.add(*w));
+            assert_eq!(tally.repeats_into(&mut sieve.table), table.distinct);
+            assert_eq!(sorted(&sieve.table.repeated), sorted(&table.repeated));
+        }
+    }
+
+    /// A hot word's partition, far past the others, is tallied (in memory
+    /// or spilled, the empty word hot too) and counted like the rest.
+    #[test]
+    fn a_hot_partition_is_tallied_and_counted_exactly() {
+        use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+        for (hot, limit) in [(7u64, None), (u64::MAX, Some(4usize << 20))] {
+            let mut runtime = RuntimeEnvBuilder::new();
+            if let Some(l) = limit {
+                runtime = runtime.with_memory_limit(l, 1.0);
+            }
+            let runtime = runtime.build_arc().expect("runtime");
+            let words: Vec<u64> = (0..1_200_000u64)
+                .map(|i| match i % 5 {
+                    0 | 1 => hot,
+                    2 => i % 20_000,
+                    _ => i.wrapping_mul(0x2545_F491_4F6C_DD1D),
+                })
+                .collect();
+            let stores: Vec<LocalStore<u64>> = words
+                .chunks(words.len() / 2)
+                .map(|half| {
+                    let mut s = LocalStore::new(16, runtime.clone(), "test");
+                    half.chunks(4096).for_each(|c| s.push_all(c).expect("push"));
+                    s
+                })
+                .collect();
+            assert_eq!(stores[1].spilled_bytes() > 0, limit.is_some());
+            let big = sizes(&stores).1;
+            let hot_ones = (0..16).filter(|p| words_of(&stores, *p) > big).count();
+            assert_eq!(hot_ones, 1, "one partition is tallied");
+            let mut got = count(&stores, 2, |_, w| w).expect("count");
+            got.repeated.sort_unstable();
+            let want = super::super::testing::counted(&words);
+            assert_eq!((got.distinct, got.repeated), want, "hot word {hot}");
         }
     }
 }

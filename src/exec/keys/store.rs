@@ -379,7 +379,8 @@ impl<K: Key> LocalStore<K> {
         spilled + self.in_memory(p).map(<[K]>::len).sum::<usize>()
     }
 
-    /// Reads partition `p`'s spilled words and calls `f` on them.
+    /// Reads partition `p`'s spilled words and calls `f` on them, a MiB
+    /// at most at a time (a hot word's partition may be most of a spill).
     pub fn spilled(
         &self,
         p: usize,
@@ -387,15 +388,21 @@ impl<K: Key> LocalStore<K> {
         mut f: impl FnMut(K),
     ) -> Result<(), StoreError> {
         use std::os::unix::fs::FileExt;
+        const PIECE: usize = 1 << 20;
         for spill in &self.chunks.spills {
             let file = File::open(spill_path(&spill.file)?).map_err(StoreError::Read)?;
             for &(part, offset, words) in &spill.segments {
                 if part as usize != p {
                     continue;
                 }
-                buf.resize(words as usize * K::BYTES, 0);
-                file.read_exact_at(buf, offset).map_err(StoreError::Read)?;
-                buf.chunks_exact(K::BYTES).for_each(|b| f(K::read_le(b)));
+                let end = offset + (words as usize * K::BYTES) as u64;
+                let mut at = offset;
+                while at < end {
+                    buf.resize(((end - at) as usize).min(PIECE / K::BYTES * K::BYTES), 0);
+                    file.read_exact_at(buf, at).map_err(StoreError::Read)?;
+                    buf.chunks_exact(K::BYTES).for_each(|b| f(K::read_le(b)));
+                    at += buf.len() as u64;
+                }
             }
         }
         Ok(())
@@ -676,18 +683,10 @@ mod tests {
         whole.push_all(&words).expect("push");
         let a = super::super::count::count(&[small], 2, |p, w| narrow.join(p, w)).expect("count");
         let b = super::super::count::count(&[whole], 2, |_, w| w).expect("count");
-        let mut want: std::collections::HashMap<u64, u64> = Default::default();
-        words.iter().for_each(|w| *want.entry(*w).or_default() += 1);
-        let mut repeated: Vec<(u64, u64)> = want
-            .iter()
-            .filter(|(_, n)| **n > 1)
-            .map(|(w, n)| (*w, *n))
-            .collect();
-        repeated.sort_unstable();
+        let (distinct, repeated) = super::super::testing::counted(&words);
         for mut c in [a, b] {
             c.repeated.sort_unstable();
-            assert_eq!(c.distinct, want.len() as u64);
-            assert_eq!(c.repeated, repeated);
+            assert_eq!((c.distinct, c.repeated), (distinct, repeated.clone()));
         }
     }
 

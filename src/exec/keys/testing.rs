@@ -1,5 +1,5 @@
-//! What the key engine's unit tests share: random numbers, and the
-//! repeated keys a map of every value expects, ranked.
+//! What the key engine's unit tests share: random numbers, the repeated
+//! keys a map of every value expects, ranked, and the count of words.
 
 use std::collections::HashMap;
 
@@ -22,4 +22,17 @@ pub(super) fn ranked(want: &HashMap<Vec<u8>, u64>, nulls: u64) -> Vec<(u8, &[u8]
         .collect();
     ranked.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (a.0, a.1).cmp(&(b.0, b.1))));
     ranked
+}
+
+/// What counting `words` must find: how many distinct words, and each
+/// repeated word with its occurrences, in word order.
+pub(super) fn counted(words: &[u64]) -> (u64, Vec<(u64, u64)>) {
+    let mut want: HashMap<u64, u64> = HashMap::new();
+    words.iter().for_each(|w| *want.entry(*w).or_default() += 1);
+    let mut repeated: Vec<(u64, u64)> = (want.iter())
+        .filter(|(_, n)| **n > 1)
+        .map(|(w, n)| (*w, *n))
+        .collect();
+    repeated.sort_unstable();
+    (want.len() as u64, repeated)
 }
