@@ -692,6 +692,60 @@ def crosscheck_hot_keys(binary, work):
     return checked, failures
 
 
+LONG_RUN_RULES = """table runs
+check distinct_count(d) >= 0
+check duplicate_count(d) >= 0
+check distinct_count(c) >= 0
+check duplicate_count(c) >= 0
+check duplicate_count(d, i) >= 0
+"""
+LONG_RUN_SQL = [
+    "count(DISTINCT d)",
+    "(SELECT count(*) FROM (SELECT d FROM t WHERE d IS NOT NULL GROUP BY d HAVING count(*) > 1))",
+    "count(DISTINCT c)",
+    "(SELECT count(*) FROM (SELECT c FROM t WHERE c IS NOT NULL GROUP BY c HAVING count(*) > 1))",
+    "(SELECT count(*) FROM (SELECT d, i FROM t GROUP BY d, i HAVING count(*) > 1))",
+]
+
+
+def crosscheck_long_runs(binary, work):
+    """Columns in order with runs of one value longer than the ordered
+    scan keeps of different keys (1,048,576 rows): a date column whose
+    runs cross the boundary of two DuckDB files and a constant column,
+    counted by the ordered scan while streaming, and a composite with the
+    date leading, which gives up its ordered scan for the packed one. Each
+    agrees with DuckDB, and the ordered scan is the one that counted the
+    single columns. Returns (checked, failures)."""
+    base = os.path.join(work, "runs")
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(f"{base}/staged")
+    con = duckdb.connect()
+    rows, cut = 2_600_000, 1_300_000
+    keys = ("DATE '2026-01-01' + (i // 1_200_000)::INT AS d, 42::BIGINT AS c, "
+            "(i % 1_000_000)::BIGINT AS i")
+    for n, where in enumerate((f"i < {cut}", f"i >= {cut}")):
+        con.execute(f"COPY (SELECT {keys} FROM range({rows}) t(i) WHERE {where} ORDER BY t.i) "
+                    f"TO '{base}/staged/part-{n}.parquet'")
+    with open(f"{base}/runs.dq", "w") as fh:
+        fh.write(LONG_RUN_RULES)
+    theirs = duckdb_values(f"{base}/staged", LONG_RUN_SQL)
+    out = subprocess.run([binary, "check", "runs.dq", "--staged", "staged", "--format", "json", "-v"],
+                         capture_output=True, text=True, cwd=base)
+    ours = [c["value"] for c in json.loads(out.stdout)["checks"]]
+    checked = failures = 0
+    for metric, o, t in zip(LONG_RUN_SQL, ours, theirs):
+        checked += 1
+        if o != t:
+            failures += 1
+            print(f"MISMATCH long runs: {metric}: dqgate {o!r}, duckdb {t!r}")
+    for column in ("d", "c"):
+        checked += 1
+        if f"runs of equal {column} checked while streaming" not in out.stderr:
+            failures += 1
+            print(f"MISMATCH long runs: {column} was not counted by the ordered scan:\n{out.stderr}")
+    return checked, failures
+
+
 def main():
     binary, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -738,6 +792,9 @@ def main():
     hot_checked, hot_failed = crosscheck_hot_keys(binary, os.path.abspath(work))
     checked += hot_checked
     failures += hot_failed
+    runs_checked, runs_failed = crosscheck_long_runs(binary, os.path.abspath(work))
+    checked += runs_checked
+    failures += runs_failed
     print(f"crosscheck: {checked - failures} passed, {failures} failed")
     sys.exit(1 if failures else 0)
 

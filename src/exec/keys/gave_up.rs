@@ -8,10 +8,13 @@ use super::text::Misfit;
 /// Why a key strategy gave up on the input.
 #[derive(Debug, thiserror::Error)]
 pub enum GaveUp {
-    /// The ordered scan saw the leading values go back, or a run of one
-    /// leading value grow too long to keep.
+    /// The ordered scan saw the leading values go back.
     #[error("\u{0}order broken")]
     OutOfOrder,
+    /// A run of one leading value of different keys grew too long to
+    /// keep.
+    #[error("\u{0}run too long")]
+    LongRun,
     /// The text packing met a value (or a null) that its form does not fit.
     #[error("\u{0}text misfit: {0}")]
     Misfit(Misfit),

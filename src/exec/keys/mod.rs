@@ -129,9 +129,9 @@ pub async fn find(
         } => {
             let started = Instant::now();
             match ordered::find(ctx, input, job, leading, fallback, label).await? {
-                Some(found) => Ok(found),
-                None => {
-                    let why = "ordered scan stopped where the order broke".to_string();
+                Ok(found) => Ok(found),
+                Err(why) => {
+                    let why = format!("ordered scan stopped: {why}");
                     fall_back(ctx, input, job, fallback, label, why, started).await
                 }
             }

@@ -10,9 +10,11 @@
 //! are kept, because a run of the same leading value can continue in the
 //! neighbouring stream. At the end the streams' ranges must follow one
 //! another (touching at most at one value), and the edge runs of equal
-//! leading values are merged and counted. If a stream's leading values go
-//! back, or a run grows beyond [`MAX_RUN`] rows, the pass stops and the
-//! caller runs the fallback strategy.
+//! leading values are merged and counted. A run of one key (a date column
+//! in order, a constant column) is kept as that key and its rows, however
+//! long. If a stream's leading values go back, or a run of different keys
+//! grows beyond [`MAX_RUN`] rows, the pass stops and the caller runs the
+//! fallback strategy.
 
 use std::collections::BTreeMap;
 
@@ -31,8 +33,12 @@ use crate::staged::StagedInput;
 /// The longest run of one leading value kept in memory (16 MiB of u128).
 pub const MAX_RUN: usize = 1 << 20;
 
+/// Why the pass stops when the leading values go back.
+const BROKE: &str = "the order broke";
+
 /// Counts `job`'s duplicates in one pass over input ordered by `leading`;
-/// `None` when the input turned out not to be ordered.
+/// `Err` says why the pass stopped (the input turned out not to be
+/// ordered, say).
 pub async fn find(
     ctx: &SessionContext,
     input: &StagedInput,
@@ -40,9 +46,9 @@ pub async fn find(
     leading: &str,
     fallback: &KeyStrategy,
     label: &str,
-) -> Result<Option<Found>, Error> {
+) -> Result<Result<Found, String>, Error> {
     let KeyStrategy::Packed(packing) = fallback else {
-        return Ok(None);
+        return Ok(Err("its fallback is not a packed key".into()));
     };
     if packing.bits() <= 64 {
         find_words::<u64>(ctx, input, job, packing, leading, label).await
@@ -58,10 +64,10 @@ async fn find_words<K: Key>(
     packing: &Packing,
     leading: &str,
     label: &str,
-) -> Result<Option<Found>, Error> {
+) -> Result<Result<Found, String>, Error> {
     let started = std::time::Instant::now();
     let Some(lead) = packing.parts.iter().position(|p| p.column == leading) else {
-        return Ok(None);
+        return Ok(Err(format!("{leading} is not a part of the key")));
     };
     let (streams, _bar) = streams(&in_file_order(ctx), input, &job.keys, label).await?;
     let encoding = packing.clone();
@@ -74,15 +80,20 @@ async fn find_words<K: Key>(
     .await;
     let streams = match result {
         Ok(s) => s,
-        Err(Error::GaveUp(GaveUp::OutOfOrder)) => return Ok(None),
+        Err(Error::GaveUp(GaveUp::OutOfOrder)) => return Ok(Err(BROKE.into())),
+        Err(Error::GaveUp(GaveUp::LongRun)) => {
+            return Ok(Err(format!(
+                "a run of one {leading} value held more than {MAX_RUN} rows of different keys"
+            )))
+        }
         Err(e) => return Err(e),
     };
     let Some(mut counted) = merge(streams) else {
-        return Ok(None);
+        return Ok(Err(BROKE.into()));
     };
     let types = key_types(input, job)?;
     let repeated = std::mem::take(&mut counted.repeated);
-    Ok(Some(Found {
+    Ok(Ok(Found {
         duplicates: rank_words(repeated, |w| super::encode::unpack(packing, &types, w)),
         distinct: counted.distinct,
         spilled_bytes: 0,
@@ -120,8 +131,11 @@ struct Stream<K> {
     /// words; the buffer is reused from run to run.
     code: Option<u128>,
     run: Vec<K>,
+    /// Rows of `run[0]` beyond the one in `run`, while the run is of that
+    /// key alone (`run` then holds it once).
+    more: u64,
     /// The first run, once a second one started.
-    head: Option<(u128, Vec<K>)>,
+    head: Option<(u128, Vec<K>, u64)>,
     repeated: Vec<(K, u64)>,
     distinct: u64,
 }
@@ -133,6 +147,7 @@ impl<K> Default for Stream<K> {
             codes: Vec::new(),
             code: None,
             run: Vec::new(),
+            more: 0,
             head: None,
             repeated: Vec::new(),
             distinct: 0,
@@ -183,12 +198,30 @@ impl<K: Key> Stream<K> {
                 self.close_run();
                 self.code = Some(u128::from(code));
             }
-            if self.run.len() + (end - i) > MAX_RUN {
-                return Err(GaveUp::OutOfOrder.into());
-            }
-            self.run.extend_from_slice(&words[i..end]);
+            self.extend(&words[i..end])?;
             i = end;
         }
+        Ok(())
+    }
+
+    /// Adds `words` (of the current run's leading value) to the run: a
+    /// run of one key only counts them.
+    fn extend(&mut self, words: &[K]) -> Result<(), Error> {
+        let Some(&first) = self.run.first().or(words.first()) else {
+            return Ok(());
+        };
+        if self.run.len() <= 1 && words.iter().all(|w| *w == first) {
+            self.more += words.len() as u64 - u64::from(self.run.is_empty());
+            self.run.truncate(0);
+            self.run.push(first);
+            return Ok(());
+        }
+        if self.run.len() + self.more as usize + words.len() > MAX_RUN {
+            return Err(GaveUp::LongRun.into());
+        }
+        let more = std::mem::take(&mut self.more) as usize;
+        self.run.resize(self.run.len() + more, first);
+        self.run.extend_from_slice(words);
         Ok(())
     }
 
@@ -197,23 +230,20 @@ impl<K: Key> Stream<K> {
     fn close_run(&mut self) {
         if let Some(c) = self.code {
             if self.head.is_none() {
-                self.head = Some((c, self.run.clone()));
+                self.head = Some((c, self.run.clone(), self.more));
             } else {
-                count_run(&mut self.run, &mut self.repeated, &mut self.distinct);
+                let more = self.run.first().map(|w| (*w, self.more));
+                count_run(&mut self.run, more, &mut self.repeated, &mut self.distinct);
             }
         }
         self.run.clear();
+        self.more = 0;
     }
 
     #[inline]
     fn row(&mut self, code: u128, w: K) -> Result<(), Error> {
         match self.code {
-            Some(c) if c == code => {
-                if self.run.len() >= MAX_RUN {
-                    return Err(GaveUp::OutOfOrder.into());
-                }
-                self.run.push(w);
-            }
+            Some(c) if c == code => self.extend(&[w])?,
             Some(c) if c > code => return Err(GaveUp::OutOfOrder.into()),
             Some(_) => {
                 self.close_run();
@@ -229,8 +259,20 @@ impl<K: Key> Stream<K> {
     }
 }
 
-/// Counts one run's words (runs are short: sorting is cheapest).
-fn count_run<K: Key>(run: &mut [K], repeated: &mut Vec<(K, u64)>, distinct: &mut u64) {
+/// Counts one run's words (runs are short: sorting is cheapest), each
+/// word of `more` that many times more.
+fn count_run<K: Key>(
+    run: &mut [K],
+    more: impl IntoIterator<Item = (K, u64)>,
+    repeated: &mut Vec<(K, u64)>,
+    distinct: &mut u64,
+) {
+    let more: Vec<(K, u64)> = more.into_iter().filter(|m| m.1 > 0).collect();
+    if !more.is_empty() {
+        run.sort_unstable();
+        count_sorted(run, &more, repeated, distinct);
+        return;
+    }
     match run {
         [] => return,
         [_] => {
@@ -255,12 +297,24 @@ fn count_run<K: Key>(run: &mut [K], repeated: &mut Vec<(K, u64)>, distinct: &mut
         return;
     }
     run.sort_unstable();
+    count_sorted(run, &[], repeated, distinct);
+}
+
+/// Counts sorted words, each word of `more` that many times more.
+fn count_sorted<K: Key>(
+    run: &[K],
+    more: &[(K, u64)],
+    repeated: &mut Vec<(K, u64)>,
+    distinct: &mut u64,
+) {
     let mut i = 0;
     while i < run.len() {
         let j = i + run[i..].iter().take_while(|w| **w == run[i]).count();
+        let more: u64 = more.iter().filter(|m| m.0 == run[i]).map(|m| m.1).sum();
+        let n = (j - i) as u64 + more;
         *distinct += 1;
-        if j - i > 1 {
-            repeated.push((run[i], (j - i) as u64));
+        if n > 1 {
+            repeated.push((run[i], n));
         }
         i = j;
     }
@@ -277,26 +331,30 @@ fn merge<K: Key>(streams: Vec<Stream<K>>) -> Option<Merged<K>> {
     let mut repeated = Vec::new();
     let mut distinct = 0;
     let mut ranges = Vec::new();
-    let mut edges: BTreeMap<u128, Vec<K>> = BTreeMap::new();
+    // Each edge value's words, and the rows of some of them beyond.
+    type Edge<K> = (Vec<K>, Vec<(K, u64)>);
+    let mut edges: BTreeMap<u128, Edge<K>> = BTreeMap::new();
     for mut s in streams {
         repeated.append(&mut s.repeated);
         distinct += s.distinct;
         let Some(last) = s.code else {
             continue; // an empty stream
         };
-        let tail = std::mem::take(&mut s.run);
+        let tail = (last, std::mem::take(&mut s.run), s.more);
         let first = s.head.as_ref().map_or(last, |h| h.0);
         ranges.push((first, last));
-        for (code, words) in s.head.into_iter().chain(std::iter::once((last, tail))) {
-            edges.entry(code).or_default().extend(words);
+        for (code, words, more) in s.head.into_iter().chain(std::iter::once(tail)) {
+            let edge = edges.entry(code).or_default();
+            edge.1.extend(words.first().map(|w| (*w, more)));
+            edge.0.extend(words);
         }
     }
     ranges.sort_unstable();
     if ranges.windows(2).any(|w| w[0].1 > w[1].0) {
         return None;
     }
-    for (_, mut run) in edges {
-        count_run(&mut run, &mut repeated, &mut distinct);
+    for (_, (mut run, more)) in edges {
+        count_run(&mut run, more, &mut repeated, &mut distinct);
     }
     Some(Merged { repeated, distinct })
 }
@@ -323,6 +381,42 @@ mod tests {
         m.repeated.sort();
         assert_eq!(m.repeated, vec![(10, 2), (50, 2), (60, 3)]);
         assert_eq!(m.distinct, 8, "10 20 30 31 50 51 60 70");
+    }
+
+    /// A run of one key is counted however long, in a stream and across
+    /// streams, by rows and by batches; a run of different keys past
+    /// [`MAX_RUN`] stops the pass.
+    #[test]
+    fn a_run_of_one_key_is_counted_however_long() {
+        let long = MAX_RUN as u64 + 5;
+        let mut a = stream(&[(1, 10), (2, 20), (2, 21), (2, 20)]).unwrap();
+        a.rows(&[2, 2, 3], &[20, 20, 30]).unwrap();
+        let ones = vec![30u64; long as usize];
+        a.rows(&vec![3; ones.len()], &ones).unwrap();
+        let mut b = stream(&[(3, 30), (3, 31)]).unwrap();
+        b.rows(&[3, 4, 4], &[30, 40, 40]).unwrap();
+        for _ in 0..long {
+            b.row(5, 50).unwrap();
+        }
+        b.rows(&[6; 3], &[60, 60, 60]).unwrap();
+        let mut m = merge(vec![b, a]).unwrap();
+        m.repeated.sort();
+        let want = vec![(20, 4), (30, long + 3), (40, 2), (50, long), (60, 3)];
+        assert_eq!(m.repeated, want);
+        assert_eq!(m.distinct, 8, "10 20 21 30 31 40 50 60");
+
+        let mut c = Stream::<u64>::default();
+        c.rows(&vec![7; MAX_RUN], &vec![70; MAX_RUN]).unwrap();
+        assert!(matches!(
+            c.rows(&[7], &[71]),
+            Err(Error::GaveUp(GaveUp::LongRun))
+        ));
+        let mut d = stream(&[(7, 70), (7, 71)]).unwrap();
+        let many: Vec<u64> = (0..MAX_RUN as u64).collect();
+        assert!(matches!(
+            d.rows(&vec![7; many.len()], &many),
+            Err(Error::GaveUp(GaveUp::LongRun))
+        ));
     }
 
     #[test]
