@@ -5,15 +5,20 @@
 //! the range is not much larger than the row count, a bitmap of `max - min + 1`
 //! bits finds every repeated key in one streaming pass over that column alone:
 //! each partition of the scan sets bits with an atomic `fetch_or`, and a value
-//! whose bit was already set is a duplicate occurrence, counted in a small map
-//! of duplicated keys only. For 50M unique keys the bitmap is 8 MiB, where a
-//! hash aggregate holds every key.
+//! whose bit was already set is a duplicate occurrence. It sets its bit in a
+//! second bitmap of keys seen twice (made at the first repeat: at most as
+//! large again, within the limit `worthwhile` keeps), and only a third
+//! occurrence and more is counted in a map, so every key twice costs no map
+//! entry. For 50M unique keys the bitmap is 8 MiB, where a hash aggregate
+//! holds every key.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use datafusion::common::{HashMap, HashSet};
 
 use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::prelude::SessionContext;
@@ -44,44 +49,133 @@ pub async fn duplicates(
     (min, max): (i64, i64),
     label: &str,
 ) -> Result<Duplicates, Error> {
-    let span = (max as i128 - min as i128 + 1) as u64;
     let (streams, _bar) = super::keys::streams(ctx, input, &[column.to_string()], label).await?;
-    let bits: Arc<Vec<AtomicU64>> =
-        Arc::new((0..span.div_ceil(64)).map(|_| AtomicU64::new(0)).collect());
+    let marks = Arc::new(Marks::new(min, max));
     let tasks: Vec<_> = streams
         .into_iter()
-        .map(|stream| tokio::spawn(mark_partition(stream, bits.clone(), min, max)))
+        .map(|stream| tokio::spawn(mark_partition(stream, marks.clone())))
         .collect();
-    let mut extra: HashMap<i64, u64> = HashMap::new();
+    let mut more: HashMap<i64, u64> = HashMap::default();
     for t in tasks {
         let part = t
             .await
             .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??;
         for (k, n) in part {
-            *extra.entry(k).or_default() += n;
+            *more.entry(k).or_default() += n;
         }
     }
-    let mut ranked: Vec<(i64, u64)> = extra.into_iter().map(|(k, n)| (k, n + 1)).collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    Ok(Duplicates {
-        keys: ranked.len() as u64,
-        samples: ranked
-            .into_iter()
-            .take(SAMPLES)
-            .map(|(k, n)| (vec![Value::Int(k as i128)], n))
-            .collect(),
-    })
+    Ok(marks.duplicates(more))
 }
 
-/// Sets the bits of one partition's keys; returns each duplicated key with
-/// how many extra times this partition saw it.
-async fn mark_partition(
-    mut stream: datafusion::execution::SendableRecordBatchStream,
-    bits: Arc<Vec<AtomicU64>>,
+/// A bit for each key of `[min, max]` seen, and (made at the first
+/// repeat) one for each key seen twice: a key seen twice costs no map
+/// entry, only a key seen a third time and more.
+struct Marks {
     min: i64,
     max: i64,
+    seen: Vec<AtomicU64>,
+    twice: OnceLock<Vec<AtomicU64>>,
+}
+
+impl Marks {
+    fn new(min: i64, max: i64) -> Marks {
+        let span = (max as i128 - min as i128 + 1) as u64;
+        Marks {
+            min,
+            max,
+            seen: (0..span.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            twice: OnceLock::new(),
+        }
+    }
+
+    /// Marks every key of `keys` (the rows of `valid`, or all): a third
+    /// and later occurrence of a key is counted in `more`.
+    fn mark_all(
+        &self,
+        keys: &[i64],
+        valid: Option<&NullBuffer>,
+        more: &mut HashMap<i64, u64>,
+    ) -> Result<(), Error> {
+        let (min, max, seen) = (self.min, self.max, &self.seen[..]);
+        let mut mark = |k: i64| {
+            if k < min || k > max {
+                return false;
+            }
+            let at = (k as i128 - min as i128) as u64;
+            let (word, bit) = ((at >> 6) as usize, 1u64 << (at & 63));
+            if seen[word].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+                let twice = (self.twice)
+                    .get_or_init(|| (0..seen.len()).map(|_| AtomicU64::new(0)).collect());
+                if twice[word].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+                    *more.entry(k).or_default() += 1;
+                }
+            }
+            true
+        };
+        let outside = match valid {
+            None => keys.iter().find(|k| !mark(**k)),
+            Some(v) => v.valid_indices().map(|i| &keys[i]).find(|k| !mark(**k)),
+        };
+        match outside {
+            None => Ok(()),
+            Some(k) => Err(Error::Audit(format!(
+                "key value {k} lies outside the range [{min}, {max}] that the Parquet statistics declare: the files are inconsistent"
+            ))),
+        }
+    }
+
+    /// The repeated keys: how many, and the top samples (rows descending,
+    /// key ascending), given the occurrences past the second of each key.
+    fn duplicates(&self, more: HashMap<i64, u64>) -> Duplicates {
+        let Some(twice) = self.twice.get() else {
+            return Duplicates {
+                keys: 0,
+                samples: Vec::new(),
+            };
+        };
+        let keys: u64 = twice
+            .iter()
+            .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
+            .sum();
+        let mut ranked: Vec<(i64, u64)> = more.into_iter().map(|(k, n)| (k, n + 2)).collect();
+        ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked.truncate(SAMPLES);
+        // Then the smallest keys seen exactly twice (when fewer than
+        // SAMPLES were seen more often, `ranked` holds all of those).
+        let thrice: HashSet<i64> = ranked.iter().map(|r| r.0).collect();
+        let twice_only = twice.iter().enumerate().flat_map(|(i, w)| {
+            let mut bits = w.load(Ordering::Relaxed);
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    (self.min as i128 + (i as i128) * 64 + b as i128) as i64
+                })
+            })
+        });
+        let want = SAMPLES - ranked.len();
+        let rest: Vec<(i64, u64)> = (twice_only.filter(|k| !thrice.contains(k)))
+            .take(want)
+            .map(|k| (k, 2))
+            .collect();
+        ranked.extend(rest);
+        Duplicates {
+            keys,
+            samples: ranked
+                .into_iter()
+                .map(|(k, n)| (vec![Value::Int(k as i128)], n))
+                .collect(),
+        }
+    }
+}
+
+/// Marks one partition's keys; returns each key seen a third time and
+/// more with how many such times this partition saw it.
+async fn mark_partition(
+    mut stream: datafusion::execution::SendableRecordBatchStream,
+    marks: Arc<Marks>,
 ) -> Result<HashMap<i64, u64>, Error> {
-    let mut extra: HashMap<i64, u64> = HashMap::new();
+    let mut more: HashMap<i64, u64> = HashMap::default();
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(|e| Error::engine("running a key check", e))?;
         let column = batch.column(0);
@@ -91,29 +185,67 @@ async fn mark_partition(
             cast(column, &DataType::Int64).map_err(|e| Error::Audit(format!("key column: {e}")))?
         };
         let keys = keys.as_primitive::<Int64Type>();
-        for i in 0..keys.len() {
-            if keys.is_null(i) {
-                continue;
-            }
-            let k = keys.value(i);
-            if k < min || k > max {
-                return Err(Error::Audit(format!(
-                    "key value {k} lies outside the range [{min}, {max}] that the Parquet statistics declare: the files are inconsistent"
-                )));
-            }
-            let at = (k as i128 - min as i128) as u64;
-            let bit = 1u64 << (at & 63);
-            if bits[(at >> 6) as usize].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
-                *extra.entry(k).or_default() += 1;
-            }
-        }
+        let valid = keys.nulls().filter(|n| n.null_count() > 0);
+        marks.mark_all(keys.values(), valid, &mut more)?;
     }
-    Ok(extra)
+    Ok(more)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Keys seen once, twice, three times and more, from two partitions,
+    /// give the repeated keys and samples that a map of every key gives.
+    #[test]
+    fn marks_find_every_repeated_key_and_rank_the_samples() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for (span, rows, hot) in [
+            (1000i64, 0, 0),
+            (1000, 600, 0),
+            (100, 400, 3),
+            (5000, 9000, 40),
+        ] {
+            let (min, max) = (-17, -17 + span - 1);
+            let marks = Marks::new(min, max);
+            let mut oracle: std::collections::HashMap<i64, u64> = Default::default();
+            let (mut a, mut b) = (HashMap::default(), HashMap::default());
+            for i in 0..rows {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let k = if i % 5 == 0 && hot > 0 {
+                    min + (x % hot) as i64
+                } else {
+                    min + (x % span as u64) as i64
+                };
+                *oracle.entry(k).or_default() += 1;
+                let part = if i % 2 == 0 { &mut a } else { &mut b };
+                marks.mark_all(&[k], None, part).unwrap();
+            }
+            for (k, n) in b {
+                *a.entry(k).or_default() += n;
+            }
+            let got = marks.duplicates(a);
+            let mut want: Vec<(i64, u64)> = oracle.into_iter().filter(|e| e.1 > 1).collect();
+            let keys = want.len() as u64;
+            want.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            want.truncate(SAMPLES);
+            let want: Vec<_> = (want.into_iter())
+                .map(|(k, n)| (vec![Value::Int(k as i128)], n))
+                .collect();
+            assert_eq!(
+                (got.keys, got.samples),
+                (keys, want),
+                "{span} keys, {rows} rows"
+            );
+        }
+        let outside = Marks::new(0, 9).mark_all(&[3, 10], None, &mut HashMap::default());
+        assert!(outside
+            .unwrap_err()
+            .to_string()
+            .contains("key value 10 lies outside"));
+    }
 
     #[test]
     fn bitmaps_only_where_they_pay() {
