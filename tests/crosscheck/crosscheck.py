@@ -698,6 +698,8 @@ check duplicate_count(d) >= 0
 check distinct_count(c) >= 0
 check duplicate_count(c) >= 0
 check duplicate_count(d, i) >= 0
+check duplicate_count(i) >= 0
+check unique(j)
 """
 LONG_RUN_SQL = [
     "count(DISTINCT d)",
@@ -705,6 +707,8 @@ LONG_RUN_SQL = [
     "count(DISTINCT c)",
     "(SELECT count(*) FROM (SELECT c FROM t WHERE c IS NOT NULL GROUP BY c HAVING count(*) > 1))",
     "(SELECT count(*) FROM (SELECT d, i FROM t GROUP BY d, i HAVING count(*) > 1))",
+    "(SELECT count(*) FROM (SELECT i FROM t GROUP BY i HAVING count(*) > 1))",
+    "(SELECT count(*) FROM (SELECT j FROM t GROUP BY j HAVING count(*) > 1))",
 ]
 
 
@@ -713,16 +717,19 @@ def crosscheck_long_runs(binary, work):
     scan keeps of different keys (1,048,576 rows): a date column whose
     runs cross the boundary of two DuckDB files and a constant column,
     counted by the ordered scan while streaming, and a composite with the
-    date leading, which gives up its ordered scan for the packed one. Each
-    agrees with DuckDB, and the ordered scan is the one that counted the
-    single columns. Returns (checked, failures)."""
+    date leading, which gives up its ordered scan for the packed one; and
+    integer keys in a dense range (the bitmap pass), `i` every key two or
+    three times, `j` four keys three times and the rest twice, whose
+    samples must be DuckDB's top five. Each agrees with DuckDB, and the
+    ordered scan is the one that counted the single columns. Returns
+    (checked, failures)."""
     base = os.path.join(work, "runs")
     shutil.rmtree(base, ignore_errors=True)
     os.makedirs(f"{base}/staged")
     con = duckdb.connect()
     rows, cut = 2_600_000, 1_300_000
     keys = ("DATE '2026-01-01' + (i // 1_200_000)::INT AS d, 42::BIGINT AS c, "
-            "(i % 1_000_000)::BIGINT AS i")
+            "(i % 1_000_000)::BIGINT AS i, (i % 1_299_998)::BIGINT AS j")
     for n, where in enumerate((f"i < {cut}", f"i >= {cut}")):
         con.execute(f"COPY (SELECT {keys} FROM range({rows}) t(i) WHERE {where} ORDER BY t.i) "
                     f"TO '{base}/staged/part-{n}.parquet'")
@@ -738,6 +745,13 @@ def crosscheck_long_runs(binary, work):
         if o != t:
             failures += 1
             print(f"MISMATCH long runs: {metric}: dqgate {o!r}, duckdb {t!r}")
+    samples = [(s["key"]["j"], s["rows"]) for s in json.loads(out.stdout)["checks"][-1]["samples"]]
+    top = duckdb.connect().execute(f"SELECT j, count(*) AS n FROM read_parquet('{base}/staged/*.parquet') "
+                                   "GROUP BY j HAVING n > 1 ORDER BY n DESC, j LIMIT 5").fetchall()
+    checked += 1
+    if samples != [tuple(r) for r in top]:
+        failures += 1
+        print(f"MISMATCH long runs: unique(j) samples: dqgate {samples}, duckdb {top}")
     for column in ("d", "c"):
         checked += 1
         if f"runs of equal {column} checked while streaming" not in out.stderr:
