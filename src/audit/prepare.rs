@@ -188,6 +188,13 @@ async fn finish(
             engine_opts.forced_key_strategy,
             engine_opts.fingerprint_bits,
         );
+        if !engine_opts.scan_only && engine_opts.forced_key_strategy.is_none() {
+            let rows = input.row_count();
+            plan = plan.dense_distinct_from_footers(
+                |c| exec::stats::integer_range(&input, c),
+                |span| exec::dense::worthwhile(span, rows, engine_opts.memory_limit),
+            );
+        }
     }
     if engine_opts.memory_limit.is_some() {
         plan = plan.distinct_by_grouping(&input.schema);

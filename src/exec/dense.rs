@@ -49,8 +49,22 @@ pub async fn duplicates(
     (min, max): (i64, i64),
     label: &str,
 ) -> Result<Duplicates, Error> {
+    let (marks, more) = marked(ctx, input, column, (min, max), true, label).await?;
+    Ok(marks.duplicates(more))
+}
+
+/// The marks of every value of `column`, and (with `repeats`) each
+/// value's occurrences past the second.
+async fn marked(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    column: &str,
+    (min, max): (i64, i64),
+    repeats: bool,
+    label: &str,
+) -> Result<(Arc<Marks>, HashMap<i64, u64>), Error> {
     let (streams, _bar) = super::keys::streams(ctx, input, &[column.to_string()], label).await?;
-    let marks = Arc::new(Marks::new(min, max));
+    let marks = Arc::new(Marks::new(min, max, repeats));
     let tasks: Vec<_> = streams
         .into_iter()
         .map(|stream| tokio::spawn(mark_partition(stream, marks.clone())))
@@ -64,7 +78,20 @@ pub async fn duplicates(
             *more.entry(k).or_default() += n;
         }
     }
-    Ok(marks.duplicates(more))
+    Ok((marks, more))
+}
+
+/// Counts the distinct non-null values of `column`, all within
+/// `[min, max]`: the bits its scan sets.
+pub async fn distinct(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    column: &str,
+    range: (i64, i64),
+    label: &str,
+) -> Result<u64, Error> {
+    let (marks, _) = marked(ctx, input, column, range, false, label).await?;
+    Ok(marks.seen())
 }
 
 /// A bit for each key of `[min, max]` seen, and (made at the first
@@ -75,16 +102,20 @@ struct Marks {
     max: i64,
     seen: Vec<AtomicU64>,
     twice: OnceLock<Vec<AtomicU64>>,
+    /// Whether repeats are marked and counted (for duplicates), or only
+    /// the keys seen (for a distinct count).
+    repeats: bool,
 }
 
 impl Marks {
-    fn new(min: i64, max: i64) -> Marks {
+    fn new(min: i64, max: i64, repeats: bool) -> Marks {
         let span = (max as i128 - min as i128 + 1) as u64;
         Marks {
             min,
             max,
             seen: (0..span.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             twice: OnceLock::new(),
+            repeats,
         }
     }
 
@@ -103,7 +134,7 @@ impl Marks {
             }
             let at = (k as i128 - min as i128) as u64;
             let (word, bit) = ((at >> 6) as usize, 1u64 << (at & 63));
-            if seen[word].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+            if seen[word].fetch_or(bit, Ordering::Relaxed) & bit != 0 && self.repeats {
                 let twice = (self.twice)
                     .get_or_init(|| (0..seen.len()).map(|_| AtomicU64::new(0)).collect());
                 if twice[word].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
@@ -124,6 +155,11 @@ impl Marks {
         }
     }
 
+    /// How many keys were marked.
+    fn seen(&self) -> u64 {
+        ones(&self.seen)
+    }
+
     /// The repeated keys: how many, and the top samples (rows descending,
     /// key ascending), given the occurrences past the second of each key.
     fn duplicates(&self, more: HashMap<i64, u64>) -> Duplicates {
@@ -133,10 +169,7 @@ impl Marks {
                 samples: Vec::new(),
             };
         };
-        let keys: u64 = twice
-            .iter()
-            .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
-            .sum();
+        let keys = ones(twice);
         let mut ranked: Vec<(i64, u64)> = more.into_iter().map(|(k, n)| (k, n + 2)).collect();
         ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         ranked.truncate(SAMPLES);
@@ -167,6 +200,13 @@ impl Marks {
                 .collect(),
         }
     }
+}
+
+/// The bits set in `bits`.
+fn ones(bits: &[AtomicU64]) -> u64 {
+    (bits.iter())
+        .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
+        .sum()
 }
 
 /// Marks one partition's keys; returns each key seen a third time and
@@ -205,11 +245,14 @@ mod tests {
             (1000, 600, 0),
             (100, 400, 3),
             (5000, 9000, 40),
+            (100_000, 2000, 0),
+            (100_000, 3000, 2),
         ] {
             let (min, max) = (-17, -17 + span - 1);
-            let marks = Marks::new(min, max);
+            let marks = Marks::new(min, max, true);
             let mut oracle: std::collections::HashMap<i64, u64> = Default::default();
             let (mut a, mut b) = (HashMap::default(), HashMap::default());
+            let mut keys = Vec::new();
             for i in 0..rows {
                 x ^= x << 13;
                 x ^= x >> 7;
@@ -220,12 +263,18 @@ mod tests {
                     min + (x % span as u64) as i64
                 };
                 *oracle.entry(k).or_default() += 1;
+                keys.push(k);
                 let part = if i % 2 == 0 { &mut a } else { &mut b };
                 marks.mark_all(&[k], None, part).unwrap();
             }
             for (k, n) in b {
                 *a.entry(k).or_default() += n;
             }
+            let distinct = Marks::new(min, max, false);
+            let mut none = HashMap::default();
+            distinct.mark_all(&keys, None, &mut none).unwrap();
+            assert!(none.is_empty() && distinct.twice.get().is_none());
+            assert_eq!(distinct.seen(), oracle.len() as u64);
             let got = marks.duplicates(a);
             let mut want: Vec<(i64, u64)> = oracle.into_iter().filter(|e| e.1 > 1).collect();
             let keys = want.len() as u64;
@@ -240,7 +289,7 @@ mod tests {
                 "{span} keys, {rows} rows"
             );
         }
-        let outside = Marks::new(0, 9).mark_all(&[3, 10], None, &mut HashMap::default());
+        let outside = Marks::new(0, 9, true).mark_all(&[3, 10], None, &mut HashMap::default());
         assert!(outside
             .unwrap_err()
             .to_string()

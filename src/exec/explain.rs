@@ -90,12 +90,11 @@ pub async fn explain(
                 smaller.join(" or ")
             );
         }
-        if let Some((min, max)) = plan.dense_keys.get(keys) {
-            let span = (*max as i128 - *min as i128 + 1) as u64;
+        if let Some(range) = plan.dense_keys.get(keys) {
+            let (bits, over) = bitmap(*range);
             let _ = writeln!(
                 out,
-                "  by a bitmap of {span} bits ({:.1} MiB) over the key range [{min}, {max}] from the footers: one scan of ({}) alone, no hash table",
-                span as f64 / 8.0 / 1024.0 / 1024.0,
+                "  by {bits} over the key range {over}: one scan of ({}) alone, no hash table",
                 keys.join(", ")
             );
             continue;
@@ -142,6 +141,14 @@ pub async fn explain(
     }
     for (i, (column, strategy)) in plan.engine_distinct.iter().enumerate() {
         let pass = plan.pass_number(PassKind::EngineDistinct, i);
+        if let Some(range) = plan.dense_distinct.get(column) {
+            let (bits, over) = bitmap(*range);
+            let _ = writeln!(
+                out,
+                "\npass {pass}: distinct values of {column}, by {bits} over the range {over}: one scan of ({column}) alone, its set bits counted",
+            );
+            continue;
+        }
         let _ = writeln!(
             out,
             "\npass {pass}: distinct values of {column}, by the key engine, {strategy}"
@@ -207,4 +214,17 @@ pub(crate) async fn render(
         let _ = writeln!(out, "    {line}");
     }
     Ok(())
+}
+
+/// "a bitmap of N bits (M MiB)" for the range `[min, max]`, and
+/// "[min, max] from the footers".
+fn bitmap((min, max): (i64, i64)) -> (String, String) {
+    let span = (max as i128 - min as i128 + 1) as u64;
+    (
+        format!(
+            "a bitmap of {span} bits ({:.1} MiB)",
+            span as f64 / 8.0 / 1024.0 / 1024.0
+        ),
+        format!("[{min}, {max}] from the footers"),
+    )
 }

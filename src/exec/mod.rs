@@ -134,6 +134,14 @@ pub async fn observe(
             "{}: distinct {column}",
             plan.pass_label(PassKind::EngineDistinct, i)
         );
+        if let Some(range) = plan.dense_distinct.get(column) {
+            let distinct = dense::distinct(ctx, input, column, *range, &label).await?;
+            obs.atoms.insert(
+                Atom::Distinct(column.clone()),
+                Value::Int(i128::from(distinct)),
+            );
+            continue;
+        }
         let job = plan::keys::KeyJob {
             keys: vec![column.clone()],
             nulls_equal: false,

@@ -54,6 +54,9 @@ pub struct AuditPlan {
     /// Single integer key columns whose exact range `[min, max]` the footers
     /// give and which is dense enough for a bitmap instead of a hash table.
     pub dense_keys: std::collections::HashMap<Vec<String>, (i64, i64)>,
+    /// Columns of `engine_distinct` counted by that bitmap too (the set
+    /// bits are the distinct values), with their ranges.
+    pub dense_distinct: std::collections::HashMap<String, (i64, i64)>,
     /// Columns whose `distinct_count` runs as a grouped pass of its own, which
     /// can spill under a memory limit, instead of inside the fused aggregate,
     /// whose distinct sets must fit in memory. Their atoms are not in `atoms`.
@@ -146,6 +149,28 @@ impl AuditPlan {
                     if suits(span) {
                         self.dense_keys.insert(keys.clone(), (min, max));
                     }
+                }
+            }
+        }
+        self
+    }
+
+    /// Marks the `engine_distinct` columns (not already in order) whose
+    /// exact integer range `range` knows and `suits` accepts: their
+    /// distinct values are the bits a bitmap of the range sets, as
+    /// `dense_keys_from_footers` does for duplicates.
+    pub fn dense_distinct_from_footers(
+        mut self,
+        range: impl Fn(&str) -> Option<(i64, i64)>,
+        suits: impl Fn(u64) -> bool,
+    ) -> AuditPlan {
+        for (column, strategy) in &self.engine_distinct {
+            if matches!(strategy, keys::KeyStrategy::Ordered { .. }) {
+                continue;
+            }
+            if let Some((min, max)) = range(column) {
+                if suits((max as i128 - min as i128 + 1) as u64) {
+                    self.dense_distinct.insert(column.clone(), (min, max));
                 }
             }
         }

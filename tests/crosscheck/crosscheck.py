@@ -700,6 +700,8 @@ check duplicate_count(c) >= 0
 check duplicate_count(d, i) >= 0
 check duplicate_count(i) >= 0
 check unique(j)
+check distinct_count(i) >= 0
+check distinct_count(n) >= 0
 """
 LONG_RUN_SQL = [
     "count(DISTINCT d)",
@@ -709,6 +711,8 @@ LONG_RUN_SQL = [
     "(SELECT count(*) FROM (SELECT d, i FROM t GROUP BY d, i HAVING count(*) > 1))",
     "(SELECT count(*) FROM (SELECT i FROM t GROUP BY i HAVING count(*) > 1))",
     "(SELECT count(*) FROM (SELECT j FROM t GROUP BY j HAVING count(*) > 1))",
+    "count(DISTINCT i)",
+    "count(DISTINCT n)",
 ]
 
 
@@ -720,8 +724,10 @@ def crosscheck_long_runs(binary, work):
     date leading, which gives up its ordered scan for the packed one; and
     integer keys in a dense range (the bitmap pass), `i` every key two or
     three times, `j` four keys three times and the rest twice, whose
-    samples must be DuckDB's top five. Each agrees with DuckDB, and the
-    ordered scan is the one that counted the single columns. Returns
+    samples must be DuckDB's top five, and whose distinct counts (`n` with
+    nulls, an int32) are the set bits of the same bitmap. Each agrees with
+    DuckDB, the ordered scan is the one that counted the single columns in
+    order, and the bitmap the one that counted the dense ones. Returns
     (checked, failures)."""
     base = os.path.join(work, "runs")
     shutil.rmtree(base, ignore_errors=True)
@@ -729,7 +735,8 @@ def crosscheck_long_runs(binary, work):
     con = duckdb.connect()
     rows, cut = 2_600_000, 1_300_000
     keys = ("DATE '2026-01-01' + (i // 1_200_000)::INT AS d, 42::BIGINT AS c, "
-            "(i % 1_000_000)::BIGINT AS i, (i % 1_299_998)::BIGINT AS j")
+            "(i % 1_000_000)::BIGINT AS i, (i % 1_299_998)::BIGINT AS j, "
+            "CASE WHEN i % 7 = 0 THEN NULL ELSE (i % 500_000)::INT END AS n")
     for n, where in enumerate((f"i < {cut}", f"i >= {cut}")):
         con.execute(f"COPY (SELECT {keys} FROM range({rows}) t(i) WHERE {where} ORDER BY t.i) "
                     f"TO '{base}/staged/part-{n}.parquet'")
@@ -745,13 +752,21 @@ def crosscheck_long_runs(binary, work):
         if o != t:
             failures += 1
             print(f"MISMATCH long runs: {metric}: dqgate {o!r}, duckdb {t!r}")
-    samples = [(s["key"]["j"], s["rows"]) for s in json.loads(out.stdout)["checks"][-1]["samples"]]
+    unique_j = next(c for c in json.loads(out.stdout)["checks"] if c["name"] == "unique(j)")
+    samples = [(s["key"]["j"], s["rows"]) for s in unique_j["samples"]]
     top = duckdb.connect().execute(f"SELECT j, count(*) AS n FROM read_parquet('{base}/staged/*.parquet') "
                                    "GROUP BY j HAVING n > 1 ORDER BY n DESC, j LIMIT 5").fetchall()
     checked += 1
     if samples != [tuple(r) for r in top]:
         failures += 1
         print(f"MISMATCH long runs: unique(j) samples: dqgate {samples}, duckdb {top}")
+    explain = subprocess.run([binary, "explain", "runs.dq", "--staged", "staged"],
+                             capture_output=True, text=True, cwd=base).stdout
+    for column in ("i", "n"):
+        checked += 1
+        if f"distinct values of {column}, by a bitmap" not in explain:
+            failures += 1
+            print(f"MISMATCH long runs: distinct_count({column}) is not counted by the bitmap:\n{explain}")
     for column in ("d", "c"):
         checked += 1
         if f"runs of equal {column} checked while streaming" not in out.stderr:
