@@ -15,12 +15,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use datafusion::common::{HashMap, HashSet};
-
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::common::{HashMap, HashSet};
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 

@@ -144,11 +144,8 @@ impl AuditPlan {
     ) -> AuditPlan {
         for keys in &self.key_sets {
             if let [column] = keys.as_slice() {
-                if let Some((min, max)) = range(column) {
-                    let span = (max as i128 - min as i128 + 1) as u64;
-                    if suits(span) {
-                        self.dense_keys.insert(keys.clone(), (min, max));
-                    }
+                if let Some(r) = bitmap_range(column, &range, &suits) {
+                    self.dense_keys.insert(keys.clone(), r);
                 }
             }
         }
@@ -168,10 +165,8 @@ impl AuditPlan {
             if matches!(strategy, keys::KeyStrategy::Ordered { .. }) {
                 continue;
             }
-            if let Some((min, max)) = range(column) {
-                if suits((max as i128 - min as i128 + 1) as u64) {
-                    self.dense_distinct.insert(column.clone(), (min, max));
-                }
+            if let Some(r) = bitmap_range(column, &range, &suits) {
+                self.dense_distinct.insert(column.clone(), r);
             }
         }
         self
@@ -579,4 +574,15 @@ fn avg(sum: Value, n: Value) -> Value {
         Some(s) => Value::Float(s / n as f64),
         None => Value::Null,
     }
+}
+
+/// `column`'s exact integer range, when `range` knows it and `suits`
+/// accepts its span for a bitmap.
+fn bitmap_range(
+    column: &str,
+    range: impl Fn(&str) -> Option<(i64, i64)>,
+    suits: impl Fn(u64) -> bool,
+) -> Option<(i64, i64)> {
+    let (min, max) = range(column)?;
+    suits((max as i128 - min as i128 + 1) as u64).then_some((min, max))
 }
