@@ -175,7 +175,7 @@ async fn finish(
                 // bitmap would stream the whole key column to this process.
                 |span| {
                     engine_opts.engine == engine::Engine::Local
-                        && exec::dense::worthwhile(span, rows, engine_opts.memory_limit)
+                        && exec::dense::worthwhile(span, rows, engine_opts.memory_limit, 2)
                 },
             );
     }
@@ -192,7 +192,7 @@ async fn finish(
             let rows = input.row_count();
             plan = plan.dense_distinct_from_footers(
                 |c| exec::stats::integer_range(&input, c),
-                |span| exec::dense::worthwhile(span, rows, engine_opts.memory_limit),
+                |span| exec::dense::worthwhile(span, rows, engine_opts.memory_limit, 1),
             );
         }
     }

@@ -9,8 +9,11 @@
 //! second bitmap of keys seen twice (made at the first repeat: at most as
 //! large again, within the limit `worthwhile` keeps), and only a third
 //! occurrence and more is counted in a map, so every key twice costs no map
-//! entry. For 50M unique keys the bitmap is 8 MiB, where a hash aggregate
-//! holds every key.
+//! entry. When third occurrences are many (each key ten times), a
+//! partition's map gives way to its own byte per key of the range, counting
+//! them modulo 256 (the map takes each wrap), reserved from the memory
+//! pool: the map stays if it cannot be. For 50M unique keys the bitmap is
+//! 8 MiB, where a hash aggregate holds every key.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -20,6 +23,7 @@ use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::common::{HashMap, HashSet};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 
@@ -31,10 +35,11 @@ use crate::value::Value;
 /// The largest bitmap dqgate builds: 2^32 bits, 512 MiB.
 pub const MAX_BITS: u64 = 1 << 32;
 
-/// Whether a key range of `span` values suits a bitmap for `rows` rows
-/// within `memory_limit` bytes.
-pub fn worthwhile(span: u64, rows: u64, memory_limit: Option<usize>) -> bool {
-    let bytes = span.div_ceil(8);
+/// Whether a key range of `span` values suits `bitmaps` bitmaps (two for
+/// duplicates, one for a distinct count) for `rows` rows within
+/// `memory_limit` bytes.
+pub fn worthwhile(span: u64, rows: u64, memory_limit: Option<usize>, bitmaps: u64) -> bool {
+    let bytes = span.div_ceil(8) * bitmaps;
     span <= MAX_BITS
         && span <= rows.saturating_mul(64).max(1 << 20)
         && memory_limit.is_none_or(|limit| bytes <= limit as u64 / 2)
@@ -48,12 +53,12 @@ pub async fn duplicates(
     (min, max): (i64, i64),
     label: &str,
 ) -> Result<Duplicates, Error> {
-    let (marks, more) = marked(ctx, input, column, (min, max), true, label).await?;
-    Ok(marks.duplicates(more))
+    let (marks, parts) = marked(ctx, input, column, (min, max), true, label).await?;
+    Ok(marks.duplicates(parts))
 }
 
 /// The marks of every value of `column`, and (with `repeats`) each
-/// value's occurrences past the second.
+/// partition's count of occurrences past the second.
 async fn marked(
     ctx: &SessionContext,
     input: &StagedInput,
@@ -61,23 +66,22 @@ async fn marked(
     (min, max): (i64, i64),
     repeats: bool,
     label: &str,
-) -> Result<(Arc<Marks>, HashMap<i64, u64>), Error> {
+) -> Result<(Arc<Marks>, Vec<More>), Error> {
     let (streams, _bar) = super::keys::streams(ctx, input, &[column.to_string()], label).await?;
-    let marks = Arc::new(Marks::new(min, max, repeats));
+    let pool = ctx.runtime_env().memory_pool.clone();
+    let marks = Arc::new(Marks::new(min, max, repeats, pool));
     let tasks: Vec<_> = streams
         .into_iter()
         .map(|stream| tokio::spawn(mark_partition(stream, marks.clone())))
         .collect();
-    let mut more: HashMap<i64, u64> = HashMap::default();
+    let mut parts = Vec::with_capacity(tasks.len());
     for t in tasks {
-        let part = t
-            .await
-            .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??;
-        for (k, n) in part {
-            *more.entry(k).or_default() += n;
-        }
+        parts.push(
+            t.await
+                .map_err(|e| Error::Audit(format!("a key check task failed: {e}")))??,
+        );
     }
-    Ok((marks, more))
+    Ok((marks, parts))
 }
 
 /// Counts the distinct non-null values of `column`, all within
@@ -104,10 +108,26 @@ struct Marks {
     /// Whether repeats are marked and counted (for duplicates), or only
     /// the keys seen (for a distinct count).
     repeats: bool,
+    /// Where a partition's byte counts are reserved.
+    pool: Arc<dyn MemoryPool>,
+}
+
+/// One partition's occurrences past the second of each key: in a map,
+/// then (once the map holds [`Marks::crowded`] keys, if the memory pool
+/// grants it) in a byte per key of the range, counting modulo 256 while
+/// the map takes each wrap. The partition's own, so a hot key's count
+/// never moves between the cores.
+#[derive(Default)]
+struct More {
+    map: HashMap<i64, u64>,
+    bytes: Vec<u8>,
+    /// The memory of `bytes`, or `None` before they were asked for;
+    /// `Some(None)` when the pool refused them.
+    reserved: Option<Option<MemoryReservation>>,
 }
 
 impl Marks {
-    fn new(min: i64, max: i64, repeats: bool) -> Marks {
+    fn new(min: i64, max: i64, repeats: bool, pool: Arc<dyn MemoryPool>) -> Marks {
         let span = (max as i128 - min as i128 + 1) as u64;
         Marks {
             min,
@@ -115,7 +135,59 @@ impl Marks {
             seen: (0..span.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             twice: OnceLock::new(),
             repeats,
+            pool,
         }
+    }
+
+    /// How many keys a partition's map holds before the byte counts are
+    /// made: a 32nd of the range, where the map (about 24 bytes a key)
+    /// takes about as much memory as they do.
+    fn crowded(&self) -> usize {
+        (self.seen.len() * 2).max(1 << 12)
+    }
+
+    /// Counts an occurrence past the second of `k`, at `at` in the range.
+    fn count_more(&self, k: i64, at: u64, more: &mut More) {
+        if let Some(b) = more.bytes.get_mut(at as usize) {
+            *b = b.wrapping_add(1);
+            if *b == 0 {
+                *more.map.entry(k).or_default() += 256;
+            }
+            return;
+        }
+        *more.map.entry(k).or_default() += 1;
+        if more.reserved.is_none() && more.map.len() >= self.crowded() {
+            let span = self.seen.len() * 64;
+            let reservation = MemoryConsumer::new("dqgate dense key counts").register(&self.pool);
+            more.reserved = Some(reservation.try_grow(span).ok().map(|()| reservation));
+            if matches!(more.reserved, Some(Some(_))) {
+                more.bytes = vec![0; span];
+            }
+        }
+    }
+
+    /// Visits each key that has occurrences past the second with their
+    /// number, given each partition's counts.
+    fn past_second(&self, parts: Vec<More>, mut visit: impl FnMut(i64, u64)) {
+        let mut map: HashMap<i64, u64> = HashMap::default();
+        let mut bytes: Vec<&[u8]> = Vec::new();
+        for part in &parts {
+            for (k, n) in &part.map {
+                *map.entry(*k).or_default() += n;
+            }
+            if !part.bytes.is_empty() {
+                bytes.push(&part.bytes);
+            }
+        }
+        let key = |at: usize| (self.min as i128 + at as i128) as i64;
+        for at in 0..bytes.first().map_or(0, |b| b.len()) {
+            let n: u64 = bytes.iter().map(|b| u64::from(b[at])).sum();
+            if n != 0 {
+                let k = key(at);
+                visit(k, n + map.remove(&k).unwrap_or(0));
+            }
+        }
+        map.into_iter().for_each(|(k, n)| visit(k, n));
     }
 
     /// Marks every key of `keys` (the rows of `valid`, or all): a third
@@ -124,7 +196,7 @@ impl Marks {
         &self,
         keys: &[i64],
         valid: Option<&NullBuffer>,
-        more: &mut HashMap<i64, u64>,
+        more: &mut More,
     ) -> Result<(), Error> {
         let (min, max, seen) = (self.min, self.max, &self.seen[..]);
         let mut mark = |k: i64| {
@@ -137,7 +209,7 @@ impl Marks {
                 let twice = (self.twice)
                     .get_or_init(|| (0..seen.len()).map(|_| AtomicU64::new(0)).collect());
                 if twice[word].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
-                    *more.entry(k).or_default() += 1;
+                    self.count_more(k, at, more);
                 }
             }
             true
@@ -161,7 +233,7 @@ impl Marks {
 
     /// The repeated keys: how many, and the top samples (rows descending,
     /// key ascending), given the occurrences past the second of each key.
-    fn duplicates(&self, more: HashMap<i64, u64>) -> Duplicates {
+    fn duplicates(&self, parts: Vec<More>) -> Duplicates {
         let Some(twice) = self.twice.get() else {
             return Duplicates {
                 keys: 0,
@@ -169,9 +241,17 @@ impl Marks {
             };
         };
         let keys = ones(twice);
-        let mut ranked: Vec<(i64, u64)> = more.into_iter().map(|(k, n)| (k, n + 2)).collect();
-        ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        ranked.truncate(SAMPLES);
+        // The best SAMPLES keys seen three times and more, best first.
+        let mut ranked: Vec<(i64, u64)> = Vec::with_capacity(SAMPLES + 1);
+        let better = |a: &(i64, u64), b: &(i64, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0)).is_lt();
+        self.past_second(parts, |k, n| {
+            let key = (k, n + 2);
+            if ranked.len() < SAMPLES || better(&key, &ranked[SAMPLES - 1]) {
+                let at = ranked.partition_point(|r| better(r, &key));
+                ranked.insert(at, key);
+                ranked.truncate(SAMPLES);
+            }
+        });
         // Then the smallest keys seen exactly twice (when fewer than
         // SAMPLES were seen more often, `ranked` holds all of those).
         let thrice: HashSet<i64> = ranked.iter().map(|r| r.0).collect();
@@ -208,13 +288,13 @@ fn ones(bits: &[AtomicU64]) -> u64 {
         .sum()
 }
 
-/// Marks one partition's keys; returns each key seen a third time and
-/// more with how many such times this partition saw it.
+/// Marks one partition's keys; returns how many times it saw each key
+/// past its second occurrence.
 async fn mark_partition(
     mut stream: datafusion::execution::SendableRecordBatchStream,
     marks: Arc<Marks>,
-) -> Result<HashMap<i64, u64>, Error> {
-    let mut more: HashMap<i64, u64> = HashMap::default();
+) -> Result<More, Error> {
+    let mut more = More::default();
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(|e| Error::engine("running a key check", e))?;
         let column = batch.column(0);
@@ -232,6 +312,8 @@ async fn mark_partition(
 
 #[cfg(test)]
 mod tests {
+    use datafusion::execution::memory_pool::{GreedyMemoryPool, UnboundedMemoryPool};
+
     use super::*;
 
     /// Keys seen once, twice, three times and more, from two partitions,
@@ -239,18 +321,31 @@ mod tests {
     #[test]
     fn marks_find_every_repeated_key_and_rank_the_samples() {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        for (span, rows, hot) in [
+        for case in [
             (1000i64, 0, 0),
             (1000, 600, 0),
             (100, 400, 3),
             (5000, 9000, 40),
             (100_000, 2000, 0),
             (100_000, 3000, 2),
-        ] {
+            // Enough keys seen three times to crowd the maps, and hot keys
+            // counted past 256 in the bytes.
+            (100_000, 600_000, 0),
+            (100_000, 600_000, 3),
+        ]
+        .into_iter()
+        .flat_map(|case| [(case, true), (case, false)])
+        {
+            let ((span, rows, hot), granted) = case;
             let (min, max) = (-17, -17 + span - 1);
-            let marks = Marks::new(min, max, true);
+            let pool: Arc<dyn MemoryPool> = if granted {
+                Arc::new(UnboundedMemoryPool::default())
+            } else {
+                Arc::new(GreedyMemoryPool::new(1000))
+            };
+            let marks = Marks::new(min, max, true, pool.clone());
             let mut oracle: std::collections::HashMap<i64, u64> = Default::default();
-            let (mut a, mut b) = (HashMap::default(), HashMap::default());
+            let (mut a, mut b) = (More::default(), More::default());
             let mut keys = Vec::new();
             for i in 0..rows {
                 x ^= x << 13;
@@ -266,15 +361,17 @@ mod tests {
                 let part = if i % 2 == 0 { &mut a } else { &mut b };
                 marks.mark_all(&[k], None, part).unwrap();
             }
-            for (k, n) in b {
-                *a.entry(k).or_default() += n;
+            let crowded = (rows >= 600_000).then_some(granted);
+            for part in [&a, &b] {
+                assert_eq!(part.reserved.as_ref().map(Option::is_some), crowded);
+                assert_eq!(part.bytes.is_empty(), crowded != Some(true));
             }
-            let distinct = Marks::new(min, max, false);
-            let mut none = HashMap::default();
+            let distinct = Marks::new(min, max, false, pool);
+            let mut none = More::default();
             distinct.mark_all(&keys, None, &mut none).unwrap();
-            assert!(none.is_empty() && distinct.twice.get().is_none());
+            assert!(none.map.is_empty() && distinct.twice.get().is_none());
             assert_eq!(distinct.seen(), oracle.len() as u64);
-            let got = marks.duplicates(a);
+            let got = marks.duplicates(vec![a, b]);
             let mut want: Vec<(i64, u64)> = oracle.into_iter().filter(|e| e.1 > 1).collect();
             let keys = want.len() as u64;
             want.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -285,10 +382,11 @@ mod tests {
             assert_eq!(
                 (got.keys, got.samples),
                 (keys, want),
-                "{span} keys, {rows} rows"
+                "{span} keys, {rows} rows, hot {hot}, counts granted {granted}"
             );
         }
-        let outside = Marks::new(0, 9, true).mark_all(&[3, 10], None, &mut HashMap::default());
+        let pool = Arc::new(UnboundedMemoryPool::default());
+        let outside = Marks::new(0, 9, true, pool).mark_all(&[3, 10], None, &mut More::default());
         assert!(outside
             .unwrap_err()
             .to_string()
@@ -297,13 +395,16 @@ mod tests {
 
     #[test]
     fn bitmaps_only_where_they_pay() {
-        assert!(worthwhile(50_000_000, 50_000_000, None));
-        assert!(worthwhile(1000, 10, None), "tiny ranges are always fine");
-        assert!(!worthwhile(1 << 40, 1 << 30, None), "beyond 512 MiB");
-        assert!(!worthwhile(1 << 30, 1000, None), "sparse keys");
+        assert!(worthwhile(50_000_000, 50_000_000, None, 2));
+        assert!(worthwhile(1000, 10, None, 2), "tiny ranges are always fine");
+        assert!(!worthwhile(1 << 40, 1 << 30, None, 1), "beyond 512 MiB");
+        assert!(!worthwhile(1 << 30, 1000, None, 1), "sparse keys");
         assert!(
-            !worthwhile(1 << 30, 1 << 30, Some(64 << 20)),
+            !worthwhile(1 << 30, 1 << 30, Some(64 << 20), 1),
             "over the memory limit"
         );
+        // 128 Mi keys: one bitmap of 16 MiB fits half of 40 MB, two do not.
+        assert!(worthwhile(1 << 27, 1 << 27, Some(40 << 20), 1));
+        assert!(!worthwhile(1 << 27, 1 << 27, Some(40 << 20), 2));
     }
 }

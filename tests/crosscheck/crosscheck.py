@@ -702,6 +702,7 @@ check duplicate_count(i) >= 0
 check unique(j)
 check distinct_count(i) >= 0
 check distinct_count(n) >= 0
+check unique(m)
 """
 LONG_RUN_SQL = [
     "count(DISTINCT d)",
@@ -713,6 +714,7 @@ LONG_RUN_SQL = [
     "(SELECT count(*) FROM (SELECT j FROM t GROUP BY j HAVING count(*) > 1))",
     "count(DISTINCT i)",
     "count(DISTINCT n)",
+    "(SELECT count(*) FROM (SELECT m FROM t GROUP BY m HAVING count(*) > 1))",
 ]
 
 
@@ -724,8 +726,10 @@ def crosscheck_long_runs(binary, work):
     date leading, which gives up its ordered scan for the packed one; and
     integer keys in a dense range (the bitmap pass), `i` every key two or
     three times, `j` four keys three times and the rest twice, whose
-    samples must be DuckDB's top five, and whose distinct counts (`n` with
-    nulls, an int32) are the set bits of the same bitmap. Each agrees with
+    samples must be DuckDB's top five, `m` each of 50,000 keys about 50
+    times (enough to count repeats in a byte per key) and three keys
+    thousands of times (past the byte's 256), and whose distinct counts
+    (`n` with nulls, an int32) are the set bits of the same bitmap. Each agrees with
     DuckDB, the ordered scan is the one that counted the single columns in
     order, and the bitmap the one that counted the dense ones. Returns
     (checked, failures)."""
@@ -736,7 +740,8 @@ def crosscheck_long_runs(binary, work):
     rows, cut = 2_600_000, 1_300_000
     keys = ("DATE '2026-01-01' + (i // 1_200_000)::INT AS d, 42::BIGINT AS c, "
             "(i % 1_000_000)::BIGINT AS i, (i % 1_299_998)::BIGINT AS j, "
-            "CASE WHEN i % 7 = 0 THEN NULL ELSE (i % 500_000)::INT END AS n")
+            "CASE WHEN i % 7 = 0 THEN NULL ELSE (i % 500_000)::INT END AS n, "
+            "(CASE WHEN i % 100 = 0 THEN i % 3 ELSE hash(i) % 50_000 END)::BIGINT AS m")
     for n, where in enumerate((f"i < {cut}", f"i >= {cut}")):
         con.execute(f"COPY (SELECT {keys} FROM range({rows}) t(i) WHERE {where} ORDER BY t.i) "
                     f"TO '{base}/staged/part-{n}.parquet'")
@@ -752,14 +757,16 @@ def crosscheck_long_runs(binary, work):
         if o != t:
             failures += 1
             print(f"MISMATCH long runs: {metric}: dqgate {o!r}, duckdb {t!r}")
-    unique_j = next(c for c in json.loads(out.stdout)["checks"] if c["name"] == "unique(j)")
-    samples = [(s["key"]["j"], s["rows"]) for s in unique_j["samples"]]
-    top = duckdb.connect().execute(f"SELECT j, count(*) AS n FROM read_parquet('{base}/staged/*.parquet') "
-                                   "GROUP BY j HAVING n > 1 ORDER BY n DESC, j LIMIT 5").fetchall()
-    checked += 1
-    if samples != [tuple(r) for r in top]:
-        failures += 1
-        print(f"MISMATCH long runs: unique(j) samples: dqgate {samples}, duckdb {top}")
+    for column in ("j", "m"):
+        check = next(c for c in json.loads(out.stdout)["checks"] if c["name"] == f"unique({column})")
+        samples = [(s["key"][column], s["rows"]) for s in check["samples"]]
+        top = duckdb.connect().execute(
+            f"SELECT {column}, count(*) AS n FROM read_parquet('{base}/staged/*.parquet') "
+            f"GROUP BY {column} HAVING n > 1 ORDER BY n DESC, {column} LIMIT 5").fetchall()
+        checked += 1
+        if samples != [tuple(r) for r in top]:
+            failures += 1
+            print(f"MISMATCH long runs: unique({column}) samples: dqgate {samples}, duckdb {top}")
     explain = subprocess.run([binary, "explain", "runs.dq", "--staged", "staged"],
                              capture_output=True, text=True, cwd=base).stdout
     for column in ("i", "n"):
