@@ -173,9 +173,14 @@ async fn finish(
                 |c| exec::stats::integer_range(&input, c),
                 // On a cluster the grouped pass runs on the executors; the
                 // bitmap would stream the whole key column to this process.
-                |span| {
+                |c, span| {
                     engine_opts.engine == engine::Engine::Local
-                        && exec::dense::worthwhile(span, rows, engine_opts.memory_limit, 2)
+                        && exec::dense::worthwhile(
+                            (span, working_span(&input, c, span)),
+                            rows,
+                            engine_opts.memory_limit,
+                            2,
+                        )
                 },
             );
     }
@@ -192,7 +197,10 @@ async fn finish(
             let rows = input.row_count();
             plan = plan.dense_distinct_from_footers(
                 |c| exec::stats::integer_range(&input, c),
-                |span| exec::dense::worthwhile(span, rows, engine_opts.memory_limit, 1),
+                |c, span| {
+                    let working = working_span(&input, c, span);
+                    exec::dense::worthwhile((span, working), rows, engine_opts.memory_limit, 1)
+                },
             );
         }
     }
@@ -210,6 +218,13 @@ async fn finish(
         references,
         table: None,
     })
+}
+
+/// The values of `column`'s range of `span` among which its scan sets
+/// bits at once (see [`exec::dense::working_span`]).
+fn working_span(input: &StagedInput, column: &str, span: u64) -> u64 {
+    let facts = exec::stats::column_facts(input, column);
+    exec::dense::working_span(span, facts.row_group_ranges.as_deref())
 }
 
 /// Checks a rule file without data (`lint` without `--staged`): syntax, run-key

@@ -32,22 +32,44 @@ use super::{Duplicates, SAMPLES};
 use crate::staged::StagedInput;
 use crate::value::Value;
 
-/// The largest bitmap dqgate builds: 2^26 bits, 8 MiB, a part of a
-/// server's last-level cache that others leave to it. Each row sets a bit
-/// at random in it; past the cache every row is a miss to memory, and the
-/// key engine's count wins. `unique(k)` of 10M scattered unique keys
+/// The largest bitmap dqgate builds: 2^32 bits, 512 MiB.
+pub const MAX_BITS: u64 = 1 << 32;
+
+/// The most values among which the scan sets bits at once: 2^26, 8 MiB of
+/// bitmap, a part of a server's last-level cache that others leave to it.
+/// Each row sets a bit at random among them; past the cache every row is a
+/// miss to memory, and the key engine's count wins. `unique(k)` of 10M scattered unique keys
 /// spread over 6 times their number (7.5 MiB): 0.08 s on the bitmap, 0.09
 /// s on the key engine; over 8 times (10 MiB) 0.09-0.19 s against 0.09 s
 /// (the bitmap's time depending on what else the machine runs); over 16
 /// times 0.15 s against 0.09 s, over 60 times 0.23 s against 0.09 s.
-pub const MAX_BITS: u64 = 1 << 26;
+pub const CACHED_BITS: u64 = 1 << 26;
 
-/// Whether a key range of `span` values suits `bitmaps` bitmaps (two for
-/// duplicates, one for a distinct count) for `rows` rows within
-/// `memory_limit` bytes.
-pub fn worthwhile(span: u64, rows: u64, memory_limit: Option<usize>, bitmaps: u64) -> bool {
+/// The values of a range of `span` among which the scan sets bits at
+/// once: the widest row group's range when the row groups' ranges
+/// (`row_groups`, in scan order) follow one another (ids written in
+/// order, whatever their range), else the whole range.
+pub fn working_span(span: u64, row_groups: Option<&[(i128, i128)]>) -> u64 {
+    match row_groups {
+        Some(g) if crate::plan::keys::follow_one_another(g) => {
+            (g.iter().map(|(lo, hi)| (hi - lo + 1) as u64).max()).unwrap_or(span)
+        }
+        _ => span,
+    }
+}
+
+/// Whether a key range of `span` values, `working` of them set at once
+/// ([`working_span`]), suits `bitmaps` bitmaps (two for duplicates, one for
+/// a distinct count) for `rows` rows within `memory_limit` bytes.
+pub fn worthwhile(
+    (span, working): (u64, u64),
+    rows: u64,
+    memory_limit: Option<usize>,
+    bitmaps: u64,
+) -> bool {
     let bytes = span.div_ceil(8) * bitmaps;
     span <= MAX_BITS
+        && working <= CACHED_BITS
         && span <= rows.saturating_mul(64).max(1 << 20)
         && memory_limit.is_none_or(|limit| bytes <= limit as u64 / 2)
 }
@@ -402,22 +424,47 @@ mod tests {
 
     #[test]
     fn bitmaps_only_where_they_pay() {
-        assert!(worthwhile(50_000_000, 50_000_000, None, 2));
-        assert!(worthwhile(1000, 10, None, 2), "tiny ranges are always fine");
-        assert!(!worthwhile(1 << 40, 1 << 30, None, 1), "beyond 8 MiB");
+        let scattered = |span| (span, span);
+        assert!(worthwhile(scattered(50_000_000), 50_000_000, None, 2));
         assert!(
-            !worthwhile(80_000_000, 10_000_000, None, 1),
-            "10 MB: past the cache"
+            worthwhile(scattered(1000), 10, None, 2),
+            "tiny ranges are always fine"
         );
-        assert!(worthwhile(60_000_000, 10_000_000, None, 2));
-        assert!(!worthwhile(1 << 30, 1000, None, 1), "sparse keys");
         assert!(
-            !worthwhile(1 << 30, 1 << 30, Some(64 << 20), 1),
+            !worthwhile(scattered(1 << 30), 1000, None, 1),
+            "sparse keys"
+        );
+        assert!(
+            !worthwhile(scattered(80_000_000), 10_000_000, None, 1),
+            "10 MB set at random: past the cache"
+        );
+        assert!(worthwhile(scattered(60_000_000), 10_000_000, None, 2));
+        assert!(!worthwhile(scattered((1 << 26) + 1), 1 << 26, None, 1));
+        // In order, a row group's range at a time: only the whole bitmap's
+        // size and the memory limit bound it.
+        assert!(worthwhile((1 << 32, 1 << 20), 1 << 30, None, 2));
+        assert!(
+            !worthwhile((1 << 33, 1 << 20), 1 << 30, None, 1),
+            "beyond 512 MiB"
+        );
+        assert!(
+            !worthwhile((1 << 30, 1 << 20), 1 << 30, Some(64 << 20), 1),
             "over the memory limit"
         );
         // 64 Mi keys: one bitmap of 8 MiB fits half of 20 MB, two do not.
-        assert!(worthwhile(1 << 26, 1 << 26, Some(20 << 20), 1));
-        assert!(!worthwhile(1 << 26, 1 << 26, Some(20 << 20), 2));
-        assert!(!worthwhile((1 << 26) + 1, 1 << 26, None, 1));
+        assert!(worthwhile(scattered(1 << 26), 1 << 26, Some(20 << 20), 1));
+        assert!(!worthwhile(scattered(1 << 26), 1 << 26, Some(20 << 20), 2));
+    }
+
+    #[test]
+    fn row_groups_in_order_set_bits_a_range_at_a_time() {
+        let groups = [(0, 999), (1000, 2999), (3000, 3500)];
+        assert_eq!(working_span(3501, Some(&groups)), 2000);
+        let overlapping = [(0, 999), (500, 2999)];
+        assert_eq!(working_span(3000, Some(&overlapping)), 3000);
+        let backwards = [(1000, 2999), (0, 999)];
+        assert_eq!(working_span(3000, Some(&backwards)), 3000);
+        assert_eq!(working_span(1000, Some(&[(0, 999)])), 1000, "one group");
+        assert_eq!(working_span(1000, None), 1000);
     }
 }

@@ -482,9 +482,14 @@ fn ordered_by(
             return None;
         }
         let groups = f.row_group_ranges?;
-        let ordered = groups.len() >= 2 && groups.windows(2).all(|w| w[0].1 <= w[1].0);
-        ordered.then(|| (c.clone(), groups.len()))
+        follow_one_another(&groups).then(|| (c.clone(), groups.len()))
     })
+}
+
+/// Whether row groups' ranges (two or more, in scan order) follow one
+/// another: each starts where the last ended or later.
+pub fn follow_one_another(groups: &[(i128, i128)]) -> bool {
+    groups.len() >= 2 && groups.windows(2).all(|w| w[0].1 <= w[1].0)
 }
 
 impl fmt::Display for KeyStrategy {

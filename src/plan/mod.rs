@@ -140,7 +140,7 @@ impl AuditPlan {
     pub fn dense_keys_from_footers(
         mut self,
         range: impl Fn(&str) -> Option<(i64, i64)>,
-        suits: impl Fn(u64) -> bool,
+        suits: impl Fn(&str, u64) -> bool,
     ) -> AuditPlan {
         for keys in &self.key_sets {
             if let [column] = keys.as_slice() {
@@ -159,7 +159,7 @@ impl AuditPlan {
     pub fn dense_distinct_from_footers(
         mut self,
         range: impl Fn(&str) -> Option<(i64, i64)>,
-        suits: impl Fn(u64) -> bool,
+        suits: impl Fn(&str, u64) -> bool,
     ) -> AuditPlan {
         for (column, strategy) in &self.engine_distinct {
             if matches!(strategy, keys::KeyStrategy::Ordered { .. }) {
@@ -577,12 +577,12 @@ fn avg(sum: Value, n: Value) -> Value {
 }
 
 /// `column`'s exact integer range, when `range` knows it and `suits`
-/// accepts its span for a bitmap.
+/// accepts (the column, its span) for a bitmap.
 fn bitmap_range(
     column: &str,
     range: impl Fn(&str) -> Option<(i64, i64)>,
-    suits: impl Fn(u64) -> bool,
+    suits: impl Fn(&str, u64) -> bool,
 ) -> Option<(i64, i64)> {
     let (min, max) = range(column)?;
-    suits((max as i128 - min as i128 + 1) as u64).then_some((min, max))
+    suits(column, (max as i128 - min as i128 + 1) as u64).then_some((min, max))
 }
