@@ -166,22 +166,15 @@ async fn finish(
     };
     let mut plan = AuditPlan::for_rules(&checked);
     if !engine_opts.scan_only {
-        let rows = input.row_count();
+        // Duplicates take two bitmaps: keys seen, keys seen twice.
+        let suits = bitmap_suits(&input, engine_opts.memory_limit, 2);
         plan = plan
             .answer_from_footers(|a| exec::stats::answer(a, &input))
             .dense_keys_from_footers(
                 |c| exec::stats::integer_range(&input, c),
                 // On a cluster the grouped pass runs on the executors; the
                 // bitmap would stream the whole key column to this process.
-                |c, span| {
-                    engine_opts.engine == engine::Engine::Local
-                        && exec::dense::worthwhile(
-                            (span, working_span(&input, c, span)),
-                            rows,
-                            engine_opts.memory_limit,
-                            2,
-                        )
-                },
+                |c, span| engine_opts.engine == engine::Engine::Local && suits(c, span),
             );
     }
     if engine_opts.engine == engine::Engine::Local {
@@ -194,13 +187,9 @@ async fn finish(
             engine_opts.fingerprint_bits,
         );
         if !engine_opts.scan_only && engine_opts.forced_key_strategy.is_none() {
-            let rows = input.row_count();
             plan = plan.dense_distinct_from_footers(
                 |c| exec::stats::integer_range(&input, c),
-                |c, span| {
-                    let working = working_span(&input, c, span);
-                    exec::dense::worthwhile((span, working), rows, engine_opts.memory_limit, 1)
-                },
+                bitmap_suits(&input, engine_opts.memory_limit, 1),
             );
         }
     }
@@ -220,11 +209,19 @@ async fn finish(
     })
 }
 
-/// The values of `column`'s range of `span` among which its scan sets
-/// bits at once (see [`exec::dense::working_span`]).
-fn working_span(input: &StagedInput, column: &str, span: u64) -> u64 {
-    let facts = exec::stats::column_facts(input, column);
-    exec::dense::working_span(span, facts.row_group_ranges.as_deref())
+/// Whether a column's integer range of `span` values suits `bitmaps`
+/// bitmaps of the dense strategy (see [`exec::dense::worthwhile`]), given
+/// the row groups' ranges its scan sets bits among.
+fn bitmap_suits(
+    input: &StagedInput,
+    memory_limit: Option<usize>,
+    bitmaps: u64,
+) -> impl Fn(&str, u64) -> bool + '_ {
+    move |column, span| {
+        let facts = exec::stats::column_facts(input, column);
+        let working = exec::dense::working_span(span, facts.row_group_ranges.as_deref());
+        exec::dense::worthwhile((span, working), input.row_count(), memory_limit, bitmaps)
+    }
 }
 
 /// Checks a rule file without data (`lint` without `--staged`): syntax, run-key

@@ -38,11 +38,12 @@ pub const MAX_BITS: u64 = 1 << 32;
 /// The most values among which the scan sets bits at once: 2^26, 8 MiB of
 /// bitmap, a part of a server's last-level cache that others leave to it.
 /// Each row sets a bit at random among them; past the cache every row is a
-/// miss to memory, and the key engine's count wins. `unique(k)` of 10M scattered unique keys
-/// spread over 6 times their number (7.5 MiB): 0.08 s on the bitmap, 0.09
-/// s on the key engine; over 8 times (10 MiB) 0.09-0.19 s against 0.09 s
-/// (the bitmap's time depending on what else the machine runs); over 16
-/// times 0.15 s against 0.09 s, over 60 times 0.23 s against 0.09 s.
+/// miss to memory, and the key engine's count wins. `unique(k)` of 10M
+/// scattered unique keys spread over 6 times their number (7.5 MiB): 0.08
+/// s on the bitmap, 0.09 s on the key engine; over 8 times (10 MiB)
+/// 0.09-0.19 s against 0.09 s (the bitmap's time depending on what else
+/// the machine runs); over 16 times 0.15 s against 0.09 s, over 60 times
+/// 0.23 s against 0.09 s.
 pub const CACHED_BITS: u64 = 1 << 26;
 
 /// The values of a range of `span` among which the scan sets bits at
