@@ -85,10 +85,17 @@ const HEAD_MOST: usize = 18;
 /// a byte for a value of less than 64 bytes in one row).
 pub(super) const HEAD: usize = 10;
 
-/// The bins of an input of `rows` rows, the same in every run.
-pub(super) fn bins_for(rows: u64) -> usize {
+/// The bins of an input of `rows` rows, each run's taking at most `most`
+/// bytes in memory, the same in every run: fewer under a small budget, so
+/// that each keeps [`LEAST_ROOM`] (each bin of the input then holds more
+/// values, tabled from its segments on disk).
+pub(super) fn bins_for(rows: u64, most: usize) -> usize {
     let bins = (rows / ROWS_PER_BIN).max(1) as usize;
-    bins.next_power_of_two().clamp(FEWEST_BINS, MOST_BINS)
+    let room = (most / LEAST_ROOM).max(1);
+    let room = 1 << room.ilog2();
+    bins.next_power_of_two()
+        .min(room)
+        .clamp(FEWEST_BINS, MOST_BINS)
 }
 
 /// A run's values, binned.
@@ -692,8 +699,12 @@ mod tests {
         }
         let runtime = runtime(usize::MAX, true);
         assert!(Binned::new(16, u64::MAX, (1 << 20, 16 * LEAST_ROOM - 1), &runtime).is_none());
-        assert_eq!(bins_for(10_000_000), 1024);
-        assert_eq!(bins_for(0), FEWEST_BINS);
-        assert_eq!(bins_for(u64::MAX), MOST_BINS);
+        assert_eq!(bins_for(10_000_000, usize::MAX), 1024);
+        assert_eq!(bins_for(0, usize::MAX), FEWEST_BINS);
+        assert_eq!(bins_for(u64::MAX, usize::MAX), MOST_BINS);
+        // Under a small budget, as many as keep their least room each.
+        assert_eq!(bins_for(10_000_000, 2 << 20), 512);
+        assert_eq!(bins_for(10_000_000, 3 << 20), 512);
+        assert_eq!(bins_for(10_000_000, 1 << 10), FEWEST_BINS);
     }
 }

@@ -71,7 +71,8 @@ pub(super) async fn partition_all<R: Split<u64>>(
             Values::new(mask, most, &runtime.memory_pool).map(|v| v.for_input(rows, runs))
         }),
         binned: None,
-        bins: tabled.map_or(0, |(_, rows, _)| binned::bins_for(rows)),
+        // The bins take at most half the table's share ([`Values::to_bins`]).
+        bins: tabled.map_or(0, |(most, rows, _)| binned::bins_for(rows, most / 2)),
         runtime: runtime.clone(),
         gave_up: None,
         gave_up_bins: false,
@@ -96,11 +97,8 @@ pub(super) async fn partition_all<R: Split<u64>>(
         rowbins: match paged {
             Paged::Rows(rows) => {
                 let run = next_run.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let bins = (
-                    binned::bins_for(rows.rows),
-                    mask,
-                    rowbins::most(ctx, rows.runs.len()),
-                );
+                let most = rowbins::most(ctx, rows.runs.len());
+                let bins = (binned::bins_for(rows.rows, most), mask, most);
                 let rows = (rows.rows, rows.run_rows(run));
                 let watch = (job.nulls_equal, runtime.clone());
                 Some(RowBins::new(watched.clone(), rows, bins, watch))

@@ -305,7 +305,7 @@ pub(super) fn every_row_bins(
     (mask, most): (u64, usize),
     runtime: &Arc<RuntimeEnv>,
 ) -> Option<Vec<Option<RowBins>>> {
-    let bins = binned::bins_for(walks.rows);
+    let bins = binned::bins_for(walks.rows, most);
     let mut runs = Vec::new();
     for (i, groups) in walks.runs.iter().enumerate() {
         let expected = (walks.run_rows(i) as usize).saturating_mul(binned::HEAD + ROW_BYTES);

@@ -31,7 +31,11 @@
 //!   share of the budget (the verification's, over the runs): as many as
 //!   new ones came since it last grew, at that rate, or as Chao's estimate
 //!   of the input's values says if fewer (see [`Values::pays`]); or when it
-//!   passes that share, or the memory pool refuses it.
+//!   passes that share, or the memory pool refuses it. A run whose values
+//!   repeat then bins them instead (a small `--memory-limit`: the table
+//!   cannot reach the size at which it would turn to bins, and the
+//!   verification would file nearly every row); the bins, past their
+//!   share, go to disk.
 //!
 //! The values tabled so far then go to the run's store as the page walk
 //! pushes a value's rows by value (at most two words), so the first pass
@@ -64,6 +68,10 @@ pub(super) const REPEATING: f64 = 0.25;
 /// ([`super::together`]).
 /// (Small in unit tests, which cross their ends.)
 pub(super) const CHUNK: usize = if cfg!(test) { 1 << 6 } else { 1 << 14 };
+
+/// The fewest values seen twice from which a run whose table outgrew its
+/// budget judges whether they repeat ([`Values::bins_past_budget`]).
+const FEW_REPEATED: usize = 16;
 
 /// The bytes above which a run's table would no longer stay in cache by
 /// its end, so that it may bin its values instead ([`super::binned`]).
@@ -259,9 +267,7 @@ impl Values {
     /// ([`Self::to_bins`]).
     fn pays(&mut self) -> bool {
         let seen = self.rows.max(1) as f64;
-        let input = (self.input_rows as f64).max(seen);
-        let repeating = 2.0 * input * self.repeated as f64 / (seen * seen);
-        if repeating < REPEATING {
+        if self.repeating() < REPEATING {
             return false;
         }
         // The values at the run's end: at the rate new ones came since the
@@ -291,6 +297,27 @@ impl Values {
             }
         }
         table_end <= self.most as f64
+    }
+
+    /// The estimated share of the input's rows whose value occurs more
+    /// than once (see the module's doc).
+    fn repeating(&self) -> f64 {
+        let seen = self.rows.max(1) as f64;
+        let input = (self.input_rows as f64).max(seen);
+        2.0 * input * self.repeated as f64 / (seen * seen)
+    }
+
+    /// Whether a run whose table outgrew its budget bins its values
+    /// instead of giving them up as fingerprints: when the values it saw
+    /// repeat (then the verification would file nearly every row, reading
+    /// the key again; the bins, past their share, go to disk and are read
+    /// once). [`FEW_REPEATED`] values seen twice at least, so that the
+    /// estimate is not one of a handful.
+    fn bins_past_budget(&self) -> bool {
+        !self.keep
+            && self.bin_from != Some(0)
+            && self.repeated >= FEW_REPEATED
+            && self.repeating() >= REPEATING
     }
 
     /// Takes `slots` slots (rehashing every value) and room for `arena`
@@ -346,7 +373,12 @@ impl Values {
             true => need.max(self.arena.capacity() * 2).max(1 << 12),
             false => self.arena.capacity(),
         };
-        (slots == self.slots.len() && arena == self.arena.capacity()) || self.resize(slots, arena)
+        let fits = (slots == self.slots.len() && arena == self.arena.capacity())
+            || self.resize(slots, arena);
+        if !fits && self.bins_past_budget() {
+            self.to_bins = true;
+        }
+        fits
     }
 
     /// The first slot of a value of tag `tag`.
@@ -701,14 +733,38 @@ mod tests {
         assert_eq!(most, 1 << 27);
         assert!((4_900_000 * 18..5_000_000 * 18).contains(&end), "{end}");
         assert!(unique.to_bins().is_none() && repeating.to_bins().is_none());
+        // A budget or a pool too small: values that repeat turn to bins
+        // (which go to disk past their share), unique ones do not.
         let mut small = Values::new(u64::MAX, 1 << 15, &pool).unwrap();
         let added = (0u64..).take_while(|i| small.add(i.mix(), &i.to_le_bytes(), 2));
-        assert!(added.count() < 1000);
+        assert!(added.count() < 1000 && small.to_bins().is_some());
+        let mut small = Values::new(u64::MAX, 1 << 15, &pool).unwrap();
+        let added = (0u64..).take_while(|i| small.add(i.mix(), &i.to_le_bytes(), 1));
+        assert!(added.count() < 1000 && small.to_bins().is_none());
         let tight: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(40_000));
         let mut refused = Values::new(u64::MAX, usize::MAX, &tight).unwrap();
         let added = (0u64..).take_while(|i| refused.add(i.mix(), &i.to_le_bytes(), 2));
         let n = added.count();
-        assert!(n < 2000 && n == refused.len(), "{n}");
+        assert!(
+            n < 2000 && n == refused.len() && refused.to_bins().is_some(),
+            "{n}"
+        );
+        // Every value twice, scattered, over 10M rows, under 1 MiB: the
+        // table fills long before it would first ask, with enough values
+        // seen twice to tell that they repeat; fewer than
+        // [`FEW_REPEATED`] (a smaller budget) are not enough to tell.
+        for (most, bins) in [(1 << 20, true), (1 << 16, false)] {
+            let mut pairs = Values::new(u64::MAX, most, &pool)
+                .unwrap()
+                .for_input(10_000_000, 2);
+            let mut draws = 0x2545_F491_4F6C_DD1Du64;
+            let drawn = std::iter::from_fn(|| Some(next(&mut draws) % 5_000_000));
+            let n = drawn
+                .take_while(|v| pairs.add(v.mix(), &v.to_le_bytes(), 1))
+                .count();
+            assert!(n < CHECK_FROM, "{n}");
+            assert_eq!(pairs.to_bins().is_some(), bins, "{n} {}", pairs.repeated());
+        }
         assert!(Values::new(u64::MAX, 100, &pool).is_none());
     }
 }
