@@ -233,3 +233,10 @@ pub fn failed_rows_pushdown() -> bool {
 pub fn bin_rows() -> Option<usize> {
     parsed!("DQGATE_TEST_BIN_ROWS")
 }
+
+/// `DQGATE_TEST_MOST_CANDIDATES`: the most repeated fingerprints the count
+/// of a composite walked page by page keeps (past them it keeps none, and
+/// every row is read again into bins), instead of the memory limit's.
+pub fn most_candidates() -> Option<u64> {
+    parsed!("DQGATE_TEST_MOST_CANDIDATES")
+}

@@ -677,6 +677,20 @@ proptest! {
         let (got, stderr) = check(tmp.path(), &env, None);
         prop_assert!(stderr.contains("nowhere to write: count again"), "{}", stderr);
         prop_assert!(got == grouped, "bins that did not fit:\n{}\n---\n{}", got, grouped);
+        // More candidates than the count keeps (a memory limit's worth):
+        // it keeps none, and every row is read again into bins, however
+        // few of them repeat; or, with no room for bins, counted again to
+        // verify by round.
+        let binned = "more than the key budget keeps: read every row again, binning";
+        let again = "and no bins: count again";
+        for (way, bin_bytes, said) in [("binned", None, binned), ("no bins", Some("1"), again)] {
+            let mut env = paged_env(None);
+            env.push(("DQGATE_TEST_MOST_CANDIDATES", "3"));
+            env.extend(bin_bytes.map(|b| ("DQGATE_TEST_BIN_BYTES", b)));
+            let (got, stderr) = check(tmp.path(), &env, None);
+            prop_assert!(got == grouped, "{}:\n{}\n---\n{}", way, got, grouped);
+            prop_assert!(stderr.contains(said), "{}: {}", way, stderr);
+        }
         // Keys binned from the first row group on, or from a later one
         // (those before read again at the end); in bins that spill to
         // disk; and in bins that fill with nowhere to write, given up to

@@ -86,7 +86,8 @@ const HEAD_MOST: usize = 18;
 pub(super) const HEAD: usize = 10;
 
 /// The bins of an input of `rows` rows, each run's taking at most `most`
-/// bytes in memory, the same in every run: fewer under a small budget, so
+/// bytes in memory (a text key's run: half its table's share, see
+/// [`super::values::Values::to_bins`]), the same in every run: fewer under a small budget, so
 /// that each keeps [`LEAST_ROOM`] (each bin of the input then holds more
 /// values, tabled from its segments on disk).
 pub(super) fn bins_for(rows: u64, most: usize) -> usize {

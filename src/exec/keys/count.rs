@@ -13,35 +13,42 @@ use datafusion::common::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use std::time::Instant;
-
-use datafusion::prelude::SessionContext;
-
 use super::key::Key;
-use super::store::{LocalStore, Split, StoreError};
-use super::tasks::{blocking, threads};
-use crate::exec::ExecError as Error;
+use super::store::{LocalStore, StoreError};
 
 /// What counting found over all partitions.
 pub struct Counted<K> {
-    /// Words seen more than once, with how often.
+    /// Words seen more than once, with how often: all of them, or none
+    /// when there were more than the count was to keep.
     pub repeated: Vec<(K, u64)>,
     /// Distinct words.
     pub distinct: u64,
+    /// Words seen more than once, and their rows, kept or not.
+    pub candidates: u64,
+    pub candidate_rows: u64,
+}
+
+impl<K> Counted<K> {
+    /// Whether `repeated` holds every word seen more than once.
+    pub fn complete(&self) -> bool {
+        self.repeated.len() as u64 == self.candidates
+    }
 }
 
 /// Counts every partition of `stores` (the same partitioning) on `threads`
-/// threads; `join` gives back the word that a partition keeps as a stored
-/// one.
+/// threads, keeping at most `most` repeated words; `join` gives back the
+/// word that a partition keeps as a stored one.
 pub fn count<K: Key, W: Send>(
     stores: &[LocalStore<K>],
-    threads: usize,
+    (threads, most): (usize, u64),
     join: impl Fn(usize, K) -> W + Sync,
 ) -> Result<Counted<W>, StoreError> {
     let partitions = stores.first().map_or(0, LocalStore::partitions);
     let found = Mutex::new(Counted {
         repeated: Vec::new(),
         distinct: 0,
+        candidates: 0,
+        candidate_rows: 0,
     });
     let (usual, big) = sizes(stores);
     each_partition(partitions, threads, Sieve::default, |sieve, p, buf| {
@@ -68,8 +75,15 @@ pub fn count<K: Key, W: Send>(
         };
         let mut f = found.lock().expect("lock");
         f.distinct += distinct;
-        f.repeated
-            .extend(sieve.table.repeated.drain().map(|(w, n)| (join(p, w), n)));
+        f.candidates += sieve.table.repeated.len() as u64;
+        f.candidate_rows += sieve.table.repeated.values().sum::<u64>();
+        match f.candidates <= most {
+            true => (f.repeated).extend(sieve.table.repeated.drain().map(|(w, n)| (join(p, w), n))),
+            false => {
+                f.repeated = Vec::new();
+                sieve.table.repeated.clear();
+            }
+        }
         Ok(())
     })?;
     Ok(found.into_inner().expect("lock"))
@@ -534,61 +548,6 @@ pub fn rank_top<K: Key>(words: &mut Vec<(K, u64)>, k: usize) {
     words.sort_unstable_by(best);
 }
 
-/// Counts the partitions of `stores` (filled by `scan` since `started`),
-/// and says what each step cost.
-pub(super) async fn count_stores<K: Key, R: Split<K>>(
-    ctx: &SessionContext,
-    stores: Vec<LocalStore<R::Stored>>,
-    split: (usize, R),
-    scan: &str,
-    started: Instant,
-) -> Result<(Counted<K>, u64, Vec<String>), Error> {
-    let none = |_: &Counted<K>, _: &[LocalStore<R::Stored>]| None::<()>;
-    let (counted, spilled, passes, _) =
-        count_stores_then(ctx, stores, split, scan, started, none).await?;
-    Ok((counted, spilled, passes))
-}
-
-/// [`count_stores`], then `then` of what was counted and the stores
-/// before they are let go (in the same blocking task).
-pub(super) async fn count_stores_then<K: Key, R: Split<K>, T: Send + 'static>(
-    ctx: &SessionContext,
-    stores: Vec<LocalStore<R::Stored>>,
-    (partitions, split): (usize, R),
-    scan: &str,
-    started: Instant,
-    then: impl FnOnce(&Counted<K>, &[LocalStore<R::Stored>]) -> Option<T> + Send + 'static,
-) -> Result<(Counted<K>, u64, Vec<String>, Option<T>), Error> {
-    let scanned = started.elapsed();
-    let words: u64 = stores.iter().map(|s| s.words).sum();
-    let spilled: u64 = stores.iter().map(LocalStore::spilled_bytes).sum();
-    let counting = Instant::now();
-    let threads = threads(ctx);
-    let (counted, took, then) = blocking(move || {
-        let counted = count(&stores, threads, |p, w| split.join(p, w));
-        let took = counting.elapsed();
-        let then = counted.as_ref().ok().and_then(|c| then(c, &stores));
-        (counted, took, then)
-    })
-    .await?;
-    let counted = counted?;
-    let mut passes = vec![format!(
-        "{scan} and radix-partition {words} key words into {partitions} partitions ({} bytes a word): {:.2} s{}",
-        R::BYTES,
-        scanned.as_secs_f64(),
-        if spilled > 0 {
-            format!(", {spilled} bytes spilled")
-        } else {
-            String::new()
-        }
-    )];
-    passes.push(format!(
-        "count the partitions on {threads} thread(s): {:.2} s",
-        took.as_secs_f64()
-    ));
-    Ok((counted, spilled, passes, then))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -687,10 +646,19 @@ mod tests {
             let big = sizes(&stores).1;
             let hot_ones = (0..16).filter(|p| words_of(&stores, *p) > big).count();
             assert_eq!(hot_ones, 1, "one partition is tallied");
-            let mut got = count(&stores, 2, |_, w| w).expect("count");
+            let mut got = count(&stores, (2, u64::MAX), |_, w| w).expect("count");
             got.repeated.sort_unstable();
             let want = super::super::testing::counted(&words);
+            let rows: u64 = want.1.iter().map(|(_, n)| n).sum();
+            assert!(got.complete() && got.candidate_rows == rows);
             assert_eq!((got.distinct, got.repeated), want, "hot word {hot}");
+            // Keeping fewer repeated words than there are: none kept,
+            // every one counted, with its rows.
+            let most = want.1.len() as u64 - 1;
+            let got = count(&stores, (2, most), |_, w| w).expect("count");
+            assert!(!got.complete() && got.repeated.is_empty());
+            let counted = (got.distinct, got.candidates, got.candidate_rows);
+            assert_eq!(counted, (want.0, want.1.len() as u64, rows));
         }
     }
 }

@@ -11,11 +11,11 @@ use datafusion::prelude::SessionContext;
 
 use super::adjacent::{self, Adjacent};
 use super::binned::{self, Binned};
-use super::count::{self, count_stores_then};
+use super::count;
 use super::encode;
 use super::hits;
 use super::pages;
-use super::passes::{exact, on_disk, timed, Scanned};
+use super::passes::{count_stores_then, exact, on_disk, timed, Scanned};
 use super::placed::{self, Places};
 use super::rowbins::{self, RowBins};
 use super::rowpages::{self, Paged};
@@ -28,9 +28,10 @@ use crate::exec::ExecError as Error;
 use crate::plan::keys::KeyJob;
 
 /// [`partition_and_count`] of the fingerprints of a key walked page by
-/// page ([`pages`], [`rowpages`]); cut by `bits`. A single text key's runs
-/// table its exact values as they go, and when every run kept its table
-/// they are the answer ([`values`]). (Files in order are counted first by
+/// page ([`pages`], [`rowpages`]); cut by `bits`, at most `keep` repeated
+/// ones kept ([`count::Counted`]). A single text key's runs table its
+/// exact values as they go, and when every run kept its table they are
+/// the answer ([`values`]). (Files in order are counted first by
 /// [`super::in_order::partition_pages`].)
 pub(super) async fn partition_all<R: Split<u64>>(
     ctx: &SessionContext,
@@ -38,7 +39,7 @@ pub(super) async fn partition_all<R: Split<u64>>(
     job: &KeyJob,
     label: &str,
     (partitions, split): (usize, R),
-    bits: u32,
+    (bits, keep): (u32, u64),
 ) -> Result<Scanned, Error> {
     let started = Instant::now();
     let runtime = ctx.runtime_env();
@@ -71,7 +72,6 @@ pub(super) async fn partition_all<R: Split<u64>>(
             Values::new(mask, most, &runtime.memory_pool).map(|v| v.for_input(rows, runs))
         }),
         binned: None,
-        // The bins take at most half the table's share ([`Values::to_bins`]).
         bins: tabled.map_or(0, |(most, rows, _)| binned::bins_for(rows, most / 2)),
         runtime: runtime.clone(),
         gave_up: None,
@@ -118,7 +118,7 @@ pub(super) async fn partition_all<R: Split<u64>>(
     // A composite whose every run binned its keys: the bins answer.
     if let Paged::Rows(walks) = paged {
         let mut runs: Vec<_> = filled.iter_mut().map(|f| f.rowbins.take()).collect();
-        let scan = Some((how.as_str(), scanned));
+        let scan = Ok((how.as_str(), scanned));
         let walked = (walks, label);
         if let Some(found) = rowbins::answer(&mut runs, walked, job, threads(ctx), scan).await? {
             return Ok(Scanned::Exact(found));
@@ -271,8 +271,15 @@ pub(super) async fn partition_all<R: Split<u64>>(
             threads,
         )
     };
-    let (counted, spilled, mut passes, placed) =
-        count_stores_then(ctx, stores, (partitions, split), &how, started, place).await?;
+    let (counted, spilled, mut passes, placed) = count_stores_then(
+        ctx,
+        stores,
+        (partitions, split),
+        &how,
+        started,
+        (place, keep),
+    )
+    .await?;
     let placed = match placed {
         Some((placed, took)) => {
             let placed = placed?;

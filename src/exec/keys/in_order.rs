@@ -55,7 +55,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
     job: &KeyJob,
     label: &str,
     (partitions, split): (usize, R),
-    bits: u32,
+    bits: (u32, u64),
 ) -> Result<Scanned, Error> {
     let started = Instant::now();
     let clustered = match paged {
@@ -95,7 +95,7 @@ pub(super) async fn partition_pages<R: Split<u64>>(
         return partition_all_after(lines, ctx, paged, job, label, (partitions, split), bits).await;
     }
     let pool = ctx.runtime_env().memory_pool.clone();
-    let mask = encode::fingerprint_mask(Some(bits));
+    let mask = encode::fingerprint_mask(Some(bits.0));
     // Each run's visitor is made in run order (`walks::walk_runs`), and
     // takes its run's starts.
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -129,7 +129,7 @@ async fn partition_all_after<R: Split<u64>>(
     job: &KeyJob,
     label: &str,
     how: (usize, R),
-    bits: u32,
+    bits: (u32, u64),
 ) -> Result<Scanned, Error> {
     let mut scanned = partition_all(ctx, paged, job, label, how, bits).await?;
     match &mut scanned {

@@ -68,10 +68,10 @@ use crate::exec::Duplicates;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::{KeyJob, KeyStrategy, Packing, TextForm};
 use crate::staged::StagedInput;
-use count::count_stores;
 use found::{key_types, rank_words};
 use in_order::partition_pages;
 use key::Key;
+use passes::count_stores;
 use passes::Scanned;
 use rowpages::Paged;
 use store::{LocalStore, Narrow, Split, Whole};
@@ -240,11 +240,11 @@ async fn fingerprint_scan<R: Split<u64>>(
     job: &KeyJob,
     label: &str,
     split: (usize, R),
-    bits: u32,
+    (bits, most): (u32, u64),
     (paged, budget): (Option<&Paged>, &retain::Budget),
 ) -> Result<Scanned, Error> {
     if let Some(paged) = paged {
-        return partition_pages(ctx, paged, job, label, split, bits).await;
+        return partition_pages(ctx, paged, job, label, split, (bits, most)).await;
     }
     let encode = move |c: &[ArrayRef], out: &mut Vec<u64>| {
         encode::fingerprints(c, Some(bits), out).map_err(Error::Fingerprint)
@@ -330,14 +330,29 @@ async fn fingerprinted(
         false => None,
     };
     let text = paged.as_ref();
+    // A composite walked page by page can be read again whole into bins
+    // when most rows are a candidate's, so the count keeps no more
+    // candidates than the memory limit holds (16 bytes each, four times
+    // the key budget): past them, it is read again into bins, however few
+    // of its rows repeat. (Below it, the verification holds them: a
+    // tenth of 10M rows twice, 1M candidates, is verified by round in
+    // 0.65 s where the bins take 1.03 s, and the scan's own memory is the
+    // peak under a small limit either way.)
+    let bins = bins && crate::hooks::bin_rows() != Some(0);
+    let most = match (&paged, bins) {
+        (Some(Paged::Rows(_)), true) => {
+            crate::hooks::most_candidates().unwrap_or(hits::budget(ctx) / 4)
+        }
+        _ => u64::MAX,
+    };
     let scanned = match Narrow::new(bits, partitions) {
         Some(narrow) => {
             let split = (partitions, narrow);
-            fingerprint_scan(ctx, input, job, label, split, bits, (text, &budget)).await?
+            fingerprint_scan(ctx, input, job, label, split, (bits, most), (text, &budget)).await?
         }
         None => {
             let split = (partitions, whole);
-            fingerprint_scan(ctx, input, job, label, split, bits, (text, &budget)).await?
+            fingerprint_scan(ctx, input, job, label, split, (bits, most), (text, &budget)).await?
         }
     };
     let (counted, spilled, mut passes, kept, placed) = match scanned {
@@ -347,7 +362,7 @@ async fn fingerprinted(
         Scanned::Exact(found) => return Ok(found),
     };
     let bits = Some(bits);
-    if counted.repeated.is_empty() {
+    if counted.candidates == 0 {
         return Ok(Found {
             duplicates: Duplicates::default(),
             distinct: counted.distinct,
@@ -356,16 +371,15 @@ async fn fingerprinted(
         });
     }
     let started = Instant::now();
-    let candidates = counted.repeated.len();
-    // When most rows are a candidate's, a composite walked page by page is
-    // read again whole into bins ([`rowbins`]), rather than its rows
-    // written to disk by round of candidates.
-    let candidate_rows: u64 = counted.repeated.iter().map(|(_, n)| n).sum();
+    let candidates = counted.candidates as usize;
+    // When most rows are a candidate's (or the count kept none of them),
+    // a composite walked page by page is read again whole into bins
+    // ([`rowbins`]), rather than its rows written to disk by round of
+    // candidates.
+    let candidate_rows = counted.candidate_rows;
     let rows = counted.distinct - candidates as u64 + candidate_rows;
-    if let (Some(Paged::Rows(walks)), true) = (
-        &paged,
-        bins && kept.is_empty() && 2 * candidate_rows >= rows,
-    ) {
+    let most_rows = 2 * candidate_rows >= rows || !counted.complete();
+    if let (Some(Paged::Rows(walks)), true) = (&paged, bins && kept.is_empty() && most_rows) {
         let each = (
             encode::fingerprint_mask(bits),
             rowbins::most(ctx, walks.runs.len()),
@@ -379,26 +393,32 @@ async fn fingerprinted(
             // are dropped while the bins fill (25M candidates held 400 MB
             // at 50M rows), and counted again should the bins fill with
             // nowhere to write.
+            let why = match counted.complete() {
+                true => "most rows are a candidate's".to_string(),
+                false => format!("{candidates} candidates, more than the key budget keeps"),
+            };
             drop((counted, placed));
             let walked = (walks, label);
-            let found = match rowbins::every_row(runs, walked, job, threads(ctx)).await? {
+            let found = match rowbins::every_row(runs, walked, (job, &why), threads(ctx)).await? {
                 Some(found) => found,
                 None => {
                     passes.push(format!(
-                        "most rows are a candidate's, and their bins filled with nowhere to write: count again, to verify by round: {:.2} s",
+                        "{why}, and their bins filled with nowhere to write: count again, to verify by round: {:.2} s",
                         started.elapsed().as_secs_f64()
                     ));
                     Box::pin(fingerprinted(ctx, input, job, test_bits, label, false)).await?
                 }
             };
-            passes.extend(found.passes);
-            let spilled_bytes = spilled + found.spilled_bytes;
-            return Ok(Found {
-                passes,
-                spilled_bytes,
-                ..found
-            });
+            return Ok(after(passes, spilled, found));
         }
+    }
+    if !counted.complete() {
+        passes.push(format!(
+            "{candidates} candidates, more than the key budget keeps, and no bins: count again, to verify by round: {:.2} s",
+            started.elapsed().as_secs_f64()
+        ));
+        let found = Box::pin(fingerprinted(ctx, input, job, test_bits, label, false)).await?;
+        return Ok(after(passes, spilled, found));
     }
     let (kept, placing) = match (budget.kept(kept), placed, &paged) {
         (Some(kept), _, _) => (Some(kept.into_iter().map(Arc::new).collect()), None),
@@ -498,4 +518,15 @@ async fn fingerprinted(
         spilled_bytes: spilled + exact.spilled.unwrap_or(0),
         passes,
     })
+}
+
+/// What a pass found after the passes of timing lines `passes`, which
+/// wrote `spilled` bytes to disk.
+fn after(mut passes: Vec<String>, spilled: u64, found: Found) -> Found {
+    passes.extend(found.passes);
+    Found {
+        passes,
+        spilled_bytes: spilled + found.spilled_bytes,
+        ..found
+    }
 }

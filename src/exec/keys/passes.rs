@@ -1,14 +1,20 @@
-//! What a first pass hands on: what it found ([`Scanned`]), and the
-//! timing lines it reports (`-v`, `explain`).
+//! What a first pass hands on: what it found ([`Scanned`]), its
+//! partitions counted ([`count_stores`]), and the timing lines it reports
+//! (`-v`, `explain`).
 
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::datatypes::DataType;
 
-use super::count;
+use datafusion::prelude::SessionContext;
+
+use super::count::{self, count, Counted};
 use super::found::{Found, Tallied};
+use super::key::Key;
 use super::placed::Placed;
 use super::retain;
+use super::store::{LocalStore, Split};
+use super::tasks::{blocking, threads};
 use crate::exec::ExecError as Error;
 use crate::plan::keys::KeyJob;
 
@@ -65,4 +71,63 @@ pub(super) fn timed(
         format!("{scan}: {:.2} s", scanned.as_secs_f64()),
         format!("{count}: {:.2} s", counting.elapsed().as_secs_f64()),
     ]
+}
+
+/// Counts the partitions of `stores` (filled by `scan` since `started`),
+/// and says what each step cost.
+pub(super) async fn count_stores<K: Key, R: Split<K>>(
+    ctx: &SessionContext,
+    stores: Vec<LocalStore<R::Stored>>,
+    split: (usize, R),
+    scan: &str,
+    started: Instant,
+) -> Result<(Counted<K>, u64, Vec<String>), Error> {
+    let none = |_: &Counted<K>, _: &[LocalStore<R::Stored>]| None::<()>;
+    let (counted, spilled, passes, _) =
+        count_stores_then(ctx, stores, split, scan, started, (none, u64::MAX)).await?;
+    Ok((counted, spilled, passes))
+}
+
+/// [`count_stores`] keeping at most `most` repeated words, then `then` of
+/// what was counted and the stores before they are let go (in the same
+/// blocking task).
+pub(super) async fn count_stores_then<K: Key, R: Split<K>, T: Send + 'static>(
+    ctx: &SessionContext,
+    stores: Vec<LocalStore<R::Stored>>,
+    (partitions, split): (usize, R),
+    scan: &str,
+    started: Instant,
+    (then, most): (
+        impl FnOnce(&Counted<K>, &[LocalStore<R::Stored>]) -> Option<T> + Send + 'static,
+        u64,
+    ),
+) -> Result<(Counted<K>, u64, Vec<String>, Option<T>), Error> {
+    let scanned = started.elapsed();
+    let words: u64 = stores.iter().map(|s| s.words).sum();
+    let spilled: u64 = stores.iter().map(LocalStore::spilled_bytes).sum();
+    let counting = Instant::now();
+    let threads = threads(ctx);
+    let (counted, took, then) = blocking(move || {
+        let counted = count(&stores, (threads, most), |p, w| split.join(p, w));
+        let took = counting.elapsed();
+        let then = counted.as_ref().ok().and_then(|c| then(c, &stores));
+        (counted, took, then)
+    })
+    .await?;
+    let counted = counted?;
+    let mut passes = vec![format!(
+        "{scan} and radix-partition {words} key words into {partitions} partitions ({} bytes a word): {:.2} s{}",
+        R::BYTES,
+        scanned.as_secs_f64(),
+        if spilled > 0 {
+            format!(", {spilled} bytes spilled")
+        } else {
+            String::new()
+        }
+    )];
+    passes.push(format!(
+        "count the partitions on {threads} thread(s): {:.2} s",
+        took.as_secs_f64()
+    ));
+    Ok((counted, spilled, passes, then))
 }

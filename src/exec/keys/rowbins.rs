@@ -331,10 +331,10 @@ pub(super) fn every_row_bins(
 pub(super) async fn every_row(
     mut runs: Vec<Option<RowBins>>,
     (walks, label): (&RowPages, &str),
-    job: &KeyJob,
+    (job, why): (&KeyJob, &str),
     threads: usize,
 ) -> Result<Option<Found>, Error> {
-    answer(&mut runs, (walks, label), job, threads, None).await
+    answer(&mut runs, (walks, label), job, threads, Err(why)).await
 }
 
 /// A run read again into its bins: every row group comes decoded, and
@@ -370,15 +370,15 @@ pub(super) fn most(ctx: &SessionContext, runs: usize) -> usize {
 /// order): each run's row groups before its first binned one read again
 /// into its bins, then the bins tabled on `threads` threads; with the
 /// timing lines: the scan's (`how`, in `scanned`) and the tabling's, or
-/// (`None`: every row read again) the one of reading and tabling. `None`
-/// (the runs' bins left as they are) when some run did not bin, or the
-/// bins of what was read again did not fit.
+/// (`Err(why)`: every row read again, for that reason) the one of reading
+/// and tabling. `None` (the runs' bins left as they are) when some run did
+/// not bin, or the bins of what was read again did not fit.
 pub(super) async fn answer(
     runs: &mut [Option<RowBins>],
     (walks, label): (&RowPages, &str),
     job: &KeyJob,
     threads: usize,
-    scan: Option<(&str, Duration)>,
+    scan: Result<(&str, Duration), &str>,
 ) -> Result<Option<Found>, Error> {
     if runs.is_empty()
         || !runs
@@ -426,7 +426,7 @@ pub(super) async fn answer(
     let tallied: Tallied = blocking(move || binned::found(&bins, threads)).await??;
     let binned = format!("({count} bins, {} MB{})", bytes >> 20, on_disk(written, ""));
     let passes = match scan {
-        Some((how, scanned)) => timed(
+        Ok((how, scanned)) => timed(
             format!(
                 "{how} on {} run(s), binning the exact keys from row group {} of a run on {binned}",
                 runs.len(),
@@ -439,8 +439,8 @@ pub(super) async fn answer(
             ),
             counting,
         ),
-        None => vec![format!(
-            "most rows are a candidate's: read every row again, binning the exact keys {binned}, and table the bins on {threads} thread(s) ({} keys): {:.2} s",
+        Err(why) => vec![format!(
+            "{why}: read every row again, binning the exact keys {binned}, and table the bins on {threads} thread(s) ({} keys): {:.2} s",
             tallied.distinct,
             counting.elapsed().as_secs_f64()
         )],

@@ -681,8 +681,9 @@ mod tests {
             .expect("push");
         let mut whole = LocalStore::<u64>::new(partitions, runtime, "test");
         whole.push_all(&words).expect("push");
-        let a = super::super::count::count(&[small], 2, |p, w| narrow.join(p, w)).expect("count");
-        let b = super::super::count::count(&[whole], 2, |_, w| w).expect("count");
+        let a = super::super::count::count(&[small], (2, u64::MAX), |p, w| narrow.join(p, w))
+            .expect("count");
+        let b = super::super::count::count(&[whole], (2, u64::MAX), |_, w| w).expect("count");
         let (distinct, repeated) = super::super::testing::counted(&words);
         for mut c in [a, b] {
             c.repeated.sort_unstable();
