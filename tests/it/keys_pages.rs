@@ -74,10 +74,17 @@ fn write(rng: &mut Rng, dir: &Path, layout: u8) {
     let files = 1 + rng.below(3);
     let distinct = 2_000 + rng.below(20_000);
     let nulls = rng.below(3) * 50;
+    // Half the time 19 values in 20 share a prefix and a suffix (which
+    // the bins keep once).
+    let affixed = rng.below(2) == 0;
+    let affix = |v: u64| match affixed && !v.is_multiple_of(20) {
+        true => format!("cust-{}@shop.example", value(v)),
+        false => value(v),
+    };
     for f in 0..files {
         let n = 25_000 + rng.below(20_000) as usize;
         let values: Vec<Option<String>> = (0..n)
-            .map(|_| (rng.below(1000) >= nulls).then(|| value(rng.below(distinct))))
+            .map(|_| (rng.below(1000) >= nulls).then(|| affix(rng.below(distinct))))
             .collect();
         let column = text_array(values, layout);
         let field = Field::new("s", column.data_type().clone(), true);

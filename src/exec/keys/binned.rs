@@ -42,6 +42,7 @@ use std::sync::Arc;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::runtime_env::RuntimeEnv;
 
+use super::affixes::Affixes;
 use super::count::share;
 use super::entries::Form;
 use super::filed::prefetch;
@@ -130,15 +131,20 @@ pub(super) struct Binned {
     /// The bins written to the run's temporary file each time they filled
     /// the budget.
     segments: Segments,
+    /// The affixes every run's values are stored without, if any, and a
+    /// value as stored ([`super::affixes`]).
+    affixes: Option<Arc<Affixes>>,
+    stored: Vec<u8>,
 }
 
 impl Binned {
     /// `bins` (a power of two) empty bins keeping `mask` of a fingerprint,
     /// with room for `expected` bytes of entries in all (or as many as
     /// `most`), taking at most `most` bytes of `runtime`'s pool, the rest
-    /// written to its disk; `None` when that room is refused.
+    /// written to its disk, their values stored without `affixes` (the
+    /// same in every run); `None` when that room is refused.
     pub(super) fn new(
-        bins: usize,
+        (bins, affixes): (usize, Option<Arc<Affixes>>),
         mask: u64,
         (expected, most): (usize, usize),
         runtime: &Arc<RuntimeEnv>,
@@ -172,6 +178,8 @@ impl Binned {
             held,
             reservation,
             segments: Segments::new(runtime, "dqgate key bins"),
+            affixes,
+            stored: Vec::new(),
         })
     }
 
@@ -186,6 +194,19 @@ impl Binned {
     /// disk (see the module's doc).
     #[inline]
     pub(super) fn add(&mut self, fingerprint: u64, value: &[u8], rows: u64) -> bool {
+        let Some(affixes) = &self.affixes else {
+            return self.put(fingerprint, value, rows);
+        };
+        let mut stored = std::mem::take(&mut self.stored);
+        affixes.store(value, &mut stored);
+        let added = self.put(fingerprint, &stored, rows);
+        self.stored = stored;
+        added
+    }
+
+    /// [`Self::add`] of a value as stored.
+    #[inline]
+    fn put(&mut self, fingerprint: u64, value: &[u8], rows: u64) -> bool {
         let w = fingerprint & self.mask;
         if rows == 0 {
             return true;
@@ -384,6 +405,12 @@ impl Binned {
         self.bins.len()
     }
 
+    /// How many bins, and what their values are stored without.
+    pub(super) fn shape(&self) -> (usize, String) {
+        let affixes = (self.affixes.as_ref()).map_or(String::new(), |a| format!(", {a}"));
+        (self.bins.len(), affixes)
+    }
+
     /// The bytes the bins take.
     pub(super) fn bytes(&self) -> usize {
         self.held
@@ -397,13 +424,24 @@ impl Binned {
     /// Every entry, with its cut fingerprint and rows, bin by bin (those
     /// on disk read back); then the null rows.
     pub(super) fn each(&self, mut f: impl FnMut(u64, &[u8], u64)) -> Result<u64, StoreError> {
-        let mut buf = Vec::new();
+        let (mut buf, mut value) = (Vec::new(), Vec::new());
         for b in 0..self.bins.len() {
             for part in self.parts(b, &mut buf)? {
-                (self.form.entries(part)).for_each(|(_, w, value, rows)| f(w, value, rows));
+                for (_, w, stored, rows) in self.form.entries(part) {
+                    f(w, self.value(stored, &mut value), rows);
+                }
             }
         }
         Ok(self.nulls)
+    }
+
+    /// The value stored as `stored` (rebuilt in `out`, if need be).
+    #[inline]
+    fn value<'a>(&self, stored: &'a [u8], out: &'a mut Vec<u8>) -> &'a [u8] {
+        match &self.affixes {
+            Some(a) => a.value(stored, out),
+            None => stored,
+        }
     }
 }
 
@@ -515,9 +553,15 @@ fn table(
             }
         }
     }
+    // A value of one row is counted by its stored bytes: only a repeated
+    // one's bytes are read, and rebuilt.
+    let (first, mut value) = (&runs[0], Vec::new());
     for s in slots.iter().filter(|s| s.run != FREE) {
-        let (_, value, ..) = form.entry(parts[s.run as usize], s.at as usize);
-        tally.key(1, value, s.rows);
+        let (_, stored, ..) = form.entry(parts[s.run as usize], s.at as usize);
+        match s.rows {
+            1 => tally.key(1, stored, 1),
+            rows => tally.key(1, first.value(stored, &mut value), rows),
+        }
     }
     Ok(())
 }
@@ -551,17 +595,29 @@ mod tests {
     /// at a time, in batches and several at once: whatever the
     /// fingerprints' collisions (cut to 4 bits here), the empty value and
     /// values that are prefixes of others included, on 1 to 3 threads;
-    /// in memory, and written to disk past a budget of a few bins' room.
+    /// in memory, and written to disk past a budget of a few bins' room;
+    /// and stored without affixes (`value ` and `2`: some values have
+    /// both, others one or none, and are stored whole).
     #[test]
     fn binned_values_match_a_map() {
         let mut state = 0x2545_F491_4F6C_DD1Du64;
-        for (bins, most) in [(16, usize::MAX), (64, usize::MAX), (16, 64 << 10)] {
+        let affixes = Affixes::of(&[&b"value 12"[..], &b"value 2"[..]]).map(Arc::new);
+        assert!(affixes.is_some());
+        for (bins, most, affixed) in [
+            (16, usize::MAX, false),
+            (64, usize::MAX, false),
+            (16, 64 << 10, false),
+            (16, usize::MAX, true),
+            (16, 64 << 10, true),
+        ] {
+            let affixes = affixes.clone().filter(|_| affixed);
             let runtime = runtime(usize::MAX, true);
             let mut want: HashMap<Vec<u8>, u64> = HashMap::new();
             let mut nulls = 0;
             let mut runs = Vec::new();
             for _ in 0..3 {
-                let mut binned = Binned::new(bins, 0xF, (1000, most), &runtime).unwrap();
+                let mut binned =
+                    Binned::new((bins, affixes.clone()), 0xF, (1000, most), &runtime).unwrap();
                 for i in 0..8000 {
                     let v = next(&mut state) % 2700;
                     // A hot value: a fifth of the rows.
@@ -640,7 +696,7 @@ mod tests {
             let mut runs = Vec::new();
             let mut state = 0x9E37_79B9_7F4A_7C15u64;
             for _ in 0..2 {
-                let mut binned = Binned::new(16, u64::MAX, (1000, most), &runtime).unwrap();
+                let mut binned = Binned::new((16, None), u64::MAX, (1000, most), &runtime).unwrap();
                 // Two fingerprints of one bin.
                 let hot: Vec<u64> = (1u64..).filter(|w| binned.bin(*w) == 3).take(2).collect();
                 for i in 0..100_000u64 {
@@ -682,7 +738,7 @@ mod tests {
             (80 << 10, runtime(usize::MAX, false)),
             (usize::MAX, runtime(90_000, false)),
         ] {
-            let mut b = Binned::new(16, u64::MAX, (0, most), &runtime).unwrap();
+            let mut b = Binned::new((16, None), u64::MAX, (0, most), &runtime).unwrap();
             let added = (0u64..).take_while(|i| b.add(i.mix(), &i.to_le_bytes(), 1 + i % 2));
             let n = added.count() as u64;
             assert!((1000..10_000).contains(&n), "{n}");
@@ -699,7 +755,13 @@ mod tests {
             assert!(b.bytes() <= most.min(90_000));
         }
         let runtime = runtime(usize::MAX, true);
-        assert!(Binned::new(16, u64::MAX, (1 << 20, 16 * LEAST_ROOM - 1), &runtime).is_none());
+        assert!(Binned::new(
+            (16, None),
+            u64::MAX,
+            (1 << 20, 16 * LEAST_ROOM - 1),
+            &runtime
+        )
+        .is_none());
         assert_eq!(bins_for(10_000_000, usize::MAX), 1024);
         assert_eq!(bins_for(0, usize::MAX), FEWEST_BINS);
         assert_eq!(bins_for(u64::MAX, usize::MAX), MOST_BINS);

@@ -10,6 +10,7 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::SessionContext;
 
 use super::adjacent::{self, Adjacent};
+use super::affixes::Chosen;
 use super::binned::{self, Binned};
 use super::count;
 use super::encode;
@@ -60,7 +61,7 @@ pub(super) async fn partition_all<R: Split<u64>>(
     };
     // Each run's visitor is made in run order (`walks::walk_runs`).
     let next_run = std::sync::atomic::AtomicUsize::new(0);
-    let watched = rowbins::Watched::default();
+    let (watched, affixes) = (rowbins::Watched::default(), Chosen::default());
     let fill = || Filling {
         store: LocalStore::<R::Stored>::new(partitions, runtime.clone(), "dqgate key check"),
         words: Vec::with_capacity(FILL),
@@ -73,6 +74,7 @@ pub(super) async fn partition_all<R: Split<u64>>(
         }),
         binned: None,
         bins: tabled.map_or(0, |(most, rows, _)| binned::bins_for(rows, most / 2)),
+        affixes: affixes.clone(),
         runtime: runtime.clone(),
         gave_up: None,
         gave_up_bins: false,
@@ -183,7 +185,7 @@ pub(super) async fn partition_all<R: Split<u64>>(
         let counting = Instant::now();
         let threads = threads(ctx);
         let bytes: usize = runs.iter().map(Binned::bytes).sum();
-        let bins = runs.first().map_or(0, Binned::bins);
+        let (bins, affixes) = runs.first().map_or((0, String::new()), Binned::shape);
         let written: u64 = runs.iter().map(Binned::written).sum();
         let in_place: u32 = runs.iter().map(Binned::tabled_in_place).sum();
         let found = blocking(move || binned::found(&runs, threads)).await??;
@@ -193,7 +195,7 @@ pub(super) async fn partition_all<R: Split<u64>>(
         };
         let passes = timed(
             format!(
-                "{how} binning the exact values on {} run(s) ({bins} bins, {} MB{in_place}{})",
+                "{how} binning the exact values on {} run(s) ({bins} bins, {} MB{affixes}{in_place}{})",
                 filled.len(),
                 bytes >> 20,
                 on_disk(written, ""),
@@ -271,15 +273,10 @@ pub(super) async fn partition_all<R: Split<u64>>(
             threads,
         )
     };
-    let (counted, spilled, mut passes, placed) = count_stores_then(
-        ctx,
-        stores,
-        (partitions, split),
-        &how,
-        started,
-        (place, keep),
-    )
-    .await?;
+    let counting = (place, keep);
+    let split = (partitions, split);
+    let (counted, spilled, mut passes, placed) =
+        count_stores_then(ctx, stores, split, &how, started, counting).await?;
     let placed = match placed {
         Some((placed, took)) => {
             let placed = placed?;
@@ -288,13 +285,8 @@ pub(super) async fn partition_all<R: Split<u64>>(
         }
         None => None,
     };
-    Ok(Scanned::Counted(
-        counted,
-        spilled,
-        passes,
-        Vec::new(),
-        placed,
-    ))
+    let kept = Vec::new();
+    Ok(Scanned::Counted(counted, spilled, passes, kept, placed))
 }
 
 /// Whether every run of `filled` holds bins, the tables of those that do
@@ -308,7 +300,7 @@ fn to_bins<R: Split<u64>>(filled: &mut [Filling<R>]) -> bool {
         let Some(values) = &f.values else {
             return false;
         };
-        let Some(b) = values.to_binned(f.bins, values.as_bins(), &f.runtime) else {
+        let Some(b) = values.to_binned((f.bins, &f.affixes), values.as_bins(), &f.runtime) else {
             return false;
         };
         f.binned = Some(b);
@@ -332,9 +324,11 @@ struct Filling<R: Split<u64>> {
     failed: Option<store::StoreError>,
     values: Option<Values>,
     /// The values binned instead of tabled ([`binned`]), once the table
-    /// turned to bins: how many bins, and where they take memory and disk.
+    /// turned to bins: how many bins, the affixes every run's bins store
+    /// their values without, and where they take memory and disk.
     binned: Option<Binned>,
     bins: usize,
+    affixes: Chosen,
     runtime: Arc<RuntimeEnv>,
     /// How many values the table held when the run gave it up, and
     /// whether it gave up bins.
@@ -460,7 +454,8 @@ impl<R: Split<u64>> Filling<R> {
         };
         self.gave_up = Some(values.len());
         let room = values.to_bins();
-        if let Some(b) = room.and_then(|room| values.to_binned(self.bins, room, &self.runtime)) {
+        let bins = (self.bins, &self.affixes);
+        if let Some(b) = room.and_then(|room| values.to_binned(bins, room, &self.runtime)) {
             self.binned = Some(b);
             return;
         }

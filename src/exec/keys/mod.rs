@@ -18,6 +18,7 @@
 //! key ascending, in Arrow's row order).
 
 mod adjacent;
+mod affixes;
 mod binned;
 mod compact;
 mod count;

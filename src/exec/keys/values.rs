@@ -31,11 +31,9 @@
 //!   share of the budget (the verification's, over the runs): as many as
 //!   new ones came since it last grew, at that rate, or as Chao's estimate
 //!   of the input's values says if fewer (see [`Values::pays`]); or when it
-//!   passes that share, or the memory pool refuses it. A run whose values
-//!   repeat then bins them instead (a small `--memory-limit`: the table
-//!   cannot reach the size at which it would turn to bins, and the
-//!   verification would file nearly every row); the bins, past their
-//!   share, go to disk.
+//!   passes that share, or the memory pool refuses it; a run whose values
+//!   repeat then bins them instead (under a small `--memory-limit`: the
+//!   verification would file nearly every row).
 //!
 //! The values tabled so far then go to the run's store as the page walk
 //! pushes a value's rows by value (at most two words), so the first pass
@@ -53,6 +51,7 @@ use std::sync::Arc;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion::execution::runtime_env::RuntimeEnv;
 
+use super::affixes::{Affixes, Chosen, SAMPLE};
 use super::binned::Binned;
 use super::filed::prefetch;
 use super::key::Key as _;
@@ -217,22 +216,35 @@ impl Values {
     /// The bytes of the run's rows as entries of bins by its end: those
     /// left as rows, those seen as values, each of the values' mean length.
     fn bins_end(&self) -> usize {
-        let len = self.len.max(1);
-        let mean = (self.arena.len() / len).saturating_sub(HEAD);
         let left = self.run_rows.saturating_sub(self.rows) as usize;
-        (self.len + left).saturating_mul(super::binned::HEAD + mean)
+        (self.len + left).saturating_mul(super::binned::HEAD + self.mean())
     }
 
-    /// The table's values (and null rows) as bins: `bins` of them, with
-    /// `room` (the bytes they would take by the run's end, and the most
-    /// they may take) in `runtime`'s pool (and disk), if they fit.
+    /// The values' mean length, about.
+    fn mean(&self) -> usize {
+        (self.arena.len() / self.len.max(1)).saturating_sub(HEAD)
+    }
+
+    /// The table's values (and null rows) as `bins` bins storing them
+    /// without `affixes` (of this table's first values, if it is the first
+    /// to bin), with `room` (the bytes they would take by the run's end,
+    /// and the most they may take) in `runtime`'s pool (and disk), if they fit.
     pub(super) fn to_binned(
         &self,
-        bins: usize,
+        (bins, affixes): (usize, &Chosen),
         room: (usize, usize),
         runtime: &Arc<RuntimeEnv>,
     ) -> Option<Binned> {
-        let mut binned = Binned::new(bins, self.mask, room, runtime)?;
+        let affixes = affixes.get_or_init(|| {
+            let mut sample = Vec::with_capacity(SAMPLE);
+            (self.len > 0).then(|| self.each_of(0, |_, v, _| sample.push(v)));
+            Affixes::of(&sample[..sample.len().min(SAMPLE)]).map(Arc::new)
+        });
+        // Entries as long as the values stored without their affixes.
+        let entry = super::binned::HEAD + self.mean();
+        let saved = affixes.as_ref().map_or(0, |a| a.saved()).min(entry);
+        let room = (room.0 / entry.max(1) * (entry - saved), room.1);
+        let mut binned = Binned::new((bins, affixes.clone()), self.mask, room, runtime)?;
         let mut fits = true;
         self.each(|w, value, rows| fits = fits && binned.add(w, value, rows));
         binned.nulls(self.null_rows());
@@ -299,20 +311,16 @@ impl Values {
         table_end <= self.most as f64
     }
 
-    /// The estimated share of the input's rows whose value occurs more
-    /// than once (see the module's doc).
+    /// The estimated share of the input's rows that repeat (module doc).
     fn repeating(&self) -> f64 {
         let seen = self.rows.max(1) as f64;
         let input = (self.input_rows as f64).max(seen);
         2.0 * input * self.repeated as f64 / (seen * seen)
     }
 
-    /// Whether a run whose table outgrew its budget bins its values
-    /// instead of giving them up as fingerprints: when the values it saw
-    /// repeat (then the verification would file nearly every row, reading
-    /// the key again; the bins, past their share, go to disk and are read
-    /// once). [`FEW_REPEATED`] values seen twice at least, so that the
-    /// estimate is not one of a handful.
+    /// Whether a run whose table outgrew its budget bins its values rather
+    /// than give them up as fingerprints: when they repeat, as estimated
+    /// from [`FEW_REPEATED`] values seen twice at least.
     fn bins_past_budget(&self) -> bool {
         !self.keep
             && self.bin_from != Some(0)
