@@ -688,7 +688,7 @@ proptest! {
         // it keeps none, and every row is read again into bins, however
         // few of them repeat; or, with no room for bins, counted again to
         // verify by round.
-        let binned = "more than the key budget keeps: read every row again, binning";
+        let binned = "more than the count keeps: read every row again, binning";
         let again = "and no bins: count again";
         for (way, bin_bytes, said) in [("binned", None, binned), ("no bins", Some("1"), again)] {
             let mut env = paged_env(None);

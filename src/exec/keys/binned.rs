@@ -17,8 +17,10 @@
 //! An entry is the value's cut fingerprint (the bytes the run's cut may
 //! set, 5 at 10M rows, so that the bins can be given up to the store),
 //! its length and, past one, its rows (varints, see [`Form`]), then its
-//! bytes. A value is found in a bin's table by its fingerprint and
-//! compared byte for byte, so the count is exact whatever the hash.
+//! bytes (without the prefix and suffix most of the key's values share,
+//! when there are such: [`super::affixes`]). A value is found in a bin's
+//! table by its fingerprint and compared byte for byte, so the count is
+//! exact whatever the hash.
 //!
 //! A value that comes back to its bin with other values in between takes
 //! an entry each time. When values of a few thousand rows each, or a few
@@ -88,9 +90,9 @@ pub(super) const HEAD: usize = 10;
 
 /// The bins of an input of `rows` rows, each run's taking at most `most`
 /// bytes in memory (a text key's run: half its table's share, see
-/// [`super::values::Values::to_bins`]), the same in every run: fewer under a small budget, so
-/// that each keeps [`LEAST_ROOM`] (each bin of the input then holds more
-/// values, tabled from its segments on disk).
+/// [`super::values::Values::to_bins`]), the same in every run: fewer
+/// under a small budget, so that each keeps [`LEAST_ROOM`] (each bin of
+/// the input then holds more values, tabled from its segments on disk).
 pub(super) fn bins_for(rows: u64, most: usize) -> usize {
     let bins = (rows / ROWS_PER_BIN).max(1) as usize;
     let room = (most / LEAST_ROOM).max(1);

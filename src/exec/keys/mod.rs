@@ -396,7 +396,7 @@ async fn fingerprinted(
             // nowhere to write.
             let why = match counted.complete() {
                 true => "most rows are a candidate's".to_string(),
-                false => format!("{candidates} candidates, more than the key budget keeps"),
+                false => format!("{candidates} candidates, more than the count keeps"),
             };
             drop((counted, placed));
             let walked = (walks, label);
@@ -415,7 +415,7 @@ async fn fingerprinted(
     }
     if !counted.complete() {
         passes.push(format!(
-            "{candidates} candidates, more than the key budget keeps, and no bins: count again, to verify by round: {:.2} s",
+            "{candidates} candidates, more than the count keeps, and no bins: count again, to verify by round: {:.2} s",
             started.elapsed().as_secs_f64()
         ));
         let found = Box::pin(fingerprinted(ctx, input, job, test_bits, label, false)).await?;
