@@ -385,11 +385,8 @@ async fn fingerprinted(
             encode::fingerprint_mask(bits),
             rowbins::most(ctx, walks.runs.len()),
         );
-        let runs = match crate::hooks::bin_rows() {
-            Some(0) => None,
-            _ => rowbins::every_row_bins(walks, job, each, &ctx.runtime_env()),
-        };
-        if let Some(runs) = runs {
+        // (`bins` is false when the test hook turns bins off.)
+        if let Some(runs) = rowbins::every_row_bins(walks, job, each, &ctx.runtime_env()) {
             // The bins need neither the candidates nor the places: they
             // are dropped while the bins fill (25M candidates held 400 MB
             // at 50M rows), and counted again should the bins fill with

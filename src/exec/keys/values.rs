@@ -237,7 +237,9 @@ impl Values {
     ) -> Option<Binned> {
         let affixes = affixes.get_or_init(|| {
             let mut sample = Vec::with_capacity(SAMPLE);
-            (self.len > 0).then(|| self.each_of(0, |_, v, _| sample.push(v)));
+            if self.len > 0 {
+                self.each_of(0, |_, v, _| sample.push(v));
+            }
             Affixes::of(&sample[..sample.len().min(SAMPLE)]).map(Arc::new)
         });
         // Entries as long as the values stored without their affixes.
