@@ -46,15 +46,31 @@ impl Adjacent {
     #[inline]
     #[must_use]
     pub(super) fn add(&mut self, value: &[u8], rows: u64) -> bool {
+        self.add_ordered(value, rows, self.order(value))
+    }
+
+    /// How `value` compares with the key now open (`None`: there is none).
+    #[inline]
+    pub(super) fn order(&self, value: &[u8]) -> Option<Ordering> {
+        (self.rows > 0).then(|| value.cmp(&self.open))
+    }
+
+    /// [`Self::add`], given how `value` compares with the key now open
+    /// (`None`: there is none), as another count of the same values (the
+    /// run's [`super::stretches`]) found it.
+    #[inline]
+    #[must_use]
+    pub(super) fn add_ordered(&mut self, value: &[u8], rows: u64, order: Option<Ordering>) -> bool {
+        debug_assert_eq!(order, self.order(value));
         if rows == 0 {
             return true;
         }
-        if self.rows == 0 {
+        let Some(order) = order else {
             self.open.extend_from_slice(value);
             self.rows = rows;
             return true;
-        }
-        match value.cmp(&self.open) {
+        };
+        match order {
             Ordering::Equal => self.rows += rows,
             Ordering::Greater => {
                 match self.first {

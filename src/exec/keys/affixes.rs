@@ -55,17 +55,10 @@ impl Affixes {
     /// The prefix and suffix of `first` that nine in ten of `sample`'s
     /// values share.
     fn shared(sample: &[&[u8]], first: &[u8]) -> Affixes {
-        let shared = |common: &dyn Fn(&[u8]) -> usize| {
-            let mut lens: Vec<usize> = sample.iter().map(|v| common(v)).collect();
-            lens.sort_unstable();
-            lens[lens.len() * (10 - SHARED_TENTHS) / 10].min(LONGEST)
-        };
-        let prefix = shared(&|v| first.iter().zip(v).take_while(|(a, b)| a == b).count());
-        let suffix = shared(&|v| {
-            let (a, b) = (first.iter().rev(), v.iter().rev());
-            a.zip(b).take_while(|(a, b)| a == b).count()
+        let prefix = shared(sample, SHARED_TENTHS, |v| {
+            first.iter().zip(v).take_while(|(a, b)| a == b).count()
         });
-        let suffix = suffix.min(first.len() - prefix);
+        let suffix = suffix_shared(sample, first, SHARED_TENTHS).min(first.len() - prefix);
         Affixes {
             prefix: first[..prefix].into(),
             suffix: first[first.len() - suffix..].into(),
@@ -108,6 +101,37 @@ impl Affixes {
             None => stored,
         }
     }
+}
+
+/// The longest suffix that one of the first, middle and last values of
+/// `sample` shares with half its values: a run's sorted stretches keep
+/// their keys without it ([`super::stretches`]; front-coded, they keep
+/// their shared prefixes once already, and a key without the suffix costs
+/// them nothing, so half the sample is enough).
+pub(super) fn suffix<'a>(sample: &[&'a [u8]]) -> &'a [u8] {
+    let n = sample.len();
+    let firsts = [0, n / 2, n.saturating_sub(1)].map(|i| sample.get(i));
+    (firsts.into_iter().flatten())
+        .map(|first| &first[first.len() - suffix_shared(sample, first, 5)..])
+        .max_by_key(|s| s.len())
+        .unwrap_or_default()
+}
+
+/// The most bytes (at most [`LONGEST`]) that `common` finds `tenths` in
+/// ten of `sample`'s values share.
+fn shared(sample: &[&[u8]], tenths: usize, common: impl Fn(&[u8]) -> usize) -> usize {
+    let mut lens: Vec<usize> = sample.iter().map(|v| common(v)).collect();
+    lens.sort_unstable();
+    lens[lens.len() * (10 - tenths) / 10].min(LONGEST)
+}
+
+/// How many of the last bytes of `first` `tenths` in ten of `sample`'s
+/// values end with.
+fn suffix_shared(sample: &[&[u8]], first: &[u8], tenths: usize) -> usize {
+    shared(sample, tenths, |v| {
+        let (a, b) = (first.iter().rev(), v.iter().rev());
+        a.zip(b).take_while(|(a, b)| a == b).count()
+    })
 }
 
 impl std::fmt::Display for Affixes {
@@ -167,6 +191,22 @@ mod tests {
         assert_eq!((a.prefix.len(), a.suffix.len()), (4, 4));
         assert_eq!(stored(&a, b"aaaaaa"), b"\x00aaaaaa");
         assert_eq!(stored(&a, b"aaaaaaaaa"), b"\x01a");
+    }
+
+    /// The stretches' suffix: one that six in ten values share (too few
+    /// for the bins' affixes), none of an empty sample.
+    #[test]
+    fn the_stretches_suffix_is_one_half_the_values_share() {
+        let values: Vec<Vec<u8>> = (0..1000)
+            .map(|i| match i % 10 {
+                0..=3 => format!("x{i}").into_bytes(),
+                _ => format!("k{i}@shop.example").into_bytes(),
+            })
+            .collect();
+        let sample: Vec<&[u8]> = values.iter().map(|v| &v[..]).collect();
+        assert_eq!(suffix(&sample), b"@shop.example");
+        assert!(Affixes::of(&sample).is_none());
+        assert_eq!(suffix(&[]), b"");
     }
 
     /// Random values of few bytes, affixes chosen from some of them:

@@ -85,7 +85,7 @@ pub(super) async fn partition_all<R: Split<u64>>(
                 // beyond it go to disk, and are read back once, in order.
                 let runs = text.runs.len().max(1) as u64;
                 let most = hits::budget(ctx) / runs / 4;
-                Stretches::new(most as usize, &runtime)
+                Stretches::new(most as usize, &runtime, text.first_kind())
             }
             Paged::Rows(_) => None,
         },
@@ -151,10 +151,11 @@ pub(super) async fn partition_all<R: Split<u64>>(
         let bytes: usize = kept.iter().map(Stretches::bytes).sum();
         let (nulls_equal, threads) = (job.nulls_equal, threads(ctx));
         let written: u64 = kept.iter().map(Stretches::written).sum();
+        let suffix = stretches::suffix_said(&kept);
         let counted = blocking(move || stretches::merged(kept, nulls_equal, threads)).await??;
         let passes = timed(
             format!(
-                "{how} on {} run(s), the values in order in {count} stretch(es) kept ({} MB{})",
+                "{how} on {} run(s), the values in order in {count} stretch(es) kept ({} MB{}{suffix})",
                 filled.len(),
                 bytes >> 20,
                 on_disk(written, " of them"),
@@ -378,26 +379,27 @@ impl<R: Split<u64>> Filling<R> {
         }
     }
 
-    /// `rows` rows of `value` to the count in order, which the run drops
-    /// at the first value out of order.
+    /// `rows` rows of `value` to the count in order (which the run drops
+    /// at the first value out of order) and to the stretches, if the run
+    /// keeps them: `false` when it does not, or gives them up at this
+    /// value, which is then for the table or the store. Both hold the
+    /// value before (they are given the same values): it is compared once.
     #[inline]
-    fn in_order(&mut self, value: &[u8], rows: u64) {
+    fn in_order(&mut self, value: &[u8], rows: u64) -> bool {
+        let order = match (&self.stretches, &self.adjacent) {
+            (Some(s), _) => s.order(value),
+            (None, Some(a)) => a.order(value),
+            (None, None) => return false,
+        };
         if let Some(a) = &mut self.adjacent {
-            if !a.add(value, rows) {
+            if !a.add_ordered(value, rows, order) {
                 self.adjacent = None;
             }
         }
-    }
-
-    /// `rows` rows of `value` to the stretches, if the run keeps them:
-    /// `false` when it does not, or gives them up at this value, which is
-    /// then for the table or the store.
-    #[inline]
-    fn keep(&mut self, fingerprint: u64, value: &[u8], rows: u64) -> bool {
         let Some(s) = &mut self.stretches else {
             return false;
         };
-        let Err(stop) = s.add(fingerprint, value, rows) else {
+        let Err(stop) = s.add_ordered(value, rows, order) else {
             return true;
         };
         if let Some(s) = self.stretches.take() {
@@ -541,14 +543,17 @@ impl<R: Split<u64>> pages::Visit for Filling<R> {
     }
 
     fn batch(&mut self, values: &[(u64, &[u8])]) {
-        values.iter().for_each(|(_, v)| self.in_order(v, 1));
-        let mut values = values;
-        if self.stretches.is_some() {
-            match values.iter().position(|(f, v)| !self.keep(*f, v, 1)) {
-                None => return,
-                Some(i) => values = &values[i..],
+        let values = match values.iter().position(|(_, v)| !self.in_order(v, 1)) {
+            None => return,
+            Some(i) => {
+                // Past the value the stretches refused, the count in order
+                // goes on alone.
+                for (_, v) in &values[i + 1..] {
+                    self.in_order(v, 1);
+                }
+                &values[i..]
             }
-        }
+        };
         let tabled = match &mut self.values {
             Some(t) => t.batch(values),
             None => 0,
@@ -569,8 +574,7 @@ impl<R: Split<u64>> pages::Visit for Filling<R> {
 
     #[inline]
     fn rows(&mut self, fingerprint: u64, value: &[u8], rows: u64) {
-        self.in_order(value, rows);
-        if !self.keep(fingerprint, value, rows) {
+        if !self.in_order(value, rows) {
             self.count(fingerprint, value, rows);
         }
     }

@@ -6,13 +6,14 @@
 //! only one order across the runs; these files fell back to the
 //! fingerprints and a verification of every repeated key.
 //!
-//! While a run's values come so, it keeps each key once, with its rows and
-//! its fingerprint, in the stretch it lies in, front-coded (a key keeps
-//! only the bytes after those it shares with the key before), instead of
-//! tabling it or pushing its fingerprint. A value below the one before
-//! starts a new stretch. At the end the stretches of every run are merged
-//! in order of their bytes and each key counted as it closes: exact, with
-//! no table, no fingerprint counted and no verification.
+//! While a run's values come so, it keeps each key once, with its rows,
+//! in the stretch it lies in, front-coded (a key keeps only the bytes after
+//! those it shares with the key before) and without the suffix most of the
+//! run's keys end with ([`Suffix`]), instead of tabling it or pushing its
+//! fingerprint. A value below the one before starts a new stretch. At the
+//! end the stretches of every run are merged in order of their bytes and
+//! each key counted as it closes: exact, with no table, no fingerprint
+//! counted and no verification.
 //!
 //! Stretches that fill the run's share of the budget are written to a
 //! temporary file ([`disk`]), the stretch then filled cut in two there, and
@@ -24,7 +25,8 @@
 //! values give them up at the third), or they outgrow its budget with no
 //! disk to write them to. It then hands each key it kept, with its
 //! fingerprint and rows, to its table or its fingerprints
-//! ([`Stretches::into_each`]), and goes on as if it had never kept them.
+//! ([`Stretches::into_each`]: hashed again, as the walk hashed them), and
+//! goes on as if it had never kept them.
 
 use std::cmp::Ordering;
 use std::io::ErrorKind;
@@ -33,13 +35,17 @@ use std::sync::Arc;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::runtime_env::RuntimeEnv;
 
+use datafusion::common::hash_utils::RandomState;
+
+use super::affixes::{self, SAMPLE};
 use super::disk;
+use super::encode::{self, Kind};
 use super::store::StoreError;
 use super::varint::{put_varint, take_varint};
 
 mod merge;
 
-pub(super) use merge::{mergeable, merged};
+pub(super) use merge::{mergeable, merged, suffix_said};
 
 /// The fewest keys a run's stretches hold on average (past its first) for
 /// the run to go on keeping them.
@@ -64,8 +70,9 @@ pub(super) enum Stop {
 /// A run's keys in stretches, each in order of its bytes.
 pub(super) struct Stretches {
     /// Each key of a stretch: the length of the bytes it shares with the
-    /// key before in the stretch and of the rest (varints), the rest, its
-    /// fingerprint (8 bytes) and its rows (a varint).
+    /// key before in the stretch, and the length of the rest twice over,
+    /// plus 1 when the rest is stored without the run's suffix (varints),
+    /// the rest so stored, and its rows (a varint).
     arena: Vec<u8>,
     /// Each closed stretch: where it starts in `arena` or on disk, its
     /// keys, and where its whole keys' offsets start in `restarts`.
@@ -88,11 +95,13 @@ pub(super) struct Stretches {
     /// Keys in all stretches, and in the arena.
     total: usize,
     arena_keys: usize,
-    /// The key now open (the last so far), its fingerprint and its rows
-    /// (0: none).
+    /// The key now open (the last so far) and its rows (0: none).
     open: Vec<u8>,
-    fingerprint: u64,
     rows: u64,
+    /// The suffix the run's keys are stored without, once chosen.
+    suffix: Suffix,
+    /// How the walk hashes the keys (for [`Self::into_each`]).
+    kind: Kind,
     /// The last key written to the stretch now filled.
     last: Vec<u8>,
     nulls: u64,
@@ -103,10 +112,10 @@ pub(super) struct Stretches {
 }
 
 impl Stretches {
-    /// Empty stretches taking at most `most` bytes of `runtime`'s memory
-    /// pool (and writing to its disk beyond), or `None` when the test hook
-    /// keeps none.
-    pub(super) fn new(most: usize, runtime: &Arc<RuntimeEnv>) -> Option<Stretches> {
+    /// Empty stretches of keys of `kind` taking at most `most` bytes of
+    /// `runtime`'s memory pool (and writing to its disk beyond), or `None`
+    /// when the test hook keeps none.
+    pub(super) fn new(most: usize, runtime: &Arc<RuntimeEnv>, kind: Kind) -> Option<Stretches> {
         let most_keys = crate::hooks::sorted_keys().unwrap_or(usize::MAX);
         (most_keys > 0).then(|| Stretches {
             arena: Vec::new(),
@@ -122,8 +131,9 @@ impl Stretches {
             total: 0,
             arena_keys: 0,
             open: Vec::new(),
-            fingerprint: 0,
             rows: 0,
+            suffix: Suffix::default(),
+            kind,
             last: Vec::new(),
             nulls: 0,
             most,
@@ -132,30 +142,44 @@ impl Stretches {
         })
     }
 
-    /// `rows` rows of `value` (whose fingerprint is `fingerprint`), the
-    /// next in the run. On an error the value is not kept, and what was
-    /// kept is whole ([`Self::into_each`]).
+    /// `rows` rows of `value`, the next in the run. On an error the value
+    /// is not kept, and what was kept is whole ([`Self::into_each`]).
+    #[cfg(test)]
+    pub(super) fn add(&mut self, value: &[u8], rows: u64) -> Result<(), Stop> {
+        self.add_ordered(value, rows, self.order(value))
+    }
+
+    /// How `value` compares with the key now open (`None`: there is none).
     #[inline]
-    pub(super) fn add(&mut self, fingerprint: u64, value: &[u8], rows: u64) -> Result<(), Stop> {
+    pub(super) fn order(&self, value: &[u8]) -> Option<Ordering> {
+        (self.rows > 0).then(|| value.cmp(&self.open))
+    }
+
+    /// [`Self::add`], given what [`Self::order`] says of `value`.
+    #[inline]
+    pub(super) fn add_ordered(
+        &mut self,
+        value: &[u8],
+        rows: u64,
+        order: Option<Ordering>,
+    ) -> Result<(), Stop> {
         if rows == 0 {
             return Ok(());
         }
-        if self.rows > 0 {
-            match value.cmp(&self.open) {
-                Ordering::Equal => {
-                    self.rows += rows;
-                    return Ok(());
-                }
-                Ordering::Greater => self.close()?,
-                Ordering::Less => {
-                    self.close()?;
-                    self.next_stretch()?;
-                }
+        match order {
+            None => {}
+            Some(Ordering::Equal) => {
+                self.rows += rows;
+                return Ok(());
+            }
+            Some(Ordering::Greater) => self.close()?,
+            Some(Ordering::Less) => {
+                self.close()?;
+                self.next_stretch()?;
             }
         }
         self.open.clear();
         self.open.extend_from_slice(value);
-        self.fingerprint = fingerprint;
         self.rows = rows;
         Ok(())
     }
@@ -167,7 +191,7 @@ impl Stretches {
 
     /// Writes the open key to its stretch; on an error nothing changes.
     fn close(&mut self) -> Result<(), Stop> {
-        let need = 3 * 10 + self.open.len() + 8;
+        let need = 3 * 10 + self.open.len();
         let full = self.arena_keys >= self.most_keys;
         if full || self.arena.len() + need > self.arena.capacity() {
             self.grow(need, full)?;
@@ -182,16 +206,16 @@ impl Stretches {
             self.last.clear();
             self.restarts.push(self.arena.len() as u64);
         }
-        let shared = (self.last.iter().zip(&self.open))
-            .take_while(|(a, b)| a == b)
-            .count();
-        let rest = &self.open[shared..];
+        let shared = shared(&self.last, &self.open);
+        let (rest, without) = self.suffix.strip(&self.open[shared..]);
         put_varint(&mut self.arena, shared as u64);
-        put_varint(&mut self.arena, rest.len() as u64);
+        put_varint(
+            &mut self.arena,
+            (rest.len() as u64) << 1 | u64::from(without),
+        );
         self.arena.extend_from_slice(rest);
-        self.arena
-            .extend_from_slice(&self.fingerprint.to_le_bytes());
         put_varint(&mut self.arena, self.rows);
+        self.suffix.sample(&self.open);
         std::mem::swap(&mut self.last, &mut self.open);
         self.rows = 0;
         self.keys += 1;
@@ -262,7 +286,7 @@ impl Stretches {
         if self.rows > 0 {
             // The last key is written whatever the budget (into the room
             // the arena has, as a rule).
-            self.arena.reserve_exact(3 * 10 + self.open.len() + 8);
+            self.arena.reserve_exact(3 * 10 + self.open.len());
             self.write();
         }
         if self.keys > 0 {
@@ -283,17 +307,19 @@ impl Stretches {
         self.last.clear();
     }
 
-    /// The stretches' keys, each with its fingerprint and rows; the null
-    /// rows are not among them.
+    /// The stretches' keys, each with its fingerprint (as the walk hashes
+    /// it) and rows; the null rows are not among them.
     pub(super) fn into_each(
         mut self,
         mut f: impl FnMut(u64, &[u8], u64),
     ) -> Result<(), StoreError> {
         self.finish();
+        let state = RandomState::with_seed(encode::SEED);
         for stretch in &self.closed {
             let mut cursor = self.cursor(stretch, 0);
             while cursor.next() {
-                f(cursor.fingerprint, &cursor.key, cursor.rows);
+                let fingerprint = encode::first(self.kind, &state, &cursor.key);
+                f(fingerprint, &cursor.key, cursor.rows);
             }
             cursor.failed()?;
         }
@@ -315,7 +341,7 @@ impl Stretches {
             failed: None,
             left: stretch.keys - r * RESTART,
             key: Vec::with_capacity(KEY_ROOM),
-            fingerprint: 0,
+            suffix: self.suffix.chosen(),
             rows: 0,
             skip: 0,
             prefix: 0,
@@ -395,7 +421,8 @@ struct Cursor<'a> {
     failed: Option<StoreError>,
     left: usize,
     key: Vec<u8>,
-    fingerprint: u64,
+    /// The suffix of the keys stored without it.
+    suffix: &'a [u8],
     rows: u64,
     /// The bytes every key of the merge shares, and the 8 bytes of the
     /// key after them ([`prefix`]).
@@ -422,6 +449,9 @@ enum Source<'a> {
 /// A key's two lengths take at most this many bytes, and its rows.
 const VARINTS: usize = 20;
 
+/// How far ahead of its key a cursor asks the cache for its stretch.
+const AHEAD: usize = 128;
+
 impl Cursor<'_> {
     /// Steps to the next key; `false` past the last, or when a stretch
     /// on disk cannot be read ([`Self::failed`]).
@@ -432,21 +462,30 @@ impl Cursor<'_> {
         }
         self.left -= 1;
         let decoded = match &mut self.source {
-            Source::Memory(buf) => decode(buf, &mut self.key).inspect(|d| *buf = &buf[d.2..]),
+            Source::Memory(buf) => {
+                // The line two ahead is asked for: the cursors of a merge
+                // of many stretches read as many places at once, too many
+                // for the hardware to see each one's stream.
+                super::filed::prefetch(buf.as_ptr().wrapping_add(AHEAD));
+                decode(buf, &mut self.key, self.suffix).inspect(|d| *buf = &buf[d.1..])
+            }
             Source::Disk(reader) => match ahead(reader) {
-                Ok(buf) => decode(buf, &mut self.key).inspect(|d| reader.take(d.2)),
+                Ok(buf) => {
+                    super::filed::prefetch(buf.as_ptr().wrapping_add(AHEAD));
+                    decode(buf, &mut self.key, self.suffix).inspect(|d| reader.take(d.1))
+                }
                 Err(e) => {
                     (self.left, self.failed) = (0, Some(e));
                     return false;
                 }
             },
         };
-        let Some((fingerprint, rows, _)) = decoded else {
+        let Some((rows, _)) = decoded else {
             let cut = std::io::Error::new(ErrorKind::UnexpectedEof, "a sorted key ends early");
             (self.left, self.failed) = (0, Some(StoreError::Read(cut)));
             return false;
         };
-        (self.fingerprint, self.rows) = (fingerprint, rows);
+        self.rows = rows;
         self.prefix = prefix(&self.key, self.skip);
         true
     }
@@ -457,32 +496,96 @@ impl Cursor<'_> {
     }
 }
 
-/// The key at the start of `buf` into `key` (which holds the one before):
-/// its fingerprint, its rows and the bytes it took; `None` when `buf` ends
-/// inside it (a file cut short under the run).
+/// The key at the start of `buf` into `key` (which holds the one before;
+/// `suffix` the keys stored without it end with): its rows and the bytes
+/// it took; `None` when `buf` ends inside it (a file cut short under the
+/// run).
 #[inline]
-fn decode(buf: &[u8], key: &mut Vec<u8>) -> Option<(u64, u64, usize)> {
+fn decode(buf: &[u8], key: &mut Vec<u8>, suffix: &[u8]) -> Option<(u64, usize)> {
     let (shared, after) = take_varint(buf);
-    let (len, after) = take_varint(after);
-    let rest = after.get(..usize::try_from(len).ok()?)?;
-    let fingerprint = after.get(rest.len()..rest.len() + 8)?;
-    let (rows, end) = take_varint(&after[rest.len() + 8..]);
-    if usize::try_from(shared).ok()? > key.len() || end.len() == after.len() - rest.len() - 8 {
+    let (stored, after) = take_varint(after);
+    let rest = after.get(..usize::try_from(stored >> 1).ok()?)?;
+    let (rows, end) = take_varint(&after[rest.len()..]);
+    if usize::try_from(shared).ok()? > key.len() || end.len() == after.len() - rest.len() {
         return None;
     }
     key.truncate(shared as usize);
     key.extend_from_slice(rest);
-    let fingerprint = u64::from_le_bytes(fingerprint.try_into().ok()?);
-    Some((fingerprint, rows, buf.len() - end.len()))
+    if stored & 1 == 1 {
+        key.extend_from_slice(suffix);
+    }
+    Some((rows, buf.len() - end.len()))
 }
 
 /// The bytes ahead of `reader`, a whole key at least.
 fn ahead<'r>(reader: &'r mut disk::Reader<'_>) -> Result<&'r [u8], StoreError> {
     let head = reader.ahead(VARINTS)?;
     let (_, after) = take_varint(head);
-    let (len, after) = take_varint(after);
-    let whole = head.len() - after.len() + len as usize + 8 + VARINTS;
+    let (stored, after) = take_varint(after);
+    let whole = head.len() - after.len() + (stored >> 1) as usize + VARINTS;
     reader.ahead(whole)
+}
+
+/// How many bytes `a` and `b` start with alike, compared 8 at a time.
+#[inline]
+fn shared(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut at = 0;
+    while at + 8 <= n {
+        let x = u64::from_le_bytes(a[at..at + 8].try_into().unwrap_or_default());
+        let y = u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
+        if x != y {
+            return at + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + (a[at..n].iter().zip(&b[at..n]))
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// The suffix a run's keys are stored without: chosen from its first
+/// [`SAMPLE`] keys (stored whole) much as the bins choose theirs
+/// ([`affixes::suffix`]), then fixed. A key is stored without it when the bytes
+/// it keeps after those it shares with the key before end with it, and
+/// says so (the low bit of its length), so that nothing depends on the
+/// sample but the room the keys take.
+#[derive(Default)]
+struct Suffix {
+    /// The keys sampled, until the suffix is chosen.
+    sample: Vec<Box<[u8]>>,
+    /// Chosen: the suffix (empty: none worth keeping).
+    chosen: Option<Box<[u8]>>,
+}
+
+impl Suffix {
+    /// Samples `key`, a key just stored, until the suffix is chosen.
+    #[inline]
+    fn sample(&mut self, key: &[u8]) {
+        if self.chosen.is_some() {
+            return;
+        }
+        self.sample.push(key.into());
+        if self.sample.len() == SAMPLE {
+            let sample: Vec<&[u8]> = self.sample.iter().map(|k| &k[..]).collect();
+            self.chosen = Some(affixes::suffix(&sample).into());
+            self.sample = Vec::new();
+        }
+    }
+
+    /// `rest` without the suffix, and whether it ended with it.
+    #[inline]
+    fn strip<'a>(&self, rest: &'a [u8]) -> (&'a [u8], bool) {
+        match &self.chosen {
+            Some(s) if !s.is_empty() && rest.ends_with(s) => (&rest[..rest.len() - s.len()], true),
+            _ => (rest, false),
+        }
+    }
+
+    /// The suffix chosen (empty: none yet, or none).
+    fn chosen(&self) -> &[u8] {
+        self.chosen.as_deref().unwrap_or_default()
+    }
 }
 
 #[cfg(test)]
@@ -510,9 +613,9 @@ mod tests {
     }
 
     fn run(values: &[&str]) -> Stretches {
-        let mut s = Stretches::new(usize::MAX, &runtime()).unwrap();
-        for (i, v) in values.iter().enumerate() {
-            s.add(i as u64, v.as_bytes(), 1).unwrap();
+        let mut s = Stretches::new(usize::MAX, &runtime(), Kind::Text).unwrap();
+        for v in values {
+            s.add(v.as_bytes(), 1).unwrap();
         }
         s
     }
@@ -523,7 +626,7 @@ mod tests {
         // `b` lies in all three, `c` in two, `e` across a stretch's end.
         let mut first = run(&["a", "b", "b", "c", "e"]);
         for v in ["b", "c", "d", "e"] {
-            first.add(0, v.as_bytes(), 1).unwrap();
+            first.add(v.as_bytes(), 1).unwrap();
         }
         assert_eq!(first.stretches(), 2);
         let second = run(&["b", "f"]);
@@ -544,14 +647,14 @@ mod tests {
         let mut want = std::collections::HashMap::new();
         let mut runs = Vec::new();
         for _ in 0..3 {
-            let mut s = Stretches::new(usize::MAX, &runtime()).unwrap();
+            let mut s = Stretches::new(usize::MAX, &runtime(), Kind::Text).unwrap();
             for _ in 0..3 {
                 let mut keys: Vec<String> = (0..5_000)
                     .map(|_| format!("k{:05}", next() % 20_000))
                     .collect();
                 keys.sort();
                 for k in keys {
-                    s.add(0, k.as_bytes(), 1).unwrap();
+                    s.add(k.as_bytes(), 1).unwrap();
                     *want.entry(k).or_insert(0u64) += 1;
                 }
             }
@@ -592,7 +695,7 @@ mod tests {
             let mut want = std::collections::HashMap::new();
             let mut runs = Vec::new();
             for r in 0..2 {
-                let mut s = Stretches::new(usize::MAX, &runtime()).unwrap();
+                let mut s = Stretches::new(usize::MAX, &runtime(), Kind::Text).unwrap();
                 for t in 0..3u64 {
                     let mut part: Vec<&Vec<u8>> = (keys.iter().enumerate())
                         .filter(|(i, _)| (*i as u64 * 7 + seed + r * 3 + t) % 5 < 2)
@@ -600,7 +703,7 @@ mod tests {
                         .collect();
                     part.sort();
                     for k in part {
-                        s.add(0, k, 1).unwrap();
+                        s.add(k, 1).unwrap();
                         *want.entry(k.clone()).or_insert(0u64) += 1;
                     }
                 }
@@ -627,6 +730,74 @@ mod tests {
         }
     }
 
+    /// Keys nine in ten of which end alike (stored without it), others
+    /// not, some the start of others and some ending in part of the
+    /// suffix: merged from memory and from disk to a HashMap's count, and
+    /// handed back whole and in order.
+    #[test]
+    fn keys_stored_without_their_suffix_come_back_whole() {
+        let mut next = crate::test_rng::below(11);
+        let keys: Vec<Vec<u8>> = (0..30_000)
+            .map(|_| {
+                let len = next(8);
+                let mid: Vec<u8> = (0..len).map(|_| b"01@xmail"[next(8) as usize]).collect();
+                let tail: &[u8] = match next(40) {
+                    0 => b"@other.org",
+                    1 => b"",
+                    2 => b"mail.com",
+                    _ => b"@example-mail.com",
+                };
+                [&b"user-"[..], &mid, tail].concat()
+            })
+            .collect();
+        // Each run's keys as they come: three sorted parts.
+        let parts = |r: u64| -> Vec<Vec<u8>> {
+            (0..3u64)
+                .flat_map(|t| {
+                    let mut part: Vec<Vec<u8>> = (keys.iter().enumerate())
+                        .filter(|(i, _)| (*i as u64 * 7 + r * 3 + t) % 5 < 2)
+                        .map(|(_, k)| k.clone())
+                        .collect();
+                    part.sort();
+                    part
+                })
+                .collect()
+        };
+        let runs_on = |rt: &Arc<RuntimeEnv>| -> Vec<Stretches> {
+            (0..2)
+                .map(|r| {
+                    let mut s = Stretches::new(1 << 20, rt, Kind::Text).unwrap();
+                    parts(r).iter().for_each(|k| s.add(k, 1).unwrap());
+                    let suffix = s.suffix.chosen();
+                    assert!(suffix.len() >= 4 && b"@example-mail.com".ends_with(suffix));
+                    s
+                })
+                .collect()
+        };
+        let mut want = std::collections::HashMap::new();
+        for k in parts(0).into_iter().chain(parts(1)) {
+            *want.entry(k).or_insert(0u64) += 1;
+        }
+        let repeated = want.values().filter(|&&n| n > 1).count() as u64;
+        for (rt, threads) in [(runtime(), 1), (runtime(), 3), (small(true), 2)] {
+            let t = merged(runs_on(&rt), false, threads).unwrap();
+            assert_eq!((t.distinct, t.repeated), (want.len() as u64, repeated));
+        }
+        // Each run's keys back whole, in the order they came.
+        for (r, s) in runs_on(&small(true)).into_iter().enumerate() {
+            let mut back: Vec<(Vec<u8>, u64)> = Vec::new();
+            s.into_each(|_, k, n| back.push((k.to_vec(), n))).unwrap();
+            let mut came: Vec<(Vec<u8>, u64)> = Vec::new();
+            for k in parts(r as u64) {
+                match came.last_mut() {
+                    Some((last, n)) if *last == k => *n += 1,
+                    _ => came.push((k, 1)),
+                }
+            }
+            assert_eq!(back, came);
+        }
+    }
+
     /// A key cut anywhere short (a spill file cut under the run) is no
     /// key, never a panic or a key of other bytes.
     #[test]
@@ -634,38 +805,42 @@ mod tests {
         let mut s = run(&["customer-0001@x", "customer-0002@x"]);
         s.finish();
         let mut key = Vec::new();
-        let (_, _, first) = decode(&s.arena, &mut key).unwrap();
+        let (_, first) = decode(&s.arena, &mut key, b"").unwrap();
         let whole = &s.arena[first..];
         let mut key = b"customer-0001@x".to_vec();
-        assert_eq!(decode(whole, &mut key).map(|d| d.2), Some(whole.len()));
+        assert_eq!(decode(whole, &mut key, b"").map(|d| d.1), Some(whole.len()));
         assert_eq!(key, b"customer-0002@x");
         for cut in 0..whole.len() {
             let mut key = b"customer-0001@x".to_vec();
-            assert_eq!(decode(&whole[..cut], &mut key), None, "cut at {cut}");
+            assert_eq!(decode(&whole[..cut], &mut key, b""), None, "cut at {cut}");
         }
         // Sharing more bytes than the key before holds.
-        assert_eq!(decode(whole, &mut Vec::new()), None);
+        assert_eq!(decode(whole, &mut Vec::new(), b""), None);
     }
 
     #[test]
     fn keys_come_back_whole_with_their_fingerprints_and_rows() {
         let values = ["customer-0001@x", "customer-0002@x", "customer-0100@y", "d"];
         let mut s = run(&values);
-        s.add(9, b"d", 4).unwrap();
+        s.add(b"d", 4).unwrap();
         let mut back = Vec::new();
         s.into_each(|f, k, n| back.push((f, String::from_utf8(k.to_vec()).unwrap(), n)))
             .unwrap();
-        let want: Vec<(u64, String, u64)> = (values.iter().enumerate())
-            .map(|(i, v)| (i as u64, v.to_string(), if *v == "d" { 5 } else { 1 }))
+        let state = RandomState::with_seed(encode::SEED);
+        let want: Vec<(u64, String, u64)> = (values.iter())
+            .map(|v| {
+                let f = encode::first(Kind::Text, &state, v.as_bytes());
+                (f, v.to_string(), if *v == "d" { 5 } else { 1 })
+            })
             .collect();
         assert_eq!(back, want);
     }
 
     #[test]
     fn values_out_of_order_give_the_stretches_up() {
-        let mut s = Stretches::new(usize::MAX, &runtime()).unwrap();
+        let mut s = Stretches::new(usize::MAX, &runtime(), Kind::Text).unwrap();
         let got: Vec<Result<(), Stop>> = (["m", "c", "x", "a"].iter())
-            .map(|v| s.add(0, v.as_bytes(), 1))
+            .map(|v| s.add(v.as_bytes(), 1))
             .collect();
         assert_eq!(got, vec![Ok(()), Ok(()), Ok(()), Err(Stop::Disorder)]);
         // What was kept before is whole: m, c and x (a was refused).
@@ -678,15 +853,15 @@ mod tests {
     /// even numbers, then the odd ones.
     fn two_stretches(s: &mut Stretches, n: u64) -> Result<(), Stop> {
         for i in (0..n).step_by(2).chain((1..n).step_by(2)) {
-            s.add(i, format!("key-{i:012}").as_bytes(), 1)?;
+            s.add(format!("key-{i:012}").as_bytes(), 1)?;
         }
         Ok(())
     }
 
     #[test]
     fn stretches_beyond_their_budget_go_to_disk_and_come_back_whole() {
-        let n = 200_000;
-        let mut s = Stretches::new(1 << 20, &small(true)).unwrap();
+        let n = 500_000;
+        let mut s = Stretches::new(1 << 20, &small(true), Kind::Text).unwrap();
         two_stretches(&mut s, n).unwrap();
         assert!(s.bytes() <= 1 << 20);
         assert!(s.written() > 1 << 20, "{}", s.written());
@@ -694,18 +869,20 @@ mod tests {
         let mut back = Vec::new();
         s.into_each(|f, k, rows| back.push((f, k.to_vec(), rows)))
             .unwrap();
+        let state = RandomState::with_seed(encode::SEED);
         let want: Vec<(u64, Vec<u8>, u64)> = (0..n)
             .step_by(2)
             .chain((1..n).step_by(2))
-            .map(|i| (i, format!("key-{i:012}").into_bytes(), 1))
+            .map(|i| format!("key-{i:012}").into_bytes())
+            .map(|k| (encode::first(Kind::Text, &state, &k), k, 1))
             .collect();
         assert_eq!(back, want);
         // Merged from disk, on one thread and on three.
         for threads in [1, 3] {
-            let mut s = Stretches::new(1 << 20, &small(true)).unwrap();
+            let mut s = Stretches::new(1 << 20, &small(true), Kind::Text).unwrap();
             two_stretches(&mut s, n).unwrap();
             for i in 0..10 {
-                s.add(i, format!("key-{i:012}").as_bytes(), 1).unwrap();
+                s.add(format!("key-{i:012}").as_bytes(), 1).unwrap();
             }
             let t = merged(vec![s], false, threads).unwrap();
             assert_eq!((t.distinct, t.repeated), (n, 10));
@@ -714,7 +891,7 @@ mod tests {
 
     #[test]
     fn stretches_beyond_their_budget_with_no_disk_stop_full() {
-        let mut s = Stretches::new(1 << 20, &small(false)).unwrap();
+        let mut s = Stretches::new(1 << 20, &small(false), Kind::Text).unwrap();
         assert_eq!(two_stretches(&mut s, 1_000_000), Err(Stop::Full));
         assert!(s.bytes() <= 1 << 20);
         let mut kept = 0;

@@ -90,6 +90,12 @@ impl Walks<FileColumns> {
         };
         self.runs.get(run).map_or(0, |r| r.iter().map(rows).sum())
     }
+
+    /// How the first key column is hashed (as it is in every file: the
+    /// table's type decides).
+    pub(super) fn first_kind(&self) -> Kind {
+        (self.files.first().and_then(|f| f.parts.first())).map_or(Kind::Text, |p| p.1)
+    }
 }
 
 /// The leaf column of top-level column `column` in a file, if it has one.

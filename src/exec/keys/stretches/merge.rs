@@ -12,6 +12,15 @@ pub(in crate::exec::keys) fn mergeable(stretches: usize) -> bool {
     stretches <= MOST_STRETCHES
 }
 
+/// What `-v` says of the suffix the runs' keys are stored without, if
+/// any: the longest.
+pub(in crate::exec::keys) fn suffix_said(runs: &[Stretches]) -> String {
+    match runs.iter().map(|r| r.suffix.chosen().len()).max() {
+        None | Some(0) => String::new(),
+        Some(n) => format!(", keys stored without a suffix of {n} bytes"),
+    }
+}
+
 /// The keys of every run's stretches merged in order of their bytes and
 /// counted, null rows as one key when `nulls_equal`; on `threads` threads,
 /// each merging a range of the keys (cut at whole keys of the longest
