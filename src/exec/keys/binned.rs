@@ -14,13 +14,15 @@
 //! falls in the same bin in every run, so a bin's table counts it whole,
 //! and no value is looked up twice.
 //!
-//! An entry is the value's cut fingerprint (the bytes the run's cut may
-//! set, 5 at 10M rows, so that the bins can be given up to the store),
-//! its length and, past one, its rows (varints, see [`Form`]), then its
-//! bytes (without the prefix and suffix most of the key's values share,
-//! when there are such: [`super::affixes`]). A value is found in a bin's
-//! table by its fingerprint and compared byte for byte, so the count is
-//! exact whatever the hash.
+//! An entry is the value's length and, past one, its rows (varints, see
+//! [`Form`]), then its bytes (without the prefix and suffix most of the
+//! key's values share, when there are such: [`super::affixes`]). A text
+//! value's fingerprint is hashed again from its bytes should the bins be
+//! given up to the store; a composite's entry (its bytes are Arrow's row
+//! format, not what the fingerprint hashed) starts with the bytes its
+//! run's cut may set (5 at 10M rows). A value is found in a bin's table by
+//! a hash of its bytes (a composite's: its fingerprint) and compared byte
+//! for byte, so the count is exact whatever the hash.
 //!
 //! A value that comes back to its bin with other values in between takes
 //! an entry each time. When values of a few thousand rows each, or a few
@@ -41,12 +43,14 @@
 
 use std::sync::Arc;
 
+use datafusion::common::hash_utils::RandomState;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::runtime_env::RuntimeEnv;
 
 use super::affixes::Affixes;
 use super::count::share;
-use super::entries::Form;
+use super::encode::{self, Kind};
+use super::entries::{Form, TAGS};
 use super::filed::prefetch;
 use super::found::Tallied;
 use super::key::Key as _;
@@ -87,6 +91,10 @@ const HEAD_MOST: usize = 18;
 /// or two more than most runs' heads: a fingerprint of 5 or 6 bytes, and
 /// a byte for a value of less than 64 bytes in one row).
 pub(super) const HEAD: usize = 10;
+
+/// Bytes of a text value's entry before its value's, about (it keeps no
+/// fingerprint).
+pub(super) const TEXT_HEAD: usize = 2;
 
 /// The bins of an input of `rows` rows, each run's taking at most `most`
 /// bytes in memory (a text key's run: half its table's share, see
@@ -137,16 +145,20 @@ pub(super) struct Binned {
     /// value as stored ([`super::affixes`]).
     affixes: Option<Arc<Affixes>>,
     stored: Vec<u8>,
+    /// How a text value's fingerprint is hashed again from its bytes
+    /// (`None`: a composite's, kept in its entry).
+    kind: Option<Kind>,
 }
 
 impl Binned {
-    /// `bins` (a power of two) empty bins keeping `mask` of a fingerprint,
-    /// with room for `expected` bytes of entries in all (or as many as
-    /// `most`), taking at most `most` bytes of `runtime`'s pool, the rest
-    /// written to its disk, their values stored without `affixes` (the
-    /// same in every run); `None` when that room is refused.
+    /// `bins` (a power of two) empty bins keeping `mask` of a fingerprint
+    /// (hashed again as `kind` hashes text, or kept in the entries when
+    /// `None`), with room for `expected` bytes of entries in all (or as
+    /// many as `most`), taking at most `most` bytes of `runtime`'s pool,
+    /// the rest written to its disk, their values stored without
+    /// `affixes` (the same in every run); `None` when that room is refused.
     pub(super) fn new(
-        (bins, affixes): (usize, Option<Arc<Affixes>>),
+        (bins, affixes, kind): (usize, Option<Arc<Affixes>>, Option<Kind>),
         mask: u64,
         (expected, most): (usize, usize),
         runtime: &Arc<RuntimeEnv>,
@@ -174,7 +186,7 @@ impl Binned {
             outsized: crate::hooks::outsized_bin().unwrap_or(OUTSIZED).max(1),
             shift: 64 - bins.trailing_zeros(),
             mask,
-            form: Form::of(mask),
+            form: Form::of(kind.is_none().then_some(mask)),
             nulls: 0,
             most,
             held,
@@ -182,6 +194,7 @@ impl Binned {
             segments: Segments::new(runtime, "dqgate key bins"),
             affixes,
             stored: Vec::new(),
+            kind,
         })
     }
 
@@ -224,8 +237,8 @@ impl Binned {
         let last = self.last[b] as usize;
         let (form, bin) = (self.form, &mut self.bins[b]);
         if last < bin.len() && self.last_w[b] == w && bin.capacity() - bin.len() >= 5 {
-            let (had, bytes, n, _) = form.entry(bin, last);
-            if had == w && bytes == value {
+            let (_, bytes, n, _) = form.entry(bin, last);
+            if bytes == value {
                 if let Ok(rows) = u32::try_from(n + u64::from(rows)) {
                     bin.truncate(last);
                     form.put(bin, w, value, u64::from(rows));
@@ -325,16 +338,16 @@ impl Binned {
         slots.resize(COMPACT_SLOTS, FREE_SLOT);
         let mut out = Vec::with_capacity(room);
         let (mut tabled, mut had, mut entries) = (0, 0, 0);
+        let state = RandomState::with_seed(TAGS);
         for (at, w, value, rows) in form.entries(bin) {
             had += 1;
-            let found = lookup(slots, w.mix() as u32, value, |s| {
-                form.entry(bin, s.at as usize).1
-            });
+            let tag = form.tag(w, value, &state);
+            let found = lookup(slots, tag, value, |s| form.entry(bin, s.at as usize).1);
             match found {
                 Ok(i) => slots[i].rows += rows,
                 Err(i) if tabled < COMPACT_SLOTS / 4 * 3 => {
                     slots[i] = Slot {
-                        tag: w.mix() as u32,
+                        tag,
                         run: 0,
                         at: at as u64,
                         rows,
@@ -423,14 +436,20 @@ impl Binned {
         self.tabled_in_place
     }
 
-    /// Every entry, with its cut fingerprint and rows, bin by bin (those
-    /// on disk read back); then the null rows.
+    /// Every entry, with its cut fingerprint (hashed again, for text) and
+    /// rows, bin by bin (those on disk read back); then the null rows.
     pub(super) fn each(&self, mut f: impl FnMut(u64, &[u8], u64)) -> Result<u64, StoreError> {
         let (mut buf, mut value) = (Vec::new(), Vec::new());
+        let state = RandomState::with_seed(encode::SEED);
         for b in 0..self.bins.len() {
             for part in self.parts(b, &mut buf)? {
                 for (_, w, stored, rows) in self.form.entries(part) {
-                    f(w, self.value(stored, &mut value), rows);
+                    let value = self.value(stored, &mut value);
+                    let w = match self.kind {
+                        Some(kind) => encode::first(kind, &state, value) & self.mask,
+                        None => w,
+                    };
+                    f(w, value, rows);
                 }
             }
         }
@@ -536,10 +555,11 @@ fn table(
     let size = (count + count / 3 + 1).next_power_of_two().max(16);
     slots.clear();
     slots.resize(size, FREE_SLOT);
-    let form = runs.first().map_or(Form::of(u64::MAX), |r| r.form);
+    let form = runs.first().map_or(Form::of(None), |r| r.form);
+    let state = RandomState::with_seed(TAGS);
     for (r, bin) in parts.iter().enumerate() {
         for (at, w, value, rows) in form.entries(bin) {
-            let tag = w.mix() as u32;
+            let tag = form.tag(w, value, &state);
             match lookup(slots, tag, value, |s| {
                 form.entry(parts[s.run as usize], s.at as usize).1
             }) {
@@ -599,27 +619,31 @@ mod tests {
     /// values that are prefixes of others included, on 1 to 3 threads;
     /// in memory, and written to disk past a budget of a few bins' room;
     /// and stored without affixes (`value ` and `2`: some values have
-    /// both, others one or none, and are stored whole).
+    /// both, others one or none, and are stored whole); the fingerprints
+    /// kept in the entries (a composite's) or not (text's).
     #[test]
     fn binned_values_match_a_map() {
         let mut state = 0x2545_F491_4F6C_DD1Du64;
         let affixes = Affixes::of(&[&b"value 12"[..], &b"value 2"[..]]).map(Arc::new);
         assert!(affixes.is_some());
-        for (bins, most, affixed) in [
+        let shapes = [
             (16, usize::MAX, false),
             (64, usize::MAX, false),
             (16, 64 << 10, false),
             (16, usize::MAX, true),
             (16, 64 << 10, true),
-        ] {
+        ];
+        let kinds = [None, Some(Kind::Text)];
+        for ((bins, most, affixed), kind) in shapes.into_iter().flat_map(|s| kinds.map(|k| (s, k)))
+        {
             let affixes = affixes.clone().filter(|_| affixed);
             let runtime = runtime(usize::MAX, true);
             let mut want: HashMap<Vec<u8>, u64> = HashMap::new();
             let mut nulls = 0;
             let mut runs = Vec::new();
             for _ in 0..3 {
-                let mut binned =
-                    Binned::new((bins, affixes.clone()), 0xF, (1000, most), &runtime).unwrap();
+                let shape = (bins, affixes.clone(), kind);
+                let mut binned = Binned::new(shape, 0xF, (1000, most), &runtime).unwrap();
                 for i in 0..8000 {
                     let v = next(&mut state) % 2700;
                     // A hot value: a fifth of the rows.
@@ -698,7 +722,8 @@ mod tests {
             let mut runs = Vec::new();
             let mut state = 0x9E37_79B9_7F4A_7C15u64;
             for _ in 0..2 {
-                let mut binned = Binned::new((16, None), u64::MAX, (1000, most), &runtime).unwrap();
+                let shape = (16, None, None);
+                let mut binned = Binned::new(shape, u64::MAX, (1000, most), &runtime).unwrap();
                 // Two fingerprints of one bin.
                 let hot: Vec<u64> = (1u64..).filter(|w| binned.bin(*w) == 3).take(2).collect();
                 for i in 0..100_000u64 {
@@ -732,22 +757,29 @@ mod tests {
     }
 
     /// Bins past their budget with nowhere to write, or refused by the
-    /// pool, add nothing more, and give back every entry they took; a
-    /// budget of less than [`LEAST_ROOM`] a bin takes no bins.
+    /// pool, add nothing more, and give back every entry they took, with
+    /// its fingerprint (kept, or text's hashed again); a budget of less
+    /// than [`LEAST_ROOM`] a bin takes no bins.
     #[test]
     fn full_bins_refuse_and_give_back_every_entry() {
-        for (most, runtime) in [
-            (80 << 10, runtime(usize::MAX, false)),
-            (usize::MAX, runtime(90_000, false)),
+        let hashed = RandomState::with_seed(encode::SEED);
+        for (most, runtime, kind) in [
+            (80 << 10, runtime(usize::MAX, false), None),
+            (usize::MAX, runtime(90_000, false), None),
+            (80 << 10, runtime(usize::MAX, false), Some(Kind::Text)),
+            (usize::MAX, runtime(90_000, false), Some(Kind::Text)),
         ] {
-            let mut b = Binned::new((16, None), u64::MAX, (0, most), &runtime).unwrap();
+            let mut b = Binned::new((16, None, kind), u64::MAX, (0, most), &runtime).unwrap();
             let added = (0u64..).take_while(|i| b.add(i.mix(), &i.to_le_bytes(), 1 + i % 2));
             let n = added.count() as u64;
             assert!((1000..10_000).contains(&n), "{n}");
             let (mut entries, mut rows) = (0, 0);
             let nulls = b.each(|w, v, r| {
                 let i = u64::from_le_bytes(v.try_into().unwrap());
-                assert_eq!(w, i.mix());
+                match kind {
+                    None => assert_eq!(w, i.mix()),
+                    Some(k) => assert_eq!(w, encode::first(k, &hashed, v)),
+                }
                 entries += 1;
                 rows += r;
             });
@@ -758,7 +790,7 @@ mod tests {
         }
         let runtime = runtime(usize::MAX, true);
         assert!(Binned::new(
-            (16, None),
+            (16, None, None),
             u64::MAX,
             (1 << 20, 16 * LEAST_ROOM - 1),
             &runtime

@@ -1,12 +1,22 @@
 //! The entries of a run's bins of exact values ([`super::binned`]): how
 //! they are written and read back.
 
+use std::hash::BuildHasher as _;
+
+use datafusion::common::hash_utils::RandomState;
+
+use super::key::Key as _;
 use super::varint::{put_varint, take_varint};
 
+/// The seed of the hash of a stored value that finds it in a bin's table
+/// ([`Form::tag`]; any will do: it is compared byte for byte).
+pub(super) const TAGS: u64 = 0x6269_6e73_7461_6773;
+
 /// How a run's entries are written: the bytes of the cut fingerprint
-/// they keep (those its mask may set), then the value's length shifted up
-/// a bit, whose low bit says whether its rows follow (an entry of one row
-/// says none), as varints, then its bytes.
+/// they keep (those its mask may set; none when the fingerprint is hashed
+/// again from the value), then the value's length shifted up a bit, whose
+/// low bit says whether its rows follow (an entry of one row says none),
+/// as varints, then its bytes.
 #[derive(Clone, Copy)]
 pub(super) struct Form {
     fingerprint: usize,
@@ -15,7 +25,15 @@ pub(super) struct Form {
 }
 
 impl Form {
-    pub(super) fn of(mask: u64) -> Form {
+    /// Entries keeping the bytes of cut fingerprints of `mask`, or none
+    /// of them when `None` (their fingerprints read as 0).
+    pub(super) fn of(mask: Option<u64>) -> Form {
+        let Some(mask) = mask else {
+            return Form {
+                fingerprint: 0,
+                kept: 0,
+            };
+        };
         let bits = 64 - mask.leading_zeros() as usize;
         let fingerprint = bits.div_ceil(8).max(1);
         Form {
@@ -24,13 +42,26 @@ impl Form {
         }
     }
 
+    /// The low half of the mix of the fingerprint `w` an entry keeps, or
+    /// (`state` seeded with [`TAGS`]) of a hash of its `stored` bytes when
+    /// it keeps none: what finds it in a bin's table.
+    #[inline]
+    pub(super) fn tag(self, w: u64, stored: &[u8], state: &RandomState) -> u32 {
+        match self.fingerprint > 0 {
+            true => w.mix() as u32,
+            false => state.hash_one(stored) as u32,
+        }
+    }
+
     /// Appends an entry of `rows` rows of `value`, of cut fingerprint `w`.
     #[inline]
     pub(super) fn put(self, bin: &mut Vec<u8>, w: u64, value: &[u8], rows: u64) {
         // 8 bytes written and those past the fingerprint taken back: a
         // copy of a fixed length.
-        bin.extend_from_slice(&w.to_le_bytes());
-        bin.truncate(bin.len() - (8 - self.fingerprint));
+        if self.fingerprint > 0 {
+            bin.extend_from_slice(&w.to_le_bytes());
+            bin.truncate(bin.len() - (8 - self.fingerprint));
+        }
         put_varint(bin, (value.len() as u64) << 1 | u64::from(rows != 1));
         if rows != 1 {
             put_varint(bin, rows);
@@ -39,7 +70,7 @@ impl Form {
     }
 
     /// Every entry of `part` (of a bin): where it starts, its cut
-    /// fingerprint, bytes and rows.
+    /// fingerprint (0 when not kept), bytes and rows.
     pub(super) fn entries(self, part: &[u8]) -> impl Iterator<Item = (usize, u64, &[u8], u64)> {
         let mut at = 0;
         std::iter::from_fn(move || {
@@ -51,8 +82,8 @@ impl Form {
         })
     }
 
-    /// The entry at `at` of `bin`: its cut fingerprint, bytes and rows,
-    /// and where the next starts. (Bins are written here, and read back
+    /// The entry at `at` of `bin`: its cut fingerprint (0 when not kept),
+    /// bytes and rows, and where the next starts. (Bins are written here, and read back
     /// whole or not at all: an entry is never cut short.)
     #[inline]
     pub(super) fn entry(self, bin: &[u8], at: usize) -> (u64, &[u8], u64, usize) {
@@ -60,6 +91,7 @@ impl Form {
         // 8 bytes read, those past the fingerprint dropped (all but at a
         // part's end, a read of a fixed length).
         let w = match rest.first_chunk::<8>() {
+            _ if self.fingerprint == 0 => 0,
             Some(eight) => u64::from_le_bytes(*eight) & self.kept,
             None => {
                 let mut w = [0u8; 8];
@@ -87,9 +119,18 @@ mod tests {
     /// than 8 bytes) included.
     #[test]
     fn entries_read_back_as_written() {
-        for bits in [0, 4, 8, 9, 36, 40, 63, 64] {
-            let mask = u64::MAX.checked_shr(64 - bits).unwrap_or(0);
-            let form = Form::of(mask);
+        for bits in [
+            None,
+            Some(0),
+            Some(4),
+            Some(8),
+            Some(9),
+            Some(36),
+            Some(40),
+            Some(64),
+        ] {
+            let mask = bits.map_or(0, |b| u64::MAX.checked_shr(64 - b).unwrap_or(0));
+            let form = Form::of(bits.map(|_| mask));
             let written: Vec<(u64, Vec<u8>, u64)> = (0..200u64)
                 .map(|i| {
                     let w = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask;
@@ -108,7 +149,7 @@ mod tests {
             let read: Vec<(u64, Vec<u8>, u64)> = (form.entries(&part))
                 .map(|(_, w, value, rows)| (w, value.to_vec(), rows))
                 .collect();
-            assert_eq!(read, written, "{bits} bits");
+            assert_eq!(read, written, "{bits:?} bits");
             // An entry of an empty value in one row alone: its fingerprint
             // and a byte (fewer than 8 bytes for most widths).
             let mut short = Vec::new();

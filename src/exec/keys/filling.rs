@@ -28,6 +28,8 @@ use super::values::Values;
 use crate::exec::ExecError as Error;
 use crate::plan::keys::KeyJob;
 
+mod visit;
+
 /// [`partition_and_count`] of the fingerprints of a key walked page by
 /// page ([`pages`], [`rowpages`]); cut by `bits`, at most `keep` repeated
 /// ones kept ([`count::Counted`]). A single text key's runs table its
@@ -75,6 +77,10 @@ pub(super) async fn partition_all<R: Split<u64>>(
         binned: None,
         bins: tabled.map_or(0, |(most, rows, _)| binned::bins_for(rows, most / 2)),
         affixes: affixes.clone(),
+        kind: match paged {
+            Paged::One(text) => text.first_kind(),
+            Paged::Rows(_) => encode::Kind::Text,
+        },
         runtime: runtime.clone(),
         gave_up: None,
         gave_up_bins: false,
@@ -301,7 +307,8 @@ fn to_bins<R: Split<u64>>(filled: &mut [Filling<R>]) -> bool {
         let Some(values) = &f.values else {
             return false;
         };
-        let Some(b) = values.to_binned((f.bins, &f.affixes), values.as_bins(), &f.runtime) else {
+        let bins = (f.bins, &f.affixes, f.kind);
+        let Some(b) = values.to_binned(bins, values.as_bins(), &f.runtime) else {
             return false;
         };
         f.binned = Some(b);
@@ -330,6 +337,8 @@ struct Filling<R: Split<u64>> {
     binned: Option<Binned>,
     bins: usize,
     affixes: Chosen,
+    /// How the key's text is hashed (the bins hash it again).
+    kind: encode::Kind,
     runtime: Arc<RuntimeEnv>,
     /// How many values the table held when the run gave it up, and
     /// whether it gave up bins.
@@ -456,7 +465,7 @@ impl<R: Split<u64>> Filling<R> {
         };
         self.gave_up = Some(values.len());
         let room = values.to_bins();
-        let bins = (self.bins, &self.affixes);
+        let bins = (self.bins, &self.affixes, self.kind);
         if let Some(b) = room.and_then(|room| values.to_binned(bins, room, &self.runtime)) {
             self.binned = Some(b);
             return;
@@ -527,73 +536,6 @@ impl<R: Split<u64>> rowpages::Rows for Filling<R> {
             if self.nulls_equal || !null {
                 self.push(h);
             }
-        }
-    }
-}
-
-impl<R: Split<u64>> pages::Visit for Filling<R> {
-    #[inline]
-    fn value(&mut self, fingerprint: u64, value: &[u8]) {
-        self.rows(fingerprint, value, 1);
-    }
-
-    /// Rows come by value (see [`Self::push_rows`]).
-    fn by_value(&self) -> bool {
-        true
-    }
-
-    fn batch(&mut self, values: &[(u64, &[u8])]) {
-        let values = match values.iter().position(|(_, v)| !self.in_order(v, 1)) {
-            None => return,
-            Some(i) => {
-                // Past the value the stretches refused, the count in order
-                // goes on alone.
-                for (_, v) in &values[i + 1..] {
-                    self.in_order(v, 1);
-                }
-                &values[i..]
-            }
-        };
-        let tabled = match &mut self.values {
-            Some(t) => t.batch(values),
-            None => 0,
-        };
-        if tabled < values.len() {
-            self.give_up();
-            let values = &values[tabled..];
-            let binned = match &mut self.binned {
-                Some(b) => b.batch(values),
-                None => 0,
-            };
-            if binned < values.len() {
-                self.give_up_bins();
-                values[binned..].iter().for_each(|(f, _)| self.push(*f));
-            }
-        }
-    }
-
-    #[inline]
-    fn rows(&mut self, fingerprint: u64, value: &[u8], rows: u64) {
-        if !self.in_order(value, rows) {
-            self.count(fingerprint, value, rows);
-        }
-    }
-
-    /// A null row's fingerprint is 0, as `encode::fingerprints` leaves it.
-    fn nulls(&mut self, n: u64) {
-        if let Some(a) = &mut self.adjacent {
-            a.nulls(n);
-        }
-        if let Some(s) = &mut self.stretches {
-            s.nulls(n);
-        }
-        if !self.nulls_equal {
-            return;
-        }
-        match (&mut self.values, &mut self.binned) {
-            (Some(t), _) => t.nulls(n),
-            (None, Some(b)) => b.nulls(n),
-            (None, None) => self.push_rows(0, n),
         }
     }
 }

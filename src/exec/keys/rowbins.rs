@@ -222,7 +222,7 @@ impl RowBins {
         }
         let expected = (self.run_rows as usize).saturating_mul(binned::HEAD + ROW_BYTES);
         self.binned = Binned::new(
-            (self.bins, None),
+            (self.bins, None, None),
             self.mask,
             (expected, self.most),
             &self.runtime,
@@ -314,7 +314,7 @@ pub(super) fn every_row_bins(
     let mut runs = Vec::new();
     for (i, groups) in walks.runs.iter().enumerate() {
         let expected = (walks.run_rows(i) as usize).saturating_mul(binned::HEAD + ROW_BYTES);
-        let binned = Binned::new((bins, None), mask, (expected, most), runtime)?;
+        let binned = Binned::new((bins, None, None), mask, (expected, most), runtime)?;
         let mut run = RowBins::new(
             Watched::default(),
             (walks.rows, walks.run_rows(i)),

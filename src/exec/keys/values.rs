@@ -52,9 +52,9 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReser
 use datafusion::execution::runtime_env::RuntimeEnv;
 
 use super::affixes::{Affixes, Chosen, SAMPLE};
-use super::binned::Binned;
 use super::filed::prefetch;
 use super::key::Key as _;
+use super::{binned::Binned, encode::Kind};
 
 /// Values tabled before a run asks whether enough of them repeat.
 pub(super) const CHECK_FROM: usize = 1 << 16;
@@ -227,11 +227,11 @@ impl Values {
 
     /// The table's values (and null rows) as `bins` bins storing them
     /// without `affixes` (of this table's first values, if it is the first
-    /// to bin), with `room` (the bytes they would take by the run's end,
-    /// and the most they may take) in `runtime`'s pool (and disk), if they fit.
+    /// to bin), hashed as `kind` hashes text, with `room` (the bytes they
+    /// would take by the run's end, and the most) in `runtime`'s pool.
     pub(super) fn to_binned(
         &self,
-        (bins, affixes): (usize, &Chosen),
+        (bins, affixes, kind): (usize, &Chosen, Kind),
         room: (usize, usize),
         runtime: &Arc<RuntimeEnv>,
     ) -> Option<Binned> {
@@ -243,10 +243,11 @@ impl Values {
             Affixes::of(&sample[..sample.len().min(SAMPLE)]).map(Arc::new)
         });
         // Entries as long as the values stored without their affixes.
-        let entry = super::binned::HEAD + self.mean();
+        let entry = super::binned::TEXT_HEAD + self.mean();
         let saved = affixes.as_ref().map_or(0, |a| a.saved()).min(entry);
         let room = (room.0 / entry.max(1) * (entry - saved), room.1);
-        let mut binned = Binned::new((bins, affixes.clone()), self.mask, room, runtime)?;
+        let shape = (bins, affixes.clone(), Some(kind));
+        let mut binned = Binned::new(shape, self.mask, room, runtime)?;
         let mut fits = true;
         self.each(|w, value, rows| fits = fits && binned.add(w, value, rows));
         binned.nulls(self.null_rows());
