@@ -21,6 +21,7 @@ use std::cmp::Ordering;
 use serde::{Deserialize, Serialize};
 
 use super::canon::{int_of, part, Columns, Kind};
+use crate::exec::published::shared_len;
 
 /// At most this many zones a column.
 pub const ZONES: usize = 32;
@@ -93,11 +94,7 @@ fn cut<'a>(
         return Vec::new();
     };
     let (least, greatest) = all.fold((first, first), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let shared = least
-        .iter()
-        .zip(greatest)
-        .take_while(|(a, b)| a == b)
-        .count();
+    let shared = shared_len(least, greatest);
     let bucket = |v: &[u8]| two_bytes_after(v, shared);
     let mut buckets: Vec<Option<Bucket>> = vec![None; 1 << 16];
     for v in values {
@@ -215,7 +212,7 @@ impl Within {
                 // Text: the longer the bytes two bounds share, the closer.
                 Union::Text(all) => {
                     merge(all, |lo, hi| lo <= hi);
-                    coarsen(all, |hi, lo| std::cmp::Reverse(shared(hi, lo)));
+                    coarsen(all, |hi, lo| std::cmp::Reverse(shared_len(hi, lo)));
                 }
             }
         }
@@ -312,11 +309,6 @@ fn coarsen<T: Clone, G: Ord>(all: &mut Vec<(T, T)>, gap: impl Fn(&T, &T) -> G) {
         }
     }
     *all = out;
-}
-
-/// How many bytes `a` and `b` start with alike.
-fn shared(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Whether a value lies in one of `zones` (ascending, apart), `against`

@@ -11,6 +11,8 @@
 //! stored bytes are, and the value is rebuilt from them whole: nothing
 //! depends on the sample, only how much room the entries take.
 
+use crate::exec::published::shared_len;
+
 /// The affixes of a check's runs, chosen by the first to bin (`None`
 /// inside: it found none worth keeping).
 pub(super) type Chosen = std::sync::Arc<std::sync::OnceLock<Option<std::sync::Arc<Affixes>>>>;
@@ -42,22 +44,15 @@ impl Affixes {
     /// last values of `sample` shares with nine in ten of its values, or
     /// `None` when they take fewer than [`LEAST`] bytes together.
     pub(super) fn of(sample: &[&[u8]]) -> Option<Affixes> {
-        let n = sample.len();
-        let firsts = [0, n / 2, n.saturating_sub(1)].map(|i| sample.get(i));
-        let best = firsts
-            .into_iter()
-            .flatten()
-            .map(|first| Affixes::shared(sample, first));
+        let best = firsts(sample).map(|first| Affixes::of_first(sample, first));
         best.max_by_key(|a| a.prefix.len() + a.suffix.len())
             .filter(|a| a.prefix.len() + a.suffix.len() >= LEAST)
     }
 
     /// The prefix and suffix of `first` that nine in ten of `sample`'s
     /// values share.
-    fn shared(sample: &[&[u8]], first: &[u8]) -> Affixes {
-        let prefix = shared(sample, SHARED_TENTHS, |v| {
-            first.iter().zip(v).take_while(|(a, b)| a == b).count()
-        });
+    fn of_first(sample: &[&[u8]], first: &[u8]) -> Affixes {
+        let prefix = shared(sample, SHARED_TENTHS, |v| shared_len(first, v));
         let suffix = suffix_shared(sample, first, SHARED_TENTHS).min(first.len() - prefix);
         Affixes {
             prefix: first[..prefix].into(),
@@ -109,12 +104,18 @@ impl Affixes {
 /// their shared prefixes once already, and a key without the suffix costs
 /// them nothing, so half the sample is enough).
 pub(super) fn suffix<'a>(sample: &[&'a [u8]]) -> &'a [u8] {
-    let n = sample.len();
-    let firsts = [0, n / 2, n.saturating_sub(1)].map(|i| sample.get(i));
-    (firsts.into_iter().flatten())
+    (firsts(sample))
         .map(|first| &first[first.len() - suffix_shared(sample, first, 5)..])
         .max_by_key(|s| s.len())
         .unwrap_or_default()
+}
+
+/// The first, middle and last values of `sample`: those the affixes are
+/// taken from.
+fn firsts<'a>(sample: &[&'a [u8]]) -> impl Iterator<Item = &'a [u8]> {
+    let n = sample.len();
+    let firsts = [0, n / 2, n.saturating_sub(1)].map(|i| sample.get(i).copied());
+    firsts.into_iter().flatten()
 }
 
 /// The most bytes (at most [`LONGEST`]) that `common` finds `tenths` in

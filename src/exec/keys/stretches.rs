@@ -41,6 +41,7 @@ use super::disk;
 use super::encode::{self, Kind};
 use super::store::StoreError;
 use super::varint::{put_varint, take_varint};
+use crate::exec::published::shared_len;
 
 mod merge;
 
@@ -205,7 +206,7 @@ impl Stretches {
             self.last.clear();
             self.restarts.push(self.arena.len() as u64);
         }
-        let shared = shared(&self.last, &self.open);
+        let shared = shared_len(&self.last, &self.open);
         let (rest, without) = self.suffix.strip(&self.open[shared..]);
         put_varint(&mut self.arena, shared as u64);
         put_varint(
@@ -525,24 +526,6 @@ fn ahead<'r>(reader: &'r mut disk::Reader<'_>) -> Result<&'r [u8], StoreError> {
     reader.ahead(whole)
 }
 
-/// How many bytes `a` and `b` start with alike, compared 8 at a time.
-#[inline]
-fn shared(a: &[u8], b: &[u8]) -> usize {
-    let n = a.len().min(b.len());
-    let mut at = 0;
-    while at + 8 <= n {
-        let x = u64::from_le_bytes(a[at..at + 8].try_into().unwrap_or_default());
-        let y = u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
-        if x != y {
-            return at + ((x ^ y).trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    at + (a[at..n].iter().zip(&b[at..n]))
-        .take_while(|(x, y)| x == y)
-        .count()
-}
-
 /// The suffix a run's keys are stored without: chosen from its first
 /// [`SAMPLE`] keys (stored whole) much as the bins choose theirs
 /// ([`affixes::suffix`]), then fixed. A key is stored without it when
@@ -794,26 +777,6 @@ mod tests {
                 }
             }
             assert_eq!(back, came);
-        }
-    }
-
-    /// The bytes two keys start with alike, 8 at a time, are a byte
-    /// loop's, whatever their lengths and wherever they differ.
-    #[test]
-    fn shared_bytes_are_a_byte_loops() {
-        let mut next = crate::test_rng::below(5);
-        for _ in 0..2_000 {
-            let a: Vec<u8> = (0..next(40)).map(|_| next(3) as u8).collect();
-            let mut b = a.clone();
-            b.truncate(next(41) as usize);
-            if !b.is_empty() && next(2) == 0 {
-                let at = next(b.len() as u64) as usize;
-                b[at] ^= 1 << next(8);
-            }
-            b.extend((0..next(9)).map(|_| next(3) as u8));
-            let want = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-            assert_eq!(shared(&a, &b), want);
-            assert_eq!(shared(&b, &a), want);
         }
     }
 

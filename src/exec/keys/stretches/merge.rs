@@ -107,7 +107,7 @@ fn common(runs: &[Stretches]) -> usize {
         }
     }
     match (least, greatest) {
-        (Some(l), Some(g)) => l.iter().zip(g).take_while(|(a, b)| a == b).count(),
+        (Some(l), Some(g)) => crate::exec::published::shared_len(&l, g),
         _ => 0,
     }
 }
