@@ -46,7 +46,7 @@ use distinct::cut;
 pub use distinct::{fingerprint, Collecting, Distinct, Finder};
 pub use file::{file_name, Header, IndexError, Opened, PREFIX};
 pub use rows::read_keys;
-pub(crate) use zones::two_bytes_after;
+pub(crate) use zones::{shared_len, two_bytes_after};
 pub use zones::{Within, Zones};
 
 /// An index ready to be written: the distinct keys of the staged files,

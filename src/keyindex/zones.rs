@@ -21,7 +21,6 @@ use std::cmp::Ordering;
 use serde::{Deserialize, Serialize};
 
 use super::canon::{int_of, part, Columns, Kind};
-use crate::exec::published::shared_len;
 
 /// At most this many zones a column.
 pub const ZONES: usize = 32;
@@ -325,9 +324,47 @@ fn inside<T>(zones: &[(T, T)], against: impl Fn(&T) -> Ordering) -> bool {
     }
 }
 
+/// How many leading bytes `a` and `b` share, compared 8 at a time.
+#[inline]
+pub(crate) fn shared_len(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut at = 0;
+    while at + 8 <= n {
+        let x = u64::from_le_bytes(a[at..at + 8].try_into().unwrap_or_default());
+        let y = u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
+        if x != y {
+            return at + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + (a[at..n].iter().zip(&b[at..n]))
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bytes two keys start with alike, 8 at a time, are a byte
+    /// loop's, whatever their lengths and wherever they differ.
+    #[test]
+    fn shared_len_is_a_byte_loops() {
+        let mut next = crate::test_rng::below(5);
+        for _ in 0..2_000 {
+            let a: Vec<u8> = (0..next(40)).map(|_| next(3) as u8).collect();
+            let mut b = a.clone();
+            b.truncate(next(41) as usize);
+            if !b.is_empty() && next(2) == 0 {
+                let at = next(b.len() as u64) as usize;
+                b[at] ^= 1 << next(8);
+            }
+            b.extend((0..next(9)).map(|_| next(3) as u8));
+            let want = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+            assert_eq!(shared_len(&a, &b), want);
+            assert_eq!(shared_len(&b, &a), want);
+        }
+    }
 
     fn zones(values: &[&str], most: usize) -> Vec<(String, String)> {
         let bytes: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();

@@ -11,7 +11,7 @@
 //! stored bytes are, and the value is rebuilt from them whole: nothing
 //! depends on the sample, only how much room the entries take.
 
-use crate::exec::published::shared_len;
+use crate::keyindex::shared_len;
 
 /// The affixes of a check's runs, chosen by the first to bin (`None`
 /// inside: it found none worth keeping).

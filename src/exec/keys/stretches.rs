@@ -41,7 +41,7 @@ use super::disk;
 use super::encode::{self, Kind};
 use super::store::StoreError;
 use super::varint::{put_varint, take_varint};
-use crate::exec::published::shared_len;
+use crate::keyindex::shared_len;
 
 mod merge;
 

@@ -32,7 +32,7 @@ mod footer;
 mod pruned;
 mod reader;
 mod staged_bytes;
-pub(crate) use staged_bytes::{shared_len, window};
+pub(crate) use staged_bytes::window;
 mod staged_values;
 
 use crate::staged::StagedInput;

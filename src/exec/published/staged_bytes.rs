@@ -9,6 +9,8 @@
 use datafusion::arrow::array::{Array, ArrayRef, AsArray as _};
 use datafusion::arrow::datatypes::DataType;
 
+use crate::keyindex::shared_len;
+
 /// Whether the values of `t` are kept as bytes here.
 pub(super) fn is_bytes(t: &DataType) -> bool {
     matches!(
@@ -185,24 +187,6 @@ impl StagedBytes {
     }
 }
 
-/// How many leading bytes `a` and `b` share, compared 8 at a time.
-#[inline]
-pub(crate) fn shared_len(a: &[u8], b: &[u8]) -> usize {
-    let n = a.len().min(b.len());
-    let mut at = 0;
-    while at + 8 <= n {
-        let x = u64::from_le_bytes(a[at..at + 8].try_into().unwrap_or_default());
-        let y = u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
-        if x != y {
-            return at + ((x ^ y).trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    at + (a[at..n].iter().zip(&b[at..n]))
-        .take_while(|(x, y)| x == y)
-        .count()
-}
-
 /// The 16 bytes of `data` from `at`, zero-padded (a value that is a prefix
 /// of another sorts first), as a big-endian integer.
 pub(crate) fn window(data: &[u8], at: usize) -> u128 {
@@ -311,26 +295,6 @@ pub(super) mod tests {
     use super::*;
     use datafusion::arrow::array::{BinaryArray, LargeStringArray, StringArray, StringViewArray};
     use std::sync::Arc;
-
-    /// The bytes two keys start with alike, 8 at a time, are a byte
-    /// loop's, whatever their lengths and wherever they differ.
-    #[test]
-    fn shared_len_is_a_byte_loops() {
-        let mut next = crate::test_rng::below(5);
-        for _ in 0..2_000 {
-            let a: Vec<u8> = (0..next(40)).map(|_| next(3) as u8).collect();
-            let mut b = a.clone();
-            b.truncate(next(41) as usize);
-            if !b.is_empty() && next(2) == 0 {
-                let at = next(b.len() as u64) as usize;
-                b[at] ^= 1 << next(8);
-            }
-            b.extend((0..next(9)).map(|_| next(3) as u8));
-            let want = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-            assert_eq!(shared_len(&a, &b), want);
-            assert_eq!(shared_len(&b, &a), want);
-        }
-    }
 
     fn staged(values: &[&[u8]], most: usize) -> StagedBytes {
         let mut v = BytesValues::default();

@@ -107,7 +107,7 @@ fn common(runs: &[Stretches]) -> usize {
         }
     }
     match (least, greatest) {
-        (Some(l), Some(g)) => crate::exec::published::shared_len(&l, g),
+        (Some(l), Some(g)) => crate::keyindex::shared_len(&l, g),
         _ => 0,
     }
 }
