@@ -125,8 +125,40 @@ pub fn column_facts(input: &StagedInput, column: &str) -> crate::plan::keys::Col
         range,
         may_hold_nulls: nullable && !no_nulls,
         row_group_ranges: row_group_ranges(input, column),
+        text_ranges_apart: text && text_ranges_apart(input, column),
         text_bounds,
     }
+}
+
+/// Whether a text column's row groups' bounds, two or more, lie apart but
+/// for an eighth of them once taken in order of their least value (see
+/// [`crate::plan::keys::ColumnFacts::text_ranges_apart`]).
+fn text_ranges_apart(input: &StagedInput, column: &str) -> bool {
+    let mut ranges = Vec::new();
+    for f in &input.files {
+        let bounds = |want| row_group_bounds(f, column, want, false);
+        let (Some(mins), Some(maxes)) = (bounds(Ordering::Less), bounds(Ordering::Greater)) else {
+            return false;
+        };
+        for pair in mins.into_iter().zip(maxes) {
+            match pair {
+                (Some(Value::Text(min)), Some(Value::Text(max))) => ranges.push((min, max)),
+                // A row group of only nulls holds no value to order.
+                (None, None) => {}
+                _ => return false,
+            }
+        }
+    }
+    ranges.sort_unstable();
+    let mut reach: Option<&String> = None;
+    let mut meeting = 0;
+    for (min, max) in &ranges {
+        if reach.is_some_and(|r| min < r) {
+            meeting += 1;
+        }
+        reach = reach.max(Some(max));
+    }
+    ranges.len() >= 2 && meeting <= ranges.len() / 8
 }
 
 /// Each row group's exact `[min, max]` integer code, files in input order;

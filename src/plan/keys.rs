@@ -17,7 +17,9 @@
 //!   the caches), and when they fit, they are the answer: no second pass
 //!   either.
 //! - **text**: a single text key whose footer bounds look like hex digits
-//!   of one length (md5, sha ids), UUIDs, or short codes (at most 15 bytes). Every
+//!   of one length (md5, sha ids), UUIDs, short codes (at most 15 bytes), or
+//!   generated ids whose hex digits sit between shared bytes (a
+//!   [`Template`]). Every
 //!   value then packs exactly and in order into a 64- or 128-bit word, so it
 //!   runs as packed does, with no second pass. The first value that does not
 //!   fit stops it, and the fingerprint strategy runs instead.
@@ -33,6 +35,11 @@
 use std::fmt;
 
 use datafusion::arrow::datatypes::{DataType, Schema};
+
+mod template;
+
+use template::is_hex;
+pub use template::{Template, TEMPLATE_LEN};
 
 /// What the engine needs to know about one key part.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +99,9 @@ pub enum TextForm {
     Uuid { upper: bool },
     /// At most [`SHORT_TEXT`] bytes: the bytes, then the length plus one.
     Short,
+    /// Values of one length made of hex digits of one case and of bytes
+    /// every value holds at the same place (see [`Template`]).
+    Template(Template),
 }
 
 /// The longest value of [`TextForm::Short`]: 15 bytes and a length byte.
@@ -105,6 +115,7 @@ impl TextForm {
             TextForm::Uuid { .. } => 128 + u32::from(null_code),
             // Length 0 stands for null; values store their length + 1.
             TextForm::Short => 128,
+            TextForm::Template(t) => 4 * t.digits() + u32::from(null_code),
         }
     }
 
@@ -114,22 +125,16 @@ impl TextForm {
             TextForm::Hex { len, .. } => Some(usize::from(*len)),
             TextForm::Uuid { .. } => Some(36),
             TextForm::Short => None,
+            TextForm::Template(t) => Some(t.width()),
         }
     }
 
     /// The form the footer bounds of a text column suggest: the first and
     /// the last value in byte order. Values between them may still not fit.
+    /// Values of at most [`SHORT_TEXT`] bytes take the short form rather
+    /// than a template's, which more values fit.
     pub fn suggested(min: &str, max: &str) -> Option<TextForm> {
-        let hex = |s: &str, upper: bool| {
-            s.bytes().all(|b| {
-                b.is_ascii_digit()
-                    || if upper {
-                        (b'A'..=b'F').contains(&b)
-                    } else {
-                        (b'a'..=b'f').contains(&b)
-                    }
-            })
-        };
+        let hex = |s: &str, upper: bool| s.bytes().all(|b| is_hex(b, upper));
         let uuid = |s: &str, upper: bool| {
             let b = s.as_bytes();
             b.len() == 36
@@ -152,7 +157,13 @@ impl TextForm {
                 }
             }
         }
-        (min.len() <= SHORT_TEXT && max.len() <= SHORT_TEXT).then_some(TextForm::Short)
+        if min.len() <= SHORT_TEXT && max.len() <= SHORT_TEXT {
+            return Some(TextForm::Short);
+        }
+        [false, true]
+            .into_iter()
+            .find_map(|upper| Template::of(min.as_bytes(), max.as_bytes(), upper))
+            .map(TextForm::Template)
     }
 }
 
@@ -170,6 +181,7 @@ impl fmt::Display for TextForm {
                 if *upper { "uppercase" } else { "lowercase" }
             ),
             TextForm::Short => write!(f, "at most {SHORT_TEXT} bytes"),
+            TextForm::Template(t) => t.fmt(f),
         }
     }
 }
@@ -225,6 +237,10 @@ pub struct ColumnFacts {
     /// For a text column, the smallest and the largest value the footers
     /// give (bounds, perhaps truncated; only a hint).
     pub text_bounds: Option<(String, String)>,
+    /// For a text column, whether its row groups' bounds, two or more, lie
+    /// apart but for an eighth of them, once taken in order: sorted files,
+    /// or a write by key ranges.
+    pub text_ranges_apart: bool,
 }
 
 impl KeyStrategy {
@@ -429,6 +445,9 @@ fn text(
         .as_ref()
         .and_then(|(min, max)| TextForm::suggested(min, max));
     let form = match suggested {
+        // Values in order are counted in order, with neither hash nor
+        // table, by the fingerprint strategy's first pass.
+        Some(TextForm::Template(_)) if f.text_ranges_apart && !forced => return None,
         Some(form) if form.bits(null_code) <= 128 => form,
         _ if forced => TextForm::Short,
         _ => return None,
@@ -646,6 +665,7 @@ mod tests {
             may_hold_nulls: false,
             row_group_ranges: (c == "ts").then(|| vec![(0, 10), (10, 50), (51, 99)]),
             text_bounds: None,
+            text_ranges_apart: false,
         };
         let s = choose(&job(&["store_id", "ts"], false), &schema(), &facts, None);
         assert!(
@@ -711,6 +731,61 @@ mod tests {
             Some((TextForm::Short, false))
         );
         assert_eq!(form(&md5, false, Some(Forced::Fingerprint)), None);
+        // Ids of one length: hex digits between fixed bytes.
+        let ids = bounds(
+            "customer-00000000@example-mail.com",
+            "customer-09999999@example-mail.com",
+            true,
+        );
+        match form(&ids, true, None) {
+            Some((TextForm::Template(t), true)) => {
+                assert_eq!((t.width(), t.digits(), t.upper), (34, 7, false));
+                assert_eq!(
+                    TextForm::Template(t).to_string(),
+                    "34-byte values shaped customer-0#######@example-mail.com, each # a hex digit (lowercase)"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let sku = bounds("SKU-0000-000000-X", "SKU-FFFF-999999-X", false);
+        assert!(matches!(
+            form(&sku, false, None),
+            Some((TextForm::Template(t), false)) if t.upper && t.digits() == 10
+        ));
+        // Not a template: lengths differ, a byte that differs and is no
+        // digit, no fixed byte, too many digits for the null code.
+        for (min, max) in [
+            (
+                "customer-0@example-mail.com",
+                "customer-99@example-mail.com",
+            ),
+            (
+                "customer-00000000@example-mail.com",
+                "customer-0000000z@example-mail.com",
+            ),
+            ("aaaaaaaaaaaaaaaaaaaaaa", "zzzzzzzzzzzzzzzzzzzzzz"),
+            ("0000000000000000000000", "ffffffffffffffffffffff"),
+        ] {
+            let got = form(&bounds(min, max, false), false, None);
+            assert!(
+                !matches!(got, Some((TextForm::Template(_), _))),
+                "{min} {max}: {got:?}"
+            );
+        }
+        let wide = bounds(
+            &format!("c-{}", "0".repeat(32)),
+            &format!("c-{}", "f".repeat(32)),
+            true,
+        );
+        assert!(matches!(
+            form(&wide, false, None),
+            Some((TextForm::Template(_), false))
+        ));
+        assert_eq!(
+            form(&wide, true, None),
+            None,
+            "no bit is left for a null code"
+        );
         // Composites are not text keys.
         assert!(matches!(
             choose(

@@ -521,19 +521,21 @@ def crosscheck_repeated_text(binary, work):
     return compare_ways(binary, base, "repeated text", layouts, REPEATED_SQL)
 
 
-def compare_ways(binary, base, what, layouts, sql):
-    """`dqgate check -v k.dq` (the fingerprint strategy, nothing kept) of
-    each staged directory `name` under `base`, each way of `layouts`
-    (`(name, [(way, env, said)])`), against DuckDB's `sql`; each way must
-    say `said` on stderr. A way's `--flag` entries are arguments of the
-    check, the rest its environment. Returns (checked, failures)."""
+def compare_ways(binary, base, what, layouts, sql, forced=True):
+    """`dqgate check -v k.dq` (the fingerprint strategy, nothing kept, unless
+    not `forced`) of each staged directory `name` under `base`, each way of
+    `layouts` (`(name, [(way, env, said)])`), against DuckDB's `sql`; each
+    way must say `said` on stderr. A way's `--flag` entries are arguments
+    of the check, the rest its environment. Returns (checked, failures)."""
     checked = failures = 0
     for name, ways in layouts:
         theirs = duckdb_values(f"{base}/{name}", sql)
         for way, extra, said in ways:
             args = [f"{k}={v}" for k, v in extra.items() if k.startswith("--")]
             extra = {k: v for k, v in extra.items() if not k.startswith("--")}
-            env = dict(os.environ, DQGATE_TEST_KEY_STRATEGY="fingerprint", DQGATE_TEST_KEEP_BYTES="0", **extra)
+            if forced:
+                extra = dict(DQGATE_TEST_KEY_STRATEGY="fingerprint", DQGATE_TEST_KEEP_BYTES="0", **extra)
+            env = dict(os.environ, **extra)
             out = subprocess.run([binary, "check", "k.dq", "--staged", name, "-v", "--format", "json", *args],
                                  capture_output=True, text=True, cwd=base, env=env)
             if out.returncode not in (0, 1):
@@ -549,6 +551,50 @@ def compare_ways(binary, base, what, layouts, sql):
                 failures += 1
                 print(f"MISMATCH {what} ({name}, {way}) did not say {said!r}:\n{out.stderr}")
     return checked, failures
+
+
+def crosscheck_template_text(binary, work):
+    """Generated ids of one length whose hex digits sit between bytes every
+    value shares (the text strategy's template form), 60,000 rows of 20,000
+    values, 4% null: by pyarrow, typed as a dictionary, and uppercase SKUs
+    by DuckDB, each packed exactly; the same ids with a value of the other
+    case now and then (the template falls back to fingerprints from the
+    start); and in one sorted file (left to the fingerprint's count in
+    order, as the footers say). Returns (checked, failures)."""
+    rng = random.Random(20261207)
+    base = os.path.join(work, "template-text")
+    shutil.rmtree(base, ignore_errors=True)
+    numbers = [rng.randrange(10**8) for _ in range(20_000)]
+    picks = [None if rng.random() < 0.04 else rng.choice(numbers) for _ in range(60_000)]
+    ids = [None if n is None else f"cust-{n:08d}@shop.example" for n in picks]
+    skus = [None if n is None else f"SKU-{n % 65_536:04X}-{n % 999_983:06d}-EU" for n in picks]
+    # Every 500th row a lowercase letter where the digits go (never the
+    # least or the greatest value, which the template is read from).
+    least, most = min(n for n in picks if n is not None), max(n for n in picks if n is not None)
+    misfit = [v if i % 500 or picks[i] in (None, least, most) else v[:-14] + "x" + v[-13:]
+              for i, v in enumerate(ids)]
+    layouts = {"ids": pa.array(ids, pa.string()), "ids-dictionary": pa.array(ids, pa.string()).dictionary_encode(),
+               "ids-misfit": pa.array(misfit, pa.string())}
+    for name, col in layouts.items():
+        os.makedirs(f"{base}/{name}")
+        pq.write_table(pa.table({"k": col}), f"{base}/{name}/part-0.parquet", row_group_size=15_000)
+    con = duckdb.connect()
+    con.register("s", pa.table({"k": pa.array(skus, pa.string()), "i": pa.array(ids, pa.string())}))
+    os.makedirs(f"{base}/skus-duckdb")
+    con.execute(f"COPY (SELECT k FROM s) TO '{base}/skus-duckdb/part-0.parquet' (ROW_GROUP_SIZE 20000)")
+    os.makedirs(f"{base}/ids-sorted")
+    con.execute(f"COPY (SELECT i AS k FROM s ORDER BY i NULLS FIRST) TO '{base}/ids-sorted/part-0.parquet' "
+                "(ROW_GROUP_SIZE 15000)")
+    with open(f"{base}/k.dq", "w") as fh:
+        fh.write(REPEATED_RULES)
+    packed = [("packed", {}, "values packed as 26-byte values shaped cust-########@shop.example")]
+    layouts = [("ids", packed), ("ids-dictionary", packed)]
+    layouts += [("skus-duckdb", [("packed", {}, "values packed as 18-byte values shaped SKU-####-######-EU, "
+                                  "each # a hex digit (uppercase)")])]
+    layouts += [("ids-misfit", [("fallen back", {}, "which is not 26-byte values shaped")])]
+    # (Nothing kept, as of large files: small ones keep their key column.)
+    layouts += [("ids-sorted", [("in order", {"DQGATE_TEST_KEEP_BYTES": "0"}, "as the footers' ranges said")])]
+    return compare_ways(binary, base, "template text", layouts, REPEATED_SQL, forced=False)
 
 
 PLACED_RULES = """table t
@@ -839,6 +885,9 @@ def main():
     rep_checked, rep_failed = crosscheck_repeated_text(binary, os.path.abspath(work))
     checked += rep_checked
     failures += rep_failed
+    template_checked, template_failed = crosscheck_template_text(binary, os.path.abspath(work))
+    checked += template_checked
+    failures += template_failed
     placed_checked, placed_failed = crosscheck_placed_composites(binary, os.path.abspath(work))
     checked += placed_checked
     failures += placed_failed

@@ -105,7 +105,9 @@ struct Row {
 }
 
 /// How the text column looks: md5-like hex (the text strategy's hex
-/// form), UUIDs (its UUID form), short codes (its short form), hex with a value of another
+/// form), UUIDs (its UUID form), short codes (its short form), generated
+/// ids between fixed bytes (its template form; with a value of the other
+/// case now and then, a template that falls back), hex with a value of another
 /// shape now and then (a text strategy that starts and falls back), or
 /// anything: 0 to 39 characters of letters, punctuation and multi-byte
 /// UTF-8 (the fingerprint strategy and its verification pass).
@@ -114,6 +116,8 @@ enum Shape {
     Hex,
     Uuid,
     Short,
+    Template,
+    TemplateMixed,
     Mixed,
     Any,
 }
@@ -151,6 +155,11 @@ fn text(rng: &mut Rng, shape: Shape, v: u64) -> String {
             )
         }
         Shape::Short => format!("c-{}", v % 100_000_007),
+        Shape::Template => format!("cust-{:08}@mail.example", v % 100_000_000),
+        Shape::TemplateMixed if rng.below(40) == 0 => {
+            format!("SKU-{:04x}-{:06}", v % 65_536, v % 999_983)
+        }
+        Shape::TemplateMixed => format!("SKU-{:04X}-{:06}", v % 65_536, v % 999_983),
         Shape::Mixed if rng.below(40) == 0 => format!("{v:X}"),
         Shape::Mixed => format!("{v:032x}"),
         Shape::Any => any_text(v),
@@ -162,9 +171,11 @@ fn rows(rng: &mut Rng, n: usize) -> Vec<Row> {
         Shape::Hex,
         Shape::Uuid,
         Shape::Short,
+        Shape::Template,
+        Shape::TemplateMixed,
         Shape::Mixed,
         Shape::Any,
-    ][rng.below(5) as usize];
+    ][rng.below(7) as usize];
     // A pool of keys a few times the row count: some repeat, most do not;
     // scattered over 2^40 so that no bitmap applies.
     let pool = (n as u64 * 3).max(4);

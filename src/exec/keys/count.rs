@@ -35,12 +35,22 @@ impl<K> Counted<K> {
     }
 }
 
+/// Which repeated words a count keeps.
+#[derive(Debug, Clone, Copy)]
+pub enum Keep {
+    /// All of them, or none when there are more than this many.
+    Most(u64),
+    /// The first this many as [`rank_top`] ranks them (a packed key's
+    /// samples: 10M keys each twice kept 5M words and their counts, 80 MB).
+    Top(usize),
+}
+
 /// Counts every partition of `stores` (the same partitioning) on `threads`
-/// threads, keeping at most `most` repeated words; `join` gives back the
+/// threads, keeping the repeated words `keep` says; `join` gives back the
 /// word that a partition keeps as a stored one.
-pub fn count<K: Key, W: Send>(
+pub fn count<K: Key, W: Send + Ord>(
     stores: &[LocalStore<K>],
-    (threads, most): (usize, u64),
+    (threads, keep): (usize, Keep),
     join: impl Fn(usize, K) -> W + Sync,
 ) -> Result<Counted<W>, StoreError> {
     let partitions = stores.first().map_or(0, LocalStore::partitions);
@@ -77,16 +87,25 @@ pub fn count<K: Key, W: Send>(
         f.distinct += distinct;
         f.candidates += sieve.table.repeated.len() as u64;
         f.candidate_rows += sieve.table.repeated.values().sum::<u64>();
-        match f.candidates <= most {
-            true => (f.repeated).extend(sieve.table.repeated.drain().map(|(w, n)| (join(p, w), n))),
-            false => {
+        match keep {
+            Keep::Most(most) if f.candidates > most => {
                 f.repeated = Vec::new();
                 sieve.table.repeated.clear();
+            }
+            _ => (f.repeated).extend(sieve.table.repeated.drain().map(|(w, n)| (join(p, w), n))),
+        }
+        if let Keep::Top(k) = keep {
+            if f.repeated.len() > 4 * k.max(1024) {
+                rank_top(&mut f.repeated, k);
             }
         }
         Ok(())
     })?;
-    Ok(found.into_inner().expect("lock"))
+    let mut counted = found.into_inner().expect("lock");
+    if let Keep::Top(k) = keep {
+        rank_top(&mut counted.repeated, k);
+    }
+    Ok(counted)
 }
 
 /// Counts one partition's words exactly while sending only a few of them
@@ -539,7 +558,7 @@ impl<K: Key> Table<K> {
 
 /// Keeps the `k` best of `words`, count descending then word ascending,
 /// in that order.
-pub fn rank_top<K: Key>(words: &mut Vec<(K, u64)>, k: usize) {
+pub fn rank_top<K: Ord>(words: &mut Vec<(K, u64)>, k: usize) {
     let best = |a: &(K, u64), b: &(K, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
     if words.len() > k {
         words.select_nth_unstable_by(k, best);
@@ -646,7 +665,7 @@ mod tests {
             let big = sizes(&stores).1;
             let hot_ones = (0..16).filter(|p| words_of(&stores, *p) > big).count();
             assert_eq!(hot_ones, 1, "one partition is tallied");
-            let mut got = count(&stores, (2, u64::MAX), |_, w| w).expect("count");
+            let mut got = count(&stores, (2, Keep::Most(u64::MAX)), |_, w| w).expect("count");
             got.repeated.sort_unstable();
             let want = super::super::testing::counted(&words);
             let rows: u64 = want.1.iter().map(|(_, n)| n).sum();
@@ -655,10 +674,19 @@ mod tests {
             // Keeping fewer repeated words than there are: none kept,
             // every one counted, with its rows.
             let most = want.1.len() as u64 - 1;
-            let got = count(&stores, (2, most), |_, w| w).expect("count");
+            let got = count(&stores, (2, Keep::Most(most)), |_, w| w).expect("count");
             assert!(!got.complete() && got.repeated.is_empty());
             let counted = (got.distinct, got.candidates, got.candidate_rows);
             assert_eq!(counted, (want.0, want.1.len() as u64, rows));
+            // Keeping the top few: those `rank_top` ranks first of them all.
+            let got = count(&stores, (2, Keep::Top(10)), |_, w| w).expect("count");
+            let mut top = want.1.clone();
+            rank_top(&mut top, 10);
+            assert_eq!(
+                (got.distinct, got.candidates),
+                (want.0, want.1.len() as u64)
+            );
+            assert_eq!(got.repeated, top);
         }
     }
 }

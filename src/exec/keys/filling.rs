@@ -280,7 +280,7 @@ pub(super) async fn partition_all<R: Split<u64>>(
             threads,
         )
     };
-    let counting = (place, keep);
+    let counting = (place, count::Keep::Most(keep));
     let split = (partitions, split);
     let (counted, spilled, mut passes, placed) =
         count_stores_then(ctx, stores, split, &how, started, counting).await?;

@@ -33,11 +33,12 @@ pub struct Found {
 /// The number of repeated packed words and the top samples, each word
 /// decoded by `decode` into the key's values: packed words order like their
 /// keys, so ranking needs no decoding.
+/// `keys` repeated keys, of which `repeated` holds at least the first
+/// [`SAMPLES`].
 pub(super) fn rank_words<K: Key>(
-    mut repeated: Vec<(K, u64)>,
+    (mut repeated, keys): (Vec<(K, u64)>, u64),
     decode: impl Fn(K) -> Vec<Value>,
 ) -> Duplicates {
-    let keys = repeated.len() as u64;
     count::rank_top(&mut repeated, SAMPLES);
     let samples = repeated.into_iter().map(|(w, n)| (decode(w), n)).collect();
     Duplicates { keys, samples }

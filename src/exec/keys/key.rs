@@ -31,6 +31,10 @@ pub unsafe trait Key:
     fn add(self, code: u64, plus: bool) -> Self;
     /// The `bits` wide field of `self` that starts `shift` bits up.
     fn field(self, shift: u32, bits: u32) -> u128;
+    /// The word of a 128-bit value that fits it (its low bits).
+    fn from_wide(w: u128) -> Self;
+    /// The word as a 128-bit value.
+    fn wide(self) -> u128;
     fn write_le(self, out: &mut Vec<u8>);
     fn read_le(bytes: &[u8]) -> Self;
 }
@@ -70,6 +74,14 @@ unsafe impl Key for u32 {
     fn write_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
+    #[inline]
+    fn from_wide(w: u128) -> u32 {
+        w as u32
+    }
+    #[inline]
+    fn wide(self) -> u128 {
+        u128::from(self)
+    }
     fn read_le(bytes: &[u8]) -> u32 {
         u32::from_le_bytes(bytes.try_into().expect("4 bytes"))
     }
@@ -101,6 +113,14 @@ unsafe impl Key for u64 {
     }
     fn write_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
+    }
+    #[inline]
+    fn from_wide(w: u128) -> u64 {
+        w as u64
+    }
+    #[inline]
+    fn wide(self) -> u128 {
+        u128::from(self)
     }
     fn read_le(bytes: &[u8]) -> u64 {
         u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
@@ -139,6 +159,14 @@ unsafe impl Key for u128 {
     }
     fn write_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
+    }
+    #[inline]
+    fn from_wide(w: u128) -> u128 {
+        w
+    }
+    #[inline]
+    fn wide(self) -> u128 {
+        self
     }
     fn read_le(bytes: &[u8]) -> u128 {
         u128::from_le_bytes(bytes.try_into().expect("16 bytes"))

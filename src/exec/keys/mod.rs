@@ -181,20 +181,22 @@ async fn partition_and_count<K: Key, R: Split<K>>(
     split: (usize, R),
     encode: impl Fn(&[ArrayRef], &mut Vec<K>) -> Result<(), Error> + Send + Sync + 'static,
 ) -> Result<(count::Counted<K>, u64, Vec<String>), Error> {
-    partition_keep_count(ctx, input, job, label, split, || (), encode)
+    let keep = (|| (), count::Keep::Top(crate::exec::SAMPLES));
+    partition_keep_count(ctx, input, job, label, split, keep, encode)
         .await
         .map(|(counted, spilled, passes, _)| (counted, spilled, passes))
 }
 
 /// [`partition_and_count`], with a sidecar per scan task that sees every
-/// batch and its words; returns the sidecars too.
+/// batch and its words, keeping the repeated words `keep` says; returns the
+/// sidecars too.
 async fn partition_keep_count<K: Key, R: Split<K>, S: Sidecar<K>>(
     ctx: &SessionContext,
     input: &StagedInput,
     job: &KeyJob,
     label: &str,
     (partitions, split): (usize, R),
-    sidecar: impl Fn() -> S,
+    (sidecar, keep): (impl Fn() -> S, count::Keep),
     encode: impl Fn(&[ArrayRef], &mut Vec<K>) -> Result<(), Error> + Send + Sync + 'static,
 ) -> Result<(count::Counted<K>, u64, Vec<String>, Vec<S>), Error> {
     let started = Instant::now();
@@ -227,7 +229,7 @@ async fn partition_keep_count<K: Key, R: Split<K>, S: Sidecar<K>>(
     let (stores, kept): (Vec<LocalStore<R::Stored>>, Vec<S>) =
         stores.into_iter().map(|(s, _, k)| (s, k)).unzip();
     let (counted, spilled, passes) =
-        count_stores(ctx, stores, (partitions, split), "scan", started).await?;
+        count_stores(ctx, stores, (partitions, split), "scan", (started, keep)).await?;
     Ok((counted, spilled, passes, kept))
 }
 
@@ -250,8 +252,10 @@ async fn fingerprint_scan<R: Split<u64>>(
     let encode = move |c: &[ArrayRef], out: &mut Vec<u64>| {
         encode::fingerprints(c, Some(bits), out).map_err(Error::Fingerprint)
     };
+    // Every repeated fingerprint is a candidate to verify.
+    let retainers = (|| budget.retainer(), count::Keep::Most(u64::MAX));
     let (counted, spilled, passes, kept) =
-        partition_keep_count(ctx, input, job, label, split, || budget.retainer(), encode).await?;
+        partition_keep_count(ctx, input, job, label, split, retainers, encode).await?;
     Ok(Scanned::Counted(counted, spilled, passes, kept, None))
 }
 
@@ -273,14 +277,17 @@ async fn packed<K: Key, R: Split<K>>(
         .await?;
     let types = key_types(input, job)?;
     Ok(Found {
-        duplicates: rank_words(counted.repeated, |w| encode::unpack(packing, &types, w)),
+        duplicates: rank_words((counted.repeated, counted.candidates), |w| {
+            encode::unpack(packing, &types, w)
+        }),
         distinct: counted.distinct,
         spilled_bytes: spilled,
         passes,
     })
 }
 
-/// A single text key whose values pack exactly: counted as packed words,
+/// A single text key whose values pack exactly: counted as packed words
+/// (64-bit ones, narrowed where they can be, when the form's words fit),
 /// or the first value that does not fit.
 async fn text_packed(
     ctx: &SessionContext,
@@ -290,18 +297,46 @@ async fn text_packed(
     null_code: bool,
     label: &str,
 ) -> Result<Result<Found, text::Misfit>, Error> {
+    let bits = form.bits(null_code);
+    let (partitions, whole) = whole(input);
+    let text = (form, null_code);
+    match Narrow::new(bits, partitions) {
+        Some(narrow) => {
+            text_words::<u64, _>(ctx, input, job, text, label, (partitions, narrow)).await
+        }
+        None if bits <= 64 => {
+            text_words::<u64, _>(ctx, input, job, text, label, (partitions, whole)).await
+        }
+        None => text_words::<u128, _>(ctx, input, job, text, label, (partitions, whole)).await,
+    }
+}
+
+/// [`text_packed`] in words of `K`.
+async fn text_words<K: Key, R: Split<K>>(
+    ctx: &SessionContext,
+    input: &StagedInput,
+    job: &KeyJob,
+    (form, null_code): (TextForm, bool),
+    label: &str,
+    split: (usize, R),
+) -> Result<Result<Found, text::Misfit>, Error> {
     let nulls_equal = job.nulls_equal;
-    let run = partition_and_count(ctx, input, job, label, whole(input), move |c, out| {
+    let run = partition_and_count::<K, R>(ctx, input, job, label, split, move |c, out| {
         text::pack(form, null_code, nulls_equal, &c[0], out)
             .map_err(|m| Error::GaveUp(GaveUp::Misfit(m)))
     })
     .await;
-    let (counted, spilled, passes) = match run {
+    let (counted, spilled, mut passes) = match run {
         Err(Error::GaveUp(GaveUp::Misfit(m))) => return Ok(Err(m)),
         r => r?,
     };
+    if let Some(scan) = passes.first_mut() {
+        *scan = scan.replacen("scan", &format!("scan (values packed as {form})"), 1);
+    }
     Ok(Ok(Found {
-        duplicates: rank_words(counted.repeated, |w| vec![text::unpack(form, null_code, w)]),
+        duplicates: rank_words((counted.repeated, counted.candidates), |w| {
+            vec![text::unpack(form, null_code, w.wide())]
+        }),
         distinct: counted.distinct,
         spilled_bytes: spilled,
         passes,

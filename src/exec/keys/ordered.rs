@@ -93,8 +93,11 @@ async fn find_words<K: Key>(
     };
     let types = key_types(input, job)?;
     let repeated = std::mem::take(&mut counted.repeated);
+    let keys = repeated.len() as u64;
     Ok(Ok(Found {
-        duplicates: rank_words(repeated, |w| super::encode::unpack(packing, &types, w)),
+        duplicates: rank_words((repeated, keys), |w| {
+            super::encode::unpack(packing, &types, w)
+        }),
         distinct: counted.distinct,
         spilled_bytes: 0,
         passes: vec![format!(

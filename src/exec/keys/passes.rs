@@ -8,7 +8,7 @@ use datafusion::arrow::datatypes::DataType;
 
 use datafusion::prelude::SessionContext;
 
-use super::count::{self, count, Counted};
+use super::count::{self, count, Counted, Keep};
 use super::found::{Found, Tallied};
 use super::key::Key;
 use super::placed::Placed;
@@ -80,15 +80,15 @@ pub(super) async fn count_stores<K: Key, R: Split<K>>(
     stores: Vec<LocalStore<R::Stored>>,
     split: (usize, R),
     scan: &str,
-    started: Instant,
+    (started, keep): (Instant, Keep),
 ) -> Result<(Counted<K>, u64, Vec<String>), Error> {
     let none = |_: &Counted<K>, _: &[LocalStore<R::Stored>]| None::<()>;
     let (counted, spilled, passes, _) =
-        count_stores_then(ctx, stores, split, scan, started, (none, u64::MAX)).await?;
+        count_stores_then(ctx, stores, split, scan, started, (none, keep)).await?;
     Ok((counted, spilled, passes))
 }
 
-/// [`count_stores`] keeping at most `most` repeated words, then `then` of
+/// [`count_stores`], then `then` of
 /// what was counted and the stores before they are let go (in the same
 /// blocking task).
 pub(super) async fn count_stores_then<K: Key, R: Split<K>, T: Send + 'static>(
@@ -97,9 +97,9 @@ pub(super) async fn count_stores_then<K: Key, R: Split<K>, T: Send + 'static>(
     (partitions, split): (usize, R),
     scan: &str,
     started: Instant,
-    (then, most): (
+    (then, keep): (
         impl FnOnce(&Counted<K>, &[LocalStore<R::Stored>]) -> Option<T> + Send + 'static,
-        u64,
+        Keep,
     ),
 ) -> Result<(Counted<K>, u64, Vec<String>, Option<T>), Error> {
     let scanned = started.elapsed();
@@ -108,7 +108,7 @@ pub(super) async fn count_stores_then<K: Key, R: Split<K>, T: Send + 'static>(
     let counting = Instant::now();
     let threads = threads(ctx);
     let (counted, took, then) = blocking(move || {
-        let counted = count(&stores, (threads, most), |p, w| split.join(p, w));
+        let counted = count(&stores, (threads, keep), |p, w| split.join(p, w));
         let took = counting.elapsed();
         let then = counted.as_ref().ok().and_then(|c| then(c, &stores));
         (counted, took, then)

@@ -681,9 +681,18 @@ mod tests {
             .expect("push");
         let mut whole = LocalStore::<u64>::new(partitions, runtime, "test");
         whole.push_all(&words).expect("push");
-        let a = super::super::count::count(&[small], (2, u64::MAX), |p, w| narrow.join(p, w))
-            .expect("count");
-        let b = super::super::count::count(&[whole], (2, u64::MAX), |_, w| w).expect("count");
+        let a = super::super::count::count(
+            &[small],
+            (2, super::super::count::Keep::Most(u64::MAX)),
+            |p, w| narrow.join(p, w),
+        )
+        .expect("count");
+        let b = super::super::count::count(
+            &[whole],
+            (2, super::super::count::Keep::Most(u64::MAX)),
+            |_, w| w,
+        )
+        .expect("count");
         let (distinct, repeated) = super::super::testing::counted(&words);
         for mut c in [a, b] {
             c.repeated.sort_unstable();

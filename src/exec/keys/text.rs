@@ -1,15 +1,18 @@
 //! Text keys that pack exactly into a 128-bit word (see
 //! [`TextForm`]): hex digits of one length, 4 bits a digit, eight digits at
 //! a time in one 64-bit register; or values of at most 15 bytes, stored with
-//! their length. Words order like the values' bytes, and code 0 is free for
-//! null, so packed text is counted and ranked as packed keys are.
+//! their length; or values of a [`Template`], their fixed bytes checked
+//! eight at a time and their hex digits packed. Words order like the
+//! values' bytes, and code 0 is free for null, so packed text is counted
+//! and ranked as packed keys are (in 64-bit words when they fit).
 
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, GenericStringArray, OffsetSizeTrait, StringViewArray,
 };
 use datafusion::arrow::datatypes::DataType;
 
-use crate::plan::keys::{TextForm, SHORT_TEXT};
+use super::key::Key;
+use crate::plan::keys::{Template, TextForm, SHORT_TEXT};
 use crate::value::Value;
 
 /// A non-null value that does not fit the form (or a null that the form
@@ -87,18 +90,113 @@ fn word(form: TextForm, v: &[u8]) -> Option<u128> {
             bytes[15] = v.len() as u8 + 1;
             Some(u128::from_be_bytes(bytes))
         }
+        TextForm::Template(t) => Matcher::new(&t).word(v),
     }
 }
+
+/// A [`Template`]'s checks, made once a batch: its fixed bytes compared
+/// eight at a time under a mask, its digits read eight at a time.
+struct Matcher {
+    len: usize,
+    /// (where, the fixed bytes, their mask): 8-byte windows over the value
+    /// that hold fixed bytes (the last may overlap the one before).
+    windows: Vec<(usize, u64, u64)>,
+    /// (where, the mask of its digits' bytes, how many digits, the bits
+    /// of `0` digits read after them): 8-byte windows over the value that
+    /// hold up to 8 digits of a run, first to last; their other bytes read
+    /// as `0` digits.
+    digits: Vec<(usize, u64, u32, u32)>,
+    upper: bool,
+}
+
+impl Matcher {
+    fn new(t: &Template) -> Matcher {
+        let len = t.width();
+        // Values shorter than a window are padded to one (see `word`).
+        let room = len.max(8);
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for i in (0..len).filter(|&i| t.fixed_at(i).is_none()) {
+            match runs.last_mut() {
+                Some((start, n)) if *start + *n == i && *n < 8 => *n += 1,
+                _ => runs.push((i, 1)),
+            }
+        }
+        let mask = |from: usize, to: usize, at: usize| {
+            (from..to).fold(0u64, |m, j| m | 0xff << (8 * (j - at)))
+        };
+        let digits = runs
+            .into_iter()
+            .map(|(start, n)| {
+                // The window ends with the run where it can, else starts
+                // with it (its last bytes then read as low `0` digits).
+                let at = (start + n).saturating_sub(8).min(room - 8);
+                let after = 4 * (at + 8 - start - n) as u32;
+                (at, mask(start, start + n, at), n as u32, after)
+            })
+            .collect();
+        let starts = (0..room - 7).step_by(8).chain([room - 8]);
+        let mut windows: Vec<(usize, u64, u64)> = Vec::new();
+        for at in starts {
+            let (mut bytes, mut mask) = ([0u8; 8], [0u8; 8]);
+            for k in 0..8 {
+                if let Some(b) = t.fixed_at(at + k).filter(|_| at + k < len) {
+                    (bytes[k], mask[k]) = (b, 0xff);
+                }
+            }
+            let window = (at, u64::from_le_bytes(bytes), u64::from_le_bytes(mask));
+            if window.2 != 0 && !windows.contains(&window) {
+                windows.push(window);
+            }
+        }
+        Matcher {
+            len,
+            windows,
+            digits,
+            upper: t.upper,
+        }
+    }
+
+    /// The word of `v`, `None` when it does not fit.
+    #[inline]
+    fn word(&self, v: &[u8]) -> Option<u128> {
+        if v.len() != self.len {
+            return None;
+        }
+        let mut padded = [0u8; 8];
+        let v = match v.len() < 8 {
+            true => {
+                padded[..v.len()].copy_from_slice(v);
+                &padded[..]
+            }
+            false => v,
+        };
+        let load = |at: usize| u64::from_le_bytes(v[at..at + 8].try_into().expect("8 bytes"));
+        let mut ok = true;
+        for &(at, bytes, mask) in &self.windows {
+            ok &= (load(at) ^ bytes) & mask == 0;
+        }
+        let mut w = 0u128;
+        for &(at, mask, n, after) in &self.digits {
+            let (d, good) = hex8((load(at) & mask) | (ZEROS & !mask), self.upper);
+            w = (w << (4 * n)) | u128::from(d >> after);
+            ok &= good;
+        }
+        ok.then_some(w)
+    }
+}
+
+/// Eight `0` digits.
+const ZEROS: u64 = ONES * b'0' as u64;
 
 /// One word a row of `column` into `out`: a value's word, plus one with a
 /// null code; 0 for null rows (which, without a null code, only
 /// `nulls distinct` checks may hold, and they do not count them).
-pub fn pack(
+pub fn pack<K: Key>(
     form: TextForm,
     null_code: bool,
     nulls_equal: bool,
     column: &ArrayRef,
-    out: &mut Vec<u128>,
+    out: &mut Vec<K>,
 ) -> Result<(), Misfit> {
     out.clear();
     let plus = u128::from(null_code);
@@ -111,13 +209,13 @@ pub fn pack(
             if values.is_empty() {
                 // No value at all: every row is null (arrow's
                 // `normalized_keys` refuses an empty dictionary).
-                out.resize(column.len(), 0);
+                out.resize(column.len(), K::ZERO);
             } else {
                 out.extend(
                     dict.normalized_keys()
                         .into_iter()
                         .enumerate()
-                        .map(|(i, k)| if keys.is_valid(i) { values[k] } else { 0 }),
+                        .map(|(i, k)| if keys.is_valid(i) { values[k] } else { K::ZERO }),
                 );
             }
             Ok(())
@@ -131,11 +229,11 @@ pub fn pack(
 }
 
 /// Every value of a string array (of any of the three layouts), nulls as 0.
-fn pack_plain(
+fn pack_plain<K: Key>(
     form: TextForm,
     plus: u128,
     values: &ArrayRef,
-    out: &mut Vec<u128>,
+    out: &mut Vec<K>,
 ) -> Result<(), Misfit> {
     match values.data_type() {
         DataType::Utf8 => pack_offsets(form, plus, values.as_string::<i32>(), out),
@@ -149,14 +247,19 @@ fn misfit(v: &[u8]) -> Misfit {
     Misfit(Value::Text(String::from_utf8_lossy(v).into_owned()).to_string())
 }
 
-fn pack_offsets<O: OffsetSizeTrait>(
+fn pack_offsets<O: OffsetSizeTrait, K: Key>(
     form: TextForm,
     plus: u128,
     a: &GenericStringArray<O>,
-    out: &mut Vec<u128>,
+    out: &mut Vec<K>,
 ) -> Result<(), Misfit> {
     let offsets = a.value_offsets();
     let data = a.value_data();
+    let value = |i: usize| &data[offsets[i].as_usize()..offsets[i + 1].as_usize()];
+    if let TextForm::Template(t) = form {
+        let m = Matcher::new(&t);
+        return pack_values(|v| m.word(v), plus, a.len(), a.nulls(), value, out);
+    }
     if let Some(len) = form.fixed_len() {
         let (first, last) = (offsets[0].as_usize(), offsets[a.len()].as_usize());
         // Without nulls, and every value `len` bytes: one stride over the bytes.
@@ -169,8 +272,7 @@ fn pack_offsets<O: OffsetSizeTrait>(
         }
         out.clear();
     }
-    let value = |i: usize| &data[offsets[i].as_usize()..offsets[i + 1].as_usize()];
-    pack_values(form, plus, a.len(), a.nulls(), value, out)
+    pack_values(|v| word(form, v), plus, a.len(), a.nulls(), value, out)
 }
 
 /// Hex values of one length without nulls: back to back in a byte buffer,
@@ -184,7 +286,7 @@ enum Values<'a> {
 /// The words of `values` in a hex or UUID `form`, or `false` when some
 /// value does not fit (or the form has no fast loop: hex lengths other than
 /// 8, 16, 24 and 32).
-fn hex_words(values: Values, form: TextForm, plus: u128, out: &mut Vec<u128>) -> bool {
+fn hex_words<K: Key>(values: Values, form: TextForm, plus: u128, out: &mut Vec<K>) -> bool {
     #[cfg(target_arch = "x86_64")]
     if matches!(form, TextForm::Hex { len: 32, .. } | TextForm::Uuid { .. })
         && std::arch::is_x86_feature_detected!("avx2")
@@ -194,18 +296,18 @@ fn hex_words(values: Values, form: TextForm, plus: u128, out: &mut Vec<u128>) ->
     }
     match form {
         TextForm::Hex { len: 32, upper } => {
-            hex_each::<32>(values, plus, out, |v| hex_value::<32>(v, upper))
+            hex_each::<32, K>(values, plus, out, |v| hex_value::<32>(v, upper))
         }
         TextForm::Hex { len: 24, upper } => {
-            hex_each::<24>(values, plus, out, |v| hex_value::<24>(v, upper))
+            hex_each::<24, K>(values, plus, out, |v| hex_value::<24>(v, upper))
         }
         TextForm::Hex { len: 16, upper } => {
-            hex_each::<16>(values, plus, out, |v| hex_value::<16>(v, upper))
+            hex_each::<16, K>(values, plus, out, |v| hex_value::<16>(v, upper))
         }
         TextForm::Hex { len: 8, upper } => {
-            hex_each::<8>(values, plus, out, |v| hex_value::<8>(v, upper))
+            hex_each::<8, K>(values, plus, out, |v| hex_value::<8>(v, upper))
         }
-        TextForm::Uuid { upper } => hex_each::<36>(values, plus, out, |v| {
+        TextForm::Uuid { upper } => hex_each::<36, K>(values, plus, out, |v| {
             uuid_value(v, upper, hex_value::<32>).unwrap_or((0, false))
         }),
         _ => false,
@@ -232,10 +334,10 @@ fn uuid_value(
 }
 
 #[inline(always)]
-fn hex_each<const L: usize>(
+fn hex_each<const L: usize, K: Key>(
     values: Values,
     plus: u128,
-    out: &mut Vec<u128>,
+    out: &mut Vec<K>,
     word: impl Fn(&[u8]) -> (u128, bool),
 ) -> bool {
     let mut ok = true;
@@ -243,11 +345,11 @@ fn hex_each<const L: usize>(
         Some(v) => {
             let (w, good) = word(v);
             ok &= good;
-            w + plus
+            K::from_wide(w + plus)
         }
         None => {
             ok = false;
-            0
+            K::ZERO
         }
     };
     match values {
@@ -276,6 +378,7 @@ fn hex_each<const L: usize>(
 mod avx2 {
     use std::arch::x86_64::*;
 
+    use crate::exec::keys::key::Key;
     use crate::exec::keys::text::{hex_each, uuid_value, Values};
     use crate::plan::keys::TextForm;
 
@@ -305,17 +408,17 @@ mod avx2 {
 
     /// [`super::hex_words`] for 32 hex digits and UUIDs.
     #[target_feature(enable = "avx2")]
-    pub(super) fn hex_words32(
+    pub(super) fn hex_words32<K: Key>(
         values: Values,
         form: TextForm,
         plus: u128,
-        out: &mut Vec<u128>,
+        out: &mut Vec<K>,
     ) -> bool {
         match form {
             TextForm::Hex { len: 32, upper } => {
-                hex_each::<32>(values, plus, out, |v| hex32(v, upper))
+                hex_each::<32, K>(values, plus, out, |v| hex32(v, upper))
             }
-            TextForm::Uuid { upper } => hex_each::<36>(values, plus, out, |v| {
+            TextForm::Uuid { upper } => hex_each::<36, K>(values, plus, out, |v| {
                 uuid_value(v, upper, |d, u| hex32(d, u)).unwrap_or((0, false))
             }),
             _ => false,
@@ -350,60 +453,59 @@ fn hex_digits(v: &[u8], upper: bool) -> (u128, bool) {
     (w, ok)
 }
 
-fn pack_view(
+fn pack_view<K: Key>(
     form: TextForm,
     plus: u128,
     a: &StringViewArray,
-    out: &mut Vec<u128>,
+    out: &mut Vec<K>,
 ) -> Result<(), Misfit> {
+    let value = |i: usize| a.value(i).as_bytes();
+    if let TextForm::Template(t) = form {
+        let m = Matcher::new(&t);
+        return pack_values(|v| m.word(v), plus, a.len(), a.nulls(), value, out);
+    }
     if form.fixed_len().is_some() {
         if a.null_count() == 0 && hex_words(Values::Views(a), form, plus, out) {
             return Ok(());
         }
         out.clear();
     }
-    pack_values(
-        form,
-        plus,
-        a.len(),
-        a.nulls(),
-        |i| a.value(i).as_bytes(),
-        out,
-    )
+    pack_values(|v| word(form, v), plus, a.len(), a.nulls(), value, out)
 }
 
-fn pack_values<'a>(
-    form: TextForm,
+/// Every row's word by `word`, or the first value that does not fit.
+fn pack_values<'a, K: Key>(
+    word: impl Fn(&[u8]) -> Option<u128>,
     plus: u128,
     rows: usize,
     nulls: Option<&datafusion::arrow::buffer::NullBuffer>,
     value: impl Fn(usize) -> &'a [u8],
-    out: &mut Vec<u128>,
+    out: &mut Vec<K>,
 ) -> Result<(), Misfit> {
     out.reserve(rows);
     match nulls.filter(|n| n.null_count() > 0) {
         None => {
             let mut fits = true;
-            out.extend((0..rows).map(|i| match word(form, value(i)) {
-                Some(w) => w + plus,
+            out.extend((0..rows).map(|i| match word(value(i)) {
+                Some(w) => K::from_wide(w + plus),
                 None => {
                     fits = false;
-                    0
+                    K::ZERO
                 }
             }));
             if !fits {
-                let bad = (0..rows).find(|&i| word(form, value(i)).is_none());
+                let bad = (0..rows).find(|&i| word(value(i)).is_none());
                 return Err(misfit(value(bad.unwrap_or(0))));
             }
         }
         Some(n) => {
             for i in 0..rows {
                 if n.is_null(i) {
-                    out.push(0);
+                    out.push(K::ZERO);
                     continue;
                 }
                 let v = value(i);
-                out.push(word(form, v).ok_or_else(|| misfit(v))? + plus);
+                out.push(K::from_wide(word(v).ok_or_else(|| misfit(v))? + plus));
             }
         }
     }
@@ -434,6 +536,15 @@ pub fn unpack(form: TextForm, null_code: bool, word: u128) -> Value {
             let len = usize::from(bytes[15].saturating_sub(1)).min(SHORT_TEXT);
             Value::Text(String::from_utf8_lossy(&bytes[..len]).into_owned())
         }
+        TextForm::Template(t) => {
+            let mut digits = hex_text(w, t.digits() as u8, t.upper)
+                .into_bytes()
+                .into_iter();
+            let bytes: Vec<u8> = (0..t.width())
+                .map(|i| t.fixed_at(i).or_else(|| digits.next()).unwrap_or(b'0'))
+                .collect();
+            Value::Text(String::from_utf8_lossy(&bytes).into_owned())
+        }
     }
 }
 
@@ -463,7 +574,7 @@ mod tests {
     };
 
     fn packed(form: TextForm, null_code: bool, a: ArrayRef) -> Result<Vec<u128>, Misfit> {
-        let mut out = Vec::new();
+        let mut out: Vec<u128> = Vec::new();
         pack(form, null_code, null_code, &a, &mut out).map(|_| out)
     }
 
@@ -541,7 +652,7 @@ mod tests {
         let values: ArrayRef = Arc::new(StringArray::from(Vec::<&str>::new()));
         let dict: ArrayRef = Arc::new(DictionaryArray::<Int8Type>::try_new(keys, values).unwrap());
         assert_eq!(packed(LOWER32, true, dict.clone()), Ok(vec![0, 0, 0]));
-        let mut out = Vec::new();
+        let mut out: Vec<u128> = Vec::new();
         assert_eq!(
             pack(LOWER32, false, true, &dict, &mut out),
             Err(Misfit("null".into()))
@@ -670,7 +781,7 @@ mod tests {
         }
         assert!(packed(TextForm::Short, false, a(vec!["sixteen bytes!!!"])).is_err());
         // A null without a null code, in a nulls-not-distinct check.
-        let mut out = Vec::new();
+        let mut out: Vec<u128> = Vec::new();
         let nullable: ArrayRef = Arc::new(StringArray::from(vec![Some(ok), None]));
         assert_eq!(
             pack(LOWER32, false, true, &nullable, &mut out),
@@ -691,5 +802,91 @@ mod tests {
         assert_eq!(packed(form, true, Arc::new(dict)).unwrap(), plain);
         let view = StringViewArray::from(values);
         assert_eq!(packed(form, true, Arc::new(view)).unwrap(), plain);
+    }
+
+    fn template(min: &str, max: &str, upper: bool) -> TextForm {
+        TextForm::Template(Template::of(min.as_bytes(), max.as_bytes(), upper).unwrap())
+    }
+
+    /// Prefixed, suffixed and separated ids round-trip, order like their
+    /// bytes, and pack alike through every layout and word width.
+    #[test]
+    fn template_words_round_trip_and_order_like_the_text() {
+        let email = template(
+            "customer-00000000@example-mail.com",
+            "customer-09999999@example-mail.com",
+            false,
+        );
+        let mut values: Vec<String> = (0..400u64)
+            .map(|i| format!("customer-{:08}@example-mail.com", i * 24_999 % 10_000_000))
+            .collect();
+        values.push("customer-0fffffff@example-mail.com".into());
+        round_trips_in_order(email, &values);
+        let sku = template("SKU-0000-000000", "SKU-FFFF-999999", true);
+        let skus: Vec<String> = (0..300u64)
+            .map(|i| format!("SKU-{:04X}-{:06}", i * 211 % 65_536, i * 7919 % 1_000_000))
+            .collect();
+        round_trips_in_order(sku, &skus);
+        // Shorter than a window of fixed bytes, and 32 digits behind a prefix.
+        let tiny = template("a-0", "a-f", false);
+        round_trips_in_order(tiny, &["a-0".into(), "a-7".into(), "a-f".into()]);
+        let long = template(
+            &format!("c-{}", "0".repeat(32)),
+            &format!("c-{}", "f".repeat(32)),
+            false,
+        );
+        round_trips_in_order(long, &[format!("c-{}", "0123456789abcdef".repeat(2))]);
+        let values: Vec<Option<&str>> = vec![
+            Some("customer-00000042@example-mail.com"),
+            None,
+            Some("customer-0000a042@example-mail.com"),
+        ];
+        let plain: Vec<u128> =
+            packed(email, true, Arc::new(StringArray::from(values.clone()))).unwrap();
+        assert_eq!(plain[1], 0, "the null code");
+        assert_eq!(
+            unpack(email, true, plain[2]),
+            Value::Text(values[2].unwrap().into())
+        );
+        let dict: DictionaryArray<Int8Type> = values.iter().copied().collect();
+        assert_eq!(packed(email, true, Arc::new(dict)).unwrap(), plain);
+        let view = StringViewArray::from(values.clone());
+        assert_eq!(packed(email, true, Arc::new(view)).unwrap(), plain);
+        let mut narrow: Vec<u64> = Vec::new();
+        let large: ArrayRef = Arc::new(LargeStringArray::from(values));
+        pack(email, true, true, &large, &mut narrow).unwrap();
+        assert_eq!(
+            narrow.iter().map(|w| u128::from(*w)).collect::<Vec<_>>(),
+            plain
+        );
+    }
+
+    /// A value that differs from the template anywhere is named: a fixed
+    /// byte in any place, a digit of the other case or no digit, a length.
+    #[test]
+    fn a_value_off_the_template_is_named() {
+        let ok = "customer-00000042@example-mail.com";
+        let form = template(ok, "customer-99999999@example-mail.com", false);
+        let mut bad: Vec<String> = (0..ok.len())
+            .map(|i| {
+                let mut b = ok.as_bytes().to_vec();
+                b[i] = if b[i] == b'0' { b'g' } else { b'X' };
+                String::from_utf8(b).unwrap()
+            })
+            .collect();
+        bad.push("customer-0000004A@example-mail.com".into());
+        bad.push("customer-00000042@example-mail.co".into());
+        bad.push("customer-00000042@example-mail.com ".into());
+        bad.push("customer-0000004\u{e9}@example-mail.com".into());
+        for bad in bad {
+            let got = packed(form, false, Arc::new(StringArray::from(vec![ok, &bad, ok])));
+            assert_eq!(
+                got,
+                Err(Misfit(Value::Text(bad.clone()).to_string())),
+                "{bad}"
+            );
+            let view = StringViewArray::from(vec![ok, &bad]);
+            assert!(packed(form, false, Arc::new(view)).is_err(), "{bad}");
+        }
     }
 }
