@@ -556,11 +556,12 @@ def compare_ways(binary, base, what, layouts, sql, forced=True):
 def crosscheck_template_text(binary, work):
     """Generated ids of one length whose hex digits sit between bytes every
     value shares (the text strategy's template form), 60,000 rows of 20,000
-    values, 4% null: by pyarrow, typed as a dictionary, and uppercase SKUs
-    by DuckDB, each packed exactly; the same ids with a value of the other
-    case now and then (the template falls back to fingerprints from the
-    start); and in one sorted file (left to the fingerprint's count in
-    order, as the footers say). Returns (checked, failures)."""
+    values, 4% null: by pyarrow, and uppercase SKUs by DuckDB, each packed
+    exactly (typed as a dictionary, left to fingerprints); the same ids with
+    a value of the other case now and then (the template falls back to
+    fingerprints from the start); and in one sorted file (left to the
+    fingerprint's count in order, as the footers say). Returns (checked,
+    failures)."""
     rng = random.Random(20261207)
     base = os.path.join(work, "template-text")
     shutil.rmtree(base, ignore_errors=True)
@@ -588,7 +589,9 @@ def crosscheck_template_text(binary, work):
     with open(f"{base}/k.dq", "w") as fh:
         fh.write(REPEATED_RULES)
     packed = [("packed", {}, "values packed as 26-byte values shaped cust-########@shop.example")]
-    layouts = [("ids", packed), ("ids-dictionary", packed)]
+    # A dictionary-typed column is left to fingerprints (their first pass
+    # tallies its pages' dictionaries by index).
+    layouts = [("ids", packed), ("ids-dictionary", [("fingerprints", {}, "repeated fingerprint(s)")])]
     layouts += [("skus-duckdb", [("packed", {}, "values packed as 18-byte values shaped SKU-####-######-EU, "
                                   "each # a hex digit (uppercase)")])]
     layouts += [("ids-misfit", [("fallen back", {}, "which is not 26-byte values shaped")])]
