@@ -9,6 +9,7 @@
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, GenericStringArray, OffsetSizeTrait, StringViewArray,
 };
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 
 use super::key::Key;
@@ -201,8 +202,20 @@ pub fn pack<K: Key>(
     out.clear();
     let plus = u128::from(null_code);
     match column.data_type() {
-        DataType::Dictionary(..) => {
+        DataType::Dictionary(_, value_type) => {
             let dict = column.as_any_dictionary();
+            // Every batch of a column chunk brings the chunk's whole
+            // dictionary: one larger than the batch is not packed whole for
+            // each batch (150,000 short codes 1,220 times took 1.3 s), only
+            // the batch's values are.
+            if dict.values().len() > column.len() {
+                let plain = cast(column, value_type).map_err(|e| {
+                    Misfit(format!(
+                        "a dictionary that does not cast to its values ({e})"
+                    ))
+                })?;
+                return pack(form, null_code, nulls_equal, &plain, out);
+            }
             let mut values = Vec::new();
             pack_plain(form, plus, dict.values(), &mut values)?;
             let keys = dict.keys();
@@ -788,6 +801,25 @@ mod tests {
             Err(Misfit("null".into()))
         );
         assert!(pack(LOWER32, false, false, &nullable, &mut out).is_ok());
+    }
+
+    /// A dictionary larger than its batch packs its rows' values alone: a
+    /// value no row holds does not stop the packing.
+    #[test]
+    fn a_dictionary_larger_than_its_batch_packs_its_rows() {
+        let values: ArrayRef = Arc::new(StringArray::from(vec!["beef", "not hex", "c0de"]));
+        let keys = datafusion::arrow::array::Int8Array::from(vec![Some(2), None]);
+        let dict: ArrayRef = Arc::new(DictionaryArray::<Int8Type>::try_new(keys, values).unwrap());
+        let form = TextForm::Hex {
+            len: 4,
+            upper: false,
+        };
+        let plain = packed(
+            form,
+            true,
+            Arc::new(StringArray::from(vec![Some("c0de"), None])),
+        );
+        assert_eq!(packed(form, true, dict), plain);
     }
 
     #[test]
