@@ -154,13 +154,11 @@ async fn fall_back(
     why: String,
     started: Instant,
 ) -> Result<Found, Error> {
+    let stopped = started.elapsed();
     let mut found = Box::pin(find(ctx, input, job, fallback, label)).await?;
     found.passes.insert(
         0,
-        format!(
-            "{why} ({:.2} s), then {fallback}",
-            started.elapsed().as_secs_f64()
-        ),
+        format!("{why} ({:.2} s), then {fallback}", stopped.as_secs_f64()),
     );
     Ok(found)
 }
