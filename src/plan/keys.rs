@@ -452,10 +452,10 @@ fn text(
         // row: 150,000 e-mail ids of 16 digits in 10M rows took 156 MB
         // as words, 81 MB so); and a dictionary-typed column, whose pages'
         // dictionaries that pass tallies by index.
-        Some(TextForm::Template(_))
+        Some(form @ TextForm::Template(_))
             if !forced
                 && (f.text_ranges_apart
-                    || form_bits(&suggested, null_code) > TEMPLATE_BITS
+                    || form.bits(null_code) > TEMPLATE_BITS
                     || matches!(ty, DataType::Dictionary(..))) =>
         {
             return None
@@ -477,10 +477,6 @@ fn text(
 /// The widest template the text strategy packs: 4 bytes a row in the
 /// radix partitions from 256 of them (10M rows) on, as a fingerprint.
 pub const TEMPLATE_BITS: u32 = 40;
-
-fn form_bits(form: &Option<TextForm>, null_code: bool) -> u32 {
-    form.map_or(0, |f| f.bits(null_code))
-}
 
 /// The text types the text strategy reads (a dictionary's values too).
 pub fn is_text(ty: &DataType) -> bool {
