@@ -358,7 +358,8 @@ fn hex_each<const L: usize, K: Key>(
         Some(v) => {
             let (w, good) = word(v);
             ok &= good;
-            K::from_wide(w + plus)
+            // (A value that is no hex may read as any word: it is dropped.)
+            K::from_wide(w.wrapping_add(plus))
         }
         None => {
             ok = false;
@@ -891,6 +892,124 @@ mod tests {
             narrow.iter().map(|w| u128::from(*w)).collect::<Vec<_>>(),
             plain
         );
+    }
+
+    /// Characters the property below draws values from: hex digits of both
+    /// cases, bytes a template fixes, and multi-byte UTF-8.
+    const DRAWN: &[char] = &[
+        '0',
+        '1',
+        '7',
+        '9',
+        'a',
+        'c',
+        'f',
+        'A',
+        'F',
+        'g',
+        'G',
+        'x',
+        '-',
+        '@',
+        '.',
+        '/',
+        ' ',
+        '\u{e9}',
+        '\u{1F600}',
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+        /// Values drawn around a random shape (each place fixed to one
+        /// character or drawn, mostly a hex digit), of one length or not,
+        /// some null: the form their least and greatest value suggest, as
+        /// a footer's bounds would, packs each value to a word that unpacks
+        /// to it, or refuses it; words order like the values; a batch packs
+        /// whole exactly when every value fits, alike in every layout and
+        /// word width, with and without a null code.
+        #[test]
+        fn every_suggested_form_packs_exactly_or_refuses(
+            shape in proptest::collection::vec(
+                proptest::option::weighted(0.4, proptest::sample::select(DRAWN)), 1..48),
+            uuid in proptest::bool::weighted(0.1),
+            case in 0usize..2,
+            rows in proptest::collection::vec(
+                (proptest::collection::vec(proptest::sample::select(DRAWN), 48),
+                 0u8..100, 1usize..3), 1..40),
+        ) {
+            let shape: Vec<Option<char>> = match uuid {
+                true => (0..36).map(|i| [8, 13, 18, 23].contains(&i).then_some('-')).collect(),
+                false => shape,
+            };
+            let hex = [b"0123456789abcdef", b"0123456789ABCDEF"][case];
+            let values: Vec<Option<String>> = rows
+                .iter()
+                .map(|(drawn, roll, cut)| {
+                    // Mostly hex digits of one case where the shape draws;
+                    // now and then any character, or a value cut short.
+                    (*roll >= 6).then(|| {
+                        let v: String = shape
+                            .iter()
+                            .zip(drawn)
+                            .map(|(fixed, d)| match fixed {
+                                Some(c) => *c,
+                                None if *roll < 12 => *d,
+                                None => char::from(hex[*d as usize % 16]),
+                            })
+                            .collect();
+                        let keep = v.chars().count().saturating_sub(usize::from(*roll < 9) * cut);
+                        v.chars().take(keep.max(1)).collect()
+                    })
+                })
+                .collect();
+            let present: Vec<&String> = values.iter().flatten().collect();
+            proptest::prop_assume!(!present.is_empty());
+            let (least, most) = (present.iter().min().unwrap(), present.iter().max().unwrap());
+            let Some(form) = TextForm::suggested(least, most) else {
+                return Ok(());
+            };
+            let words: Vec<Option<u128>> = present.iter().map(|v| word(form, v.as_bytes())).collect();
+            for (v, w) in present.iter().zip(&words) {
+                if let Some(w) = w {
+                    proptest::prop_assert_eq!(unpack(form, false, *w), Value::Text((*v).clone()), "{}", form);
+                }
+            }
+            let mut fitting: Vec<(&String, u128)> = present
+                .iter()
+                .zip(&words)
+                .filter_map(|(v, w)| w.map(|w| (*v, w)))
+                .collect();
+            fitting.sort_by_key(|(_, w)| *w);
+            proptest::prop_assert!(fitting.windows(2).all(|p| p[0].0 < p[1].0 || p[0] == p[1]));
+            let all_fit = words.iter().all(Option::is_some);
+            let strs: Vec<Option<&str>> = values.iter().map(|v| v.as_deref()).collect();
+            let layouts: Vec<ArrayRef> = vec![
+                Arc::new(StringArray::from(strs.clone())),
+                Arc::new(LargeStringArray::from(strs.clone())),
+                Arc::new(StringViewArray::from(strs.clone())),
+                Arc::new(strs.iter().copied().collect::<DictionaryArray<Int8Type>>()),
+            ];
+            // (A null code is given to forms whose words then fit 128 bits.)
+            for null_code in [false, true].into_iter().filter(|&n| form.bits(n) <= 128) {
+                let expected: Vec<u128> = values
+                    .iter()
+                    .map(|v| v.as_ref().map_or(0, |v| word(form, v.as_bytes()).unwrap_or(0) + u128::from(null_code)))
+                    .collect();
+                for a in &layouts {
+                    let got = packed(form, null_code, a.clone());
+                    proptest::prop_assert_eq!(got.is_ok(), all_fit, "{} {:?}", form, a.data_type());
+                    if let Ok(got) = got {
+                        proptest::prop_assert_eq!(&got, &expected);
+                        if form.bits(null_code) <= 64 {
+                            let mut narrow: Vec<u64> = Vec::new();
+                            pack(form, null_code, null_code, a, &mut narrow).unwrap();
+                            let wide: Vec<u128> = narrow.iter().map(|w| u128::from(*w)).collect();
+                            proptest::prop_assert_eq!(&wide, &expected);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// A value that differs from the template anywhere is named: a fixed
