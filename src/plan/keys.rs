@@ -25,7 +25,8 @@
 //!   fit stops it, and the fingerprint strategy runs instead.
 //! - **ordered**: the footers say the rows arrive in order of an integer-like
 //!   key column (ranges that never go back across row groups and files), so
-//!   equal keys arrive side by side: constant memory, verified while streaming.
+//!   the rows of one leading value arrive together and each such run is
+//!   counted on its own: the memory of one run, verified while streaming.
 //! - **grouped**: DataFusion's hash aggregate (on a Ballista cluster, and for
 //!   key types the engine does not pack or hash).
 //!
@@ -578,7 +579,7 @@ impl fmt::Display for KeyStrategy {
                 fallback,
             } => write!(
                 f,
-                "ordered: the footer ranges of {leading} never go back across {row_groups} row group(s), so equal keys arrive side by side (constant memory; the order is verified while streaming, and if it breaks: {fallback})"
+                "ordered: the footer ranges of {leading} never go back across {row_groups} row group(s), so the rows of one {leading} arrive together and each run of them is counted on its own (the memory of one run; the order is verified while streaming, and if it breaks or a run of different keys passes 1,048,576 rows: {fallback})"
             ),
             KeyStrategy::Grouped => write!(f, "grouped: DataFusion's hash aggregate"),
         }
